@@ -1,0 +1,94 @@
+# lmq — one Makefile for the whole pipeline. Sources are found by folder: every .c under a
+# stage folder goes into liblmq.a, tools/*.c into the lmq command, each tests/test_*.c is a
+# Check suite of its own.
+
+BUILD   ?= build
+CC      ?= cc
+OPT     ?= -O2
+PKGS    := libzstd libxxhash yaml-0.1 jansson
+CFLAGS  += -std=c11 $(OPT) -g -Wall -Wextra -Werror -pthread -I. \
+           -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -ffp-contract=off
+LDLIBS  += -lzstd -lxxhash -lyaml -ljansson -lm -pthread
+CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lm)
+
+ifeq ($(SAN),1)
+CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+LDFLAGS += -fsanitize=address,undefined
+endif
+
+STAGES  := common formats schemes convert calibrate quantize runtime verify
+LIB_SRC := $(foreach d,$(STAGES),$(wildcard $(d)/*.c))
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
+TOOL_SRC := $(wildcard tools/*.c)
+TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/%.o)
+TEST_SRC := $(wildcard tests/test_*.c)
+TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+TEST_SUPPORT := $(filter-out $(TEST_SRC),$(wildcard tests/*.c))
+
+# CUDA: built when nvcc is on the PATH or in the toolkit's standard place, skipped otherwise.
+NVCC ?= $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard /usr/local/cuda/bin/nvcc))
+CUDA_SRC := $(wildcard runtime/cuda/*.cu)
+ifneq ($(NVCC),)
+ifneq ($(CUDA_SRC),)
+CUDA_HOME := $(patsubst %/bin/nvcc,%,$(NVCC))
+CUDA_OBJ  := $(CUDA_SRC:%.cu=$(BUILD)/%.o)
+CFLAGS    += -DLMQ_CUDA=1 -I$(CUDA_HOME)/include
+LDLIBS    += -L$(CUDA_HOME)/lib64 -lcublas -lcudart
+endif
+endif
+
+.PHONY: all deps check check-asan bench demo clean cuda-status
+all: cuda-status $(BUILD)/lmq lmq
+
+cuda-status:
+ifeq ($(NVCC),)
+	@echo "lmq: nvcc not found (PATH or /usr/local/cuda): building the CPU runtime only"
+else
+	@echo "lmq: CUDA toolkit at $(NVCC)$(if $(CUDA_SRC),, (no CUDA sources yet))"
+endif
+
+lmq: $(BUILD)/lmq
+	@ln -sf $(BUILD)/lmq lmq
+
+$(BUILD)/liblmq.a: $(LIB_OBJ) $(CUDA_OBJ)
+	@mkdir -p $(dir $@)
+	$(AR) rcs $@ $^
+
+$(BUILD)/lmq: $(TOOL_OBJ) $(BUILD)/liblmq.a
+	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(BUILD)/liblmq.a $(LDLIBS)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) -O2 -I. -Xcompiler -Wall,-Wextra,-Werror -c $< -o $@
+
+$(BUILD)/tests/%: tests/%.c $(TEST_SUPPORT) $(BUILD)/liblmq.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(TEST_SUPPORT) $(BUILD)/liblmq.a $(CHECK_LIBS) $(LDLIBS)
+
+# Unit suites, then the end-to-end scripts (which drive the lmq command).
+check: $(BUILD)/lmq $(TEST_BIN)
+	@set -e; for t in $(TEST_BIN); do echo "== $$t"; $$t; done
+	@set -e; for s in $(sort $(wildcard tests/integration/*.sh)); do echo "== $$s"; LMQ=$(BUILD)/lmq bash $$s; done
+	@echo "lmq: all checks passed"
+
+check-asan:
+	$(MAKE) BUILD=build-asan SAN=1 OPT=-O1 check
+
+# Debian packages the build needs; a no-op when they are installed.
+DEB_PKGS := build-essential pkg-config libzstd-dev libyaml-dev libxxhash-dev libjansson-dev check
+deps:
+	@missing=$$(for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:" $$missing; \
+	  $(if $(filter 0,$(shell id -u)),,sudo) apt-get update -q && \
+	  $(if $(filter 0,$(shell id -u)),,sudo) apt-get install -y -q $$missing; \
+	else echo "lmq: build dependencies present"; fi
+
+clean:
+	rm -rf build build-asan lmq
+
+-include $(LIB_OBJ:.o=.d) $(TOOL_OBJ:.o=.d)

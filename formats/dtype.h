@@ -1,0 +1,37 @@
+/* On-disk tensor encodings. The numbers are part of the lmq container format: never renumber.
+ * formats/ only stores these descriptors; schemes/ knows the byte layout behind each. */
+#ifndef LMQ_DTYPE_H
+#define LMQ_DTYPE_H
+
+#include <stdint.h>
+
+typedef enum {
+    LMQ_T_F32 = 0,
+    LMQ_T_F16 = 1,
+    LMQ_T_BF16 = 2,
+    LMQ_T_F8_E4M3 = 3,
+    LMQ_T_F8_E5M2 = 4,
+    LMQ_T_INT8 = 5,
+    LMQ_T_INT4 = 6,
+    LMQ_T_INT3 = 7,
+    LMQ_T_INT2 = 8,
+    LMQ_T_BYTES = 9, /* opaque bytes: tokenizer files carried inside the artefact */
+    LMQ_T_COUNT
+} lmq_dtype;
+
+typedef enum {
+    LMQ_GRAN_NONE = 0,    /* plain floats, no scales */
+    LMQ_GRAN_TENSOR = 1,  /* one scale for the whole tensor */
+    LMQ_GRAN_CHANNEL = 2, /* one scale per output row of the [out, in] matrix */
+    LMQ_GRAN_GROUP = 3,   /* one scale per `group` consecutive inputs within a row */
+} lmq_gran;
+
+/* How one tensor is encoded. A 1-D tensor is one row. */
+typedef struct {
+    uint16_t dtype; /* lmq_dtype */
+    uint8_t gran;   /* lmq_gran */
+    uint8_t asym;   /* 1: zero points stored beside the scales */
+    uint32_t group; /* inputs per group when gran == LMQ_GRAN_GROUP, else 0 */
+} lmq_qparams;
+
+#endif

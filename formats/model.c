@@ -1,0 +1,175 @@
+#include "formats/model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void lmq_model_init(lmq_model *m)
+{
+    memset(m, 0, sizeof *m);
+    m->arch.bos_id = m->arch.eos_id = -1;
+}
+
+void lmq_model_free(lmq_model *m)
+{
+    for (int i = 0; i < m->n_tensors; i++)
+        free(m->tensors[i].data);
+    for (int i = 0; i < m->n_files; i++)
+        free(m->files[i].data);
+    free(m->tensors);
+    free(m->files);
+    lmq_model_init(m);
+}
+
+int64_t lmq_tensor_numel(const lmq_tensor *t)
+{
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++)
+        n *= t->shape[i];
+    return n;
+}
+
+static int grow(void **p, int *cap, int n, size_t elem)
+{
+    if (n < *cap)
+        return 1;
+    int nc = *cap ? *cap * 2 : 64;
+    void *q = realloc(*p, (size_t)nc * elem);
+    if (!q)
+        return 0;
+    *p = q;
+    *cap = nc;
+    return 1;
+}
+
+lmq_code lmq_model_add(lmq_model *m, const char *name, int ndim, const int64_t *shape,
+                       lmq_tensor **out, lmq_err *err)
+{
+    if (strlen(name) >= LMQ_NAME_MAX || ndim < 1 || ndim > LMQ_MAX_DIMS)
+        return lmq_fail(err, LMQ_E_ARG, "tensor %s: bad name or rank %d", name, ndim);
+    if (lmq_model_find(m, name))
+        return lmq_fail(err, LMQ_E_FORMAT, "tensor %s: defined twice", name);
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] <= 0 || shape[i] > ((int64_t)1 << 40) / n)
+            return lmq_fail(err, LMQ_E_FORMAT, "tensor %s: bad shape", name);
+        n *= shape[i];
+    }
+    if (!grow((void **)&m->tensors, &m->cap_tensors, m->n_tensors, sizeof *m->tensors))
+        return lmq_fail(err, LMQ_E_NOMEM, "tensor %s: out of memory", name);
+    lmq_tensor *t = &m->tensors[m->n_tensors];
+    memset(t, 0, sizeof *t);
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->ndim = ndim;
+    memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
+    t->data = calloc((size_t)n, sizeof(float));
+    if (!t->data)
+        return lmq_fail(err, LMQ_E_NOMEM, "tensor %s: out of memory (%lld floats)", name, (long long)n);
+    m->n_tensors++;
+    if (out)
+        *out = t;
+    return LMQ_OK;
+}
+
+lmq_code lmq_model_add_file(lmq_model *m, const char *name, uint8_t *data, size_t size, lmq_err *err)
+{
+    if (strlen(name) >= LMQ_NAME_MAX || lmq_model_find_file(m, name)) {
+        free(data);
+        return lmq_fail(err, LMQ_E_ARG, "file %s: bad or duplicate name", name);
+    }
+    if (!grow((void **)&m->files, &m->cap_files, m->n_files, sizeof *m->files)) {
+        free(data);
+        return lmq_fail(err, LMQ_E_NOMEM, "file %s: out of memory", name);
+    }
+    lmq_file *f = &m->files[m->n_files++];
+    snprintf(f->name, sizeof f->name, "%s", name);
+    f->data = data;
+    f->size = size;
+    return LMQ_OK;
+}
+
+lmq_tensor *lmq_model_find(const lmq_model *m, const char *name)
+{
+    for (int i = 0; i < m->n_tensors; i++)
+        if (strcmp(m->tensors[i].name, name) == 0)
+            return &m->tensors[i];
+    return NULL;
+}
+
+const lmq_file *lmq_model_find_file(const lmq_model *m, const char *name)
+{
+    for (int i = 0; i < m->n_files; i++)
+        if (strcmp(m->files[i].name, name) == 0)
+            return &m->files[i];
+    return NULL;
+}
+
+static lmq_code expect(const lmq_model *m, const char *name, int64_t d0, int64_t d1, lmq_err *err)
+{
+    const lmq_tensor *t = lmq_model_find(m, name);
+    if (!t)
+        return lmq_fail(err, LMQ_E_FORMAT, "tensor %s: missing", name);
+    int ndim = d1 ? 2 : 1;
+    if (t->ndim != ndim || t->shape[0] != d0 || (d1 && t->shape[1] != d1))
+        return lmq_fail(err, LMQ_E_FORMAT, "tensor %s: shape [%lld%s%lld] expected [%lld%s%lld]", name,
+                        (long long)t->shape[0], t->ndim > 1 ? ", " : "",
+                        t->ndim > 1 ? (long long)t->shape[1] : 0LL, (long long)d0, d1 ? ", " : "",
+                        d1 ? (long long)d1 : 0LL);
+    return LMQ_OK;
+}
+
+lmq_code lmq_model_validate(const lmq_model *m, lmq_err *err)
+{
+    const lmq_arch *a = &m->arch;
+    if (a->family != LMQ_FAMILY_GPT2 && a->family != LMQ_FAMILY_LLAMA)
+        return lmq_fail(err, LMQ_E_UNSUPPORTED, "unknown model family %d", (int)a->family);
+    if (a->dim <= 0 || a->n_layers <= 0 || a->n_heads <= 0 || a->n_kv_heads <= 0 || a->vocab_size <= 0 ||
+        a->hidden_dim <= 0 || a->max_seq <= 0 || a->dim % a->n_heads || a->n_heads % a->n_kv_heads)
+        return lmq_fail(err, LMQ_E_FORMAT, "inconsistent architecture (dim %d, heads %d, kv heads %d)",
+                        a->dim, a->n_heads, a->n_kv_heads);
+    const int gpt2 = a->family == LMQ_FAMILY_GPT2;
+    const int64_t d = a->dim, h = a->hidden_dim, kv = (int64_t)a->dim / a->n_heads * a->n_kv_heads;
+    char n[LMQ_NAME_MAX];
+    lmq_code c;
+#define EXPECT(d0, d1, ...) do { snprintf(n, sizeof n, __VA_ARGS__); if ((c = expect(m, n, d0, d1, err))) return c; } while (0)
+    EXPECT(a->vocab_size, d, "tok_embd.weight");
+    if (gpt2)
+        EXPECT(a->max_seq, d, "pos_embd.weight");
+    for (int l = 0; l < a->n_layers; l++) {
+        EXPECT(d, 0, "blk.%d.attn_norm.weight", l);
+        EXPECT(d, 0, "blk.%d.ffn_norm.weight", l);
+        EXPECT(d, d, "blk.%d.attn_out.weight", l);
+        EXPECT(h, d, "blk.%d.ffn_up.weight", l);
+        EXPECT(d, h, "blk.%d.ffn_down.weight", l);
+        if (gpt2) {
+            EXPECT(3 * d, d, "blk.%d.attn_qkv.weight", l);
+            EXPECT(3 * d, 0, "blk.%d.attn_qkv.bias", l);
+            EXPECT(d, 0, "blk.%d.attn_norm.bias", l);
+            EXPECT(d, 0, "blk.%d.ffn_norm.bias", l);
+            EXPECT(d, 0, "blk.%d.attn_out.bias", l);
+            EXPECT(h, 0, "blk.%d.ffn_up.bias", l);
+            EXPECT(d, 0, "blk.%d.ffn_down.bias", l);
+        } else {
+            EXPECT(d, d, "blk.%d.attn_q.weight", l);
+            EXPECT(kv, d, "blk.%d.attn_k.weight", l);
+            EXPECT(kv, d, "blk.%d.attn_v.weight", l);
+            EXPECT(h, d, "blk.%d.ffn_gate.weight", l);
+        }
+    }
+    EXPECT(d, 0, "out_norm.weight");
+    if (gpt2)
+        EXPECT(d, 0, "out_norm.bias");
+    if (!a->tied_embedding)
+        EXPECT(a->vocab_size, d, "output.weight");
+#undef EXPECT
+    for (int i = 0; i < m->n_tensors; i++) {
+        const lmq_tensor *t = &m->tensors[i];
+        int64_t k = lmq_tensor_numel(t);
+        for (int64_t j = 0; j < k; j++)
+            if (!isfinite(t->data[j]))
+                return lmq_fail(err, LMQ_E_NUMERIC, "tensor %s: non-finite value %g at element %lld", t->name,
+                                (double)t->data[j], (long long)j);
+    }
+    return LMQ_OK;
+}

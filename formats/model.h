@@ -1,0 +1,89 @@
+/* A model in memory as lmq sees it: an architecture descriptor, fp32 tensors under canonical
+ * names in [out, in] orientation, and the tokenizer files it needs. convert/ produces it,
+ * runtime/ consumes it, the container stores it.
+ *
+ * Canonical names (i = layer index):
+ *   tok_embd.weight [vocab, dim]        pos_embd.weight [ctx, dim] (gpt2)
+ *   blk.i.attn_norm.weight [dim]        blk.i.attn_norm.bias (gpt2)
+ *   llama: blk.i.attn_q.weight [heads*hd, dim], attn_k / attn_v [kv_heads*hd, dim]
+ *   gpt2:  blk.i.attn_qkv.weight [3*dim, dim] (q|k|v rows), blk.i.attn_qkv.bias [3*dim]
+ *   blk.i.attn_out.weight [dim, dim]    (+ .bias gpt2)
+ *   blk.i.ffn_norm.weight [dim]         (+ .bias gpt2)
+ *   blk.i.ffn_gate.weight [hidden, dim] (llama w1)
+ *   blk.i.ffn_up.weight [hidden, dim]   (llama w3, gpt2 c_fc; + .bias gpt2)
+ *   blk.i.ffn_down.weight [dim, hidden] (llama w2, gpt2 mlp.c_proj; + .bias gpt2)
+ *   out_norm.weight [dim]               (+ .bias gpt2)
+ *   output.weight [vocab, dim]          only when the classifier is not tied to tok_embd
+ */
+#ifndef LMQ_MODEL_H
+#define LMQ_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+
+#define LMQ_MAX_DIMS 4
+#define LMQ_NAME_MAX 128
+
+typedef enum { LMQ_FAMILY_GPT2 = 1, LMQ_FAMILY_LLAMA = 2 } lmq_family;
+
+/* Where the two halves of each rotated pair sit inside a head:
+ * interleaved = (2i, 2i+1) as llama2.c; half = (i, i + hd/2) as Hugging Face's rotate_half. */
+typedef enum { LMQ_ROPE_NONE = 0, LMQ_ROPE_INTERLEAVED = 1, LMQ_ROPE_HALF = 2 } lmq_rope;
+
+typedef enum { LMQ_TOK_NONE = 0, LMQ_TOK_LLAMA2C = 1, LMQ_TOK_GPT2 = 2, LMQ_TOK_HF_JSON = 3 } lmq_tok_kind;
+
+typedef struct {
+    lmq_family family;
+    int dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, max_seq;
+    float norm_eps, rope_theta;
+    int tied_embedding; /* 1: the classifier is tok_embd.weight */
+    lmq_rope rope;
+    lmq_tok_kind tokenizer;
+    int bos_id, eos_id; /* -1 when the tokenizer has none */
+} lmq_arch;
+
+typedef struct {
+    char name[LMQ_NAME_MAX];
+    int ndim;
+    int64_t shape[LMQ_MAX_DIMS];
+    float *data; /* owned */
+} lmq_tensor;
+
+/* A file carried with the model (tokenizer.bin, vocab.json, merges.txt, tokenizer.json). */
+typedef struct {
+    char name[LMQ_NAME_MAX];
+    uint8_t *data; /* owned */
+    size_t size;
+} lmq_file;
+
+typedef struct {
+    lmq_arch arch;
+    lmq_tensor *tensors;
+    int n_tensors, cap_tensors;
+    lmq_file *files;
+    int n_files, cap_files;
+    uint64_t source_checksum; /* XXH3-64 over the source checkpoint's bytes */
+    char source[512];         /* what was imported, for the manifest */
+    char notes[1024];         /* what the import did (transpositions, rope layout), for the manifest */
+} lmq_model;
+
+void lmq_model_init(lmq_model *m);
+void lmq_model_free(lmq_model *m);
+
+/* Adds a zero-filled tensor (data allocated) and returns it via out. */
+lmq_code lmq_model_add(lmq_model *m, const char *name, int ndim, const int64_t *shape,
+                       lmq_tensor **out, lmq_err *err);
+/* Takes ownership of data (malloc'd, size bytes). */
+lmq_code lmq_model_add_file(lmq_model *m, const char *name, uint8_t *data, size_t size, lmq_err *err);
+
+lmq_tensor *lmq_model_find(const lmq_model *m, const char *name);
+const lmq_file *lmq_model_find_file(const lmq_model *m, const char *name);
+int64_t lmq_tensor_numel(const lmq_tensor *t);
+
+/* Checks that every tensor the architecture needs is present with the right shape,
+ * and that every weight is finite. Errors name the tensor. */
+lmq_code lmq_model_validate(const lmq_model *m, lmq_err *err);
+
+#endif

@@ -1,0 +1,118 @@
+/* common/: half and bfloat16 conversions, errors, atomic files. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common/err.h"
+#include "common/file.h"
+#include "common/fp.h"
+#include "tests/testutil.h"
+
+/* Every half value converts to float and back to itself (NaNs stay NaN). */
+START_TEST(f16_round_trip_all)
+{
+    for (uint32_t h = 0; h < 65536; h++) {
+        float f = lmq_f16_to_f32((uint16_t)h);
+        if (isnan(f))
+            ck_assert(isnan(lmq_f16_to_f32(lmq_f32_to_f16(f))));
+        else
+            ck_assert_uint_eq(lmq_f32_to_f16(f), h);
+    }
+}
+END_TEST
+
+/* Known values, including ties that must go to even and the overflow/underflow edges. */
+START_TEST(f16_rounding)
+{
+    ck_assert_uint_eq(lmq_f32_to_f16(1.0f), 0x3c00);
+    ck_assert_uint_eq(lmq_f32_to_f16(65504.0f), 0x7bff);
+    ck_assert_uint_eq(lmq_f32_to_f16(65519.0f), 0x7bff);
+    ck_assert_uint_eq(lmq_f32_to_f16(65520.0f), 0x7c00);
+    ck_assert_uint_eq(lmq_f32_to_f16(1.0f + 1.0f / 2048), 0x3c00);       /* tie, even below */
+    ck_assert_uint_eq(lmq_f32_to_f16(1.0f + 3.0f / 2048), 0x3c02);       /* tie, even above */
+    ck_assert_uint_eq(lmq_f32_to_f16(ldexpf(1.0f, -24)), 0x0001);        /* smallest subnormal */
+    ck_assert_uint_eq(lmq_f32_to_f16(ldexpf(1.0f, -25)), 0x0000);        /* tie to even zero */
+    ck_assert_uint_eq(lmq_f32_to_f16(ldexpf(1.5f, -25)), 0x0001);
+    ck_assert_uint_eq(lmq_f32_to_f16(-2.0f), 0xc000);
+    ck_assert_uint_eq(lmq_f32_to_f16(INFINITY), 0x7c00);
+    ck_assert_float_eq(lmq_f16_to_f32(0x3555), 0.333251953125f);
+}
+END_TEST
+
+/* The nearest half: brute force over all finite halves agrees with the conversion. */
+START_TEST(f16_nearest)
+{
+    const float xs[] = { 0.1f, 3.14159f, -1234.567f, 6.1e-5f, 3.0e-6f, 1e-7f, 40000.3f };
+    for (size_t i = 0; i < sizeof xs / sizeof xs[0]; i++) {
+        double best = INFINITY;
+        for (uint32_t h = 0; h < 0x7c00; h++) {
+            double v = lmq_f16_to_f32((uint16_t)(h | (xs[i] < 0 ? 0x8000 : 0)));
+            if (fabs(v - xs[i]) < best)
+                best = fabs(v - xs[i]);
+        }
+        ck_assert(fabs(lmq_f16_to_f32(lmq_f32_to_f16(xs[i])) - xs[i]) == best);
+    }
+}
+END_TEST
+
+START_TEST(bf16_rounding)
+{
+    ck_assert_uint_eq(lmq_f32_to_bf16(1.0f), 0x3f80);
+    ck_assert_uint_eq(lmq_f32_to_bf16(lmq_bits_f32(0x3f808000u)), 0x3f80); /* tie, even below */
+    ck_assert_uint_eq(lmq_f32_to_bf16(lmq_bits_f32(0x3f818000u)), 0x3f82); /* tie, even above */
+    ck_assert_uint_eq(lmq_f32_to_bf16(lmq_bits_f32(0x3f808001u)), 0x3f81);
+    ck_assert(isnan(lmq_bf16_to_f32(lmq_f32_to_bf16(NAN))));
+    for (uint32_t h = 0; h < 0x7f80; h += 7)
+        ck_assert_uint_eq(lmq_f32_to_bf16(lmq_bf16_to_f32((uint16_t)h)), h);
+}
+END_TEST
+
+START_TEST(err_prefix)
+{
+    lmq_err e;
+    ck_assert_int_eq(lmq_fail(&e, LMQ_E_FORMAT, "tensor %s: bad", "x"), LMQ_E_FORMAT);
+    lmq_err_prefix(&e, "%s: ", "a.lmq");
+    ck_assert_str_eq(e.msg, "a.lmq: tensor x: bad");
+    ck_assert_int_eq(e.code, LMQ_E_FORMAT);
+}
+END_TEST
+
+/* An aborted atomic write leaves nothing; a committed one replaces the file whole. */
+START_TEST(atomic_write)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/out.bin", test_tmpdir());
+    lmq_atomic a;
+    lmq_err e;
+    ck_assert_int_eq(lmq_atomic_open(&a, path, &e), LMQ_OK);
+    fputs("half", a.fp);
+    lmq_atomic_abort(&a);
+    struct stat st;
+    ck_assert_int_ne(stat(path, &st), 0);
+    ck_assert_int_eq(lmq_atomic_open(&a, path, &e), LMQ_OK);
+    fputs("whole", a.fp);
+    ck_assert_int_eq(lmq_atomic_commit(&a, &e), LMQ_OK);
+    lmq_blob b;
+    ck_assert_int_eq(lmq_blob_open(path, &b, &e), LMQ_OK);
+    ck_assert_uint_eq(b.size, 5);
+    ck_assert(memcmp(b.data, "whole", 5) == 0);
+    lmq_blob_close(&b);
+    ck_assert_int_ne(lmq_blob_open("/nonexistent/x", &b, &e), LMQ_OK);
+    ck_assert(strstr(e.msg, "/nonexistent/x") != NULL);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("common");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, f16_round_trip_all);
+    tcase_add_test(tc, f16_rounding);
+    tcase_add_test(tc, f16_nearest);
+    tcase_add_test(tc, bf16_rounding);
+    tcase_add_test(tc, err_prefix);
+    tcase_add_test(tc, atomic_write);
+    suite_add_tcase(s, tc);
+    return run_suite(s);
+}

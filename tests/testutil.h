@@ -1,0 +1,16 @@
+/* Helpers shared by the Check suites. Tests run from the repository root; fixtures live in
+ * ../shared/fixtures unless LMQ_FIXTURES names another folder. */
+#ifndef LMQ_TESTUTIL_H
+#define LMQ_TESTUTIL_H
+
+#include <check.h>
+#include <stddef.h>
+
+/* Returns a static buffer holding <fixtures>/<rel>. */
+const char *fixture(const char *rel);
+/* A fresh empty directory under /tmp for this test's outputs. */
+const char *test_tmpdir(void);
+/* Runs a suite and returns the process exit status. */
+int run_suite(Suite *s);
+
+#endif

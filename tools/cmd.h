@@ -1,0 +1,13 @@
+/* The lmq subcommands. Each lives in tools/cmd_<name>.c, parses its own arguments,
+ * prints, and returns the process exit status. */
+#ifndef LMQ_CMD_H
+#define LMQ_CMD_H
+
+int cmd_convert(int argc, char **argv);
+int cmd_inspect(int argc, char **argv);
+int cmd_audit(int argc, char **argv);
+int cmd_quantize(int argc, char **argv);
+int cmd_verify(int argc, char **argv);
+int cmd_generate(int argc, char **argv);
+
+#endif

@@ -1,0 +1,40 @@
+/* lmq: the command line. Dispatches to one subcommand per pipeline stage. */
+#include <stdio.h>
+#include <string.h>
+
+#include "tools/cmd.h"
+
+static const struct {
+    const char *name;
+    int (*run)(int, char **);
+    const char *usage;
+} commands[] = {
+    { "convert", cmd_convert, "convert SRC -o OUT.lmq [--tokenizer FILE]   import a checkpoint" },
+    { "quantize", cmd_quantize, "quantize IN.lmq --recipe R.yaml -o OUT.lmq  apply a recipe" },
+    { "verify", cmd_verify, "verify A.lmq [B.lmq ...] --text FILE [--reference REF.lmq] [--ctx N]" },
+    { "generate", cmd_generate, "generate MODEL.lmq --prompt TEXT [-n N] [--temp T] [--seed S]" },
+    { "inspect", cmd_inspect, "inspect A.lmq                               manifest and tensor table" },
+    { "audit", cmd_audit, "audit A.lmq [...]                           checksums and manifest policy" },
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: lmq COMMAND [ARGS]\n\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  lmq %s\n", commands[i].usage);
+    fprintf(f, "\n'lmq COMMAND --help' describes a command's options.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name))
+            return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "lmq: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return 2;
+}
