@@ -1,0 +1,804 @@
+/* The lmq container: byte layout and rules in formats/CONTAINER.md. */
+#include "formats/container.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+#include <zstd.h>
+
+#include "formats/manifest.h"
+
+/* Tensor bytes go to disk as they are in memory, and the format is little-endian. */
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the lmq container code assumes a little-endian host"
+#endif
+
+#define HEADER_SIZE 64
+#define FOOTER_SIZE 64
+#define ENTRY_SIZE 80
+#define MAX_NUMEL ((uint64_t)1 << 40)
+#define MAX_TENSORS (1 << 24)
+#define ZSTD_MAX_RATIO 32768 /* a zstd block of at most 128 KiB costs at least 4 bytes */
+
+static const char MAGIC[4] = { 'L', 'M', 'Q', '1' };
+static const char END_MAGIC[8] = "LMQ1END";
+
+const char *const lmq_dtype_names[LMQ_T_COUNT] = {
+    [LMQ_T_F32] = "f32",         [LMQ_T_F16] = "f16",         [LMQ_T_BF16] = "bf16",
+    [LMQ_T_F8_E4M3] = "f8_e4m3", [LMQ_T_F8_E5M2] = "f8_e5m2", [LMQ_T_INT8] = "int8",
+    [LMQ_T_INT4] = "int4",       [LMQ_T_INT3] = "int3",       [LMQ_T_INT2] = "int2",
+    [LMQ_T_BYTES] = "bytes",
+};
+const char *const lmq_gran_names[4] = { "none", "tensor", "channel", "group" };
+const char *const lmq_codec_names[LMQ_CODEC_COUNT] = { "none", "zstd" };
+
+/* What each dtype allows: plain encodings have no scales and a fixed size per element;
+ * scaled ones need a granularity; the rest (f8) may come either way. */
+enum { PLAIN, SCALED, EITHER };
+static const struct {
+    uint8_t kind, elem_bytes;
+} dtype_rules[LMQ_T_COUNT] = {
+    [LMQ_T_F32] = { PLAIN, 4 },      [LMQ_T_F16] = { PLAIN, 2 },      [LMQ_T_BF16] = { PLAIN, 2 },
+    [LMQ_T_F8_E4M3] = { EITHER, 0 }, [LMQ_T_F8_E5M2] = { EITHER, 0 }, [LMQ_T_INT8] = { SCALED, 0 },
+    [LMQ_T_INT4] = { SCALED, 0 },    [LMQ_T_INT3] = { SCALED, 0 },    [LMQ_T_INT2] = { SCALED, 0 },
+    [LMQ_T_BYTES] = { PLAIN, 1 },
+};
+
+static uint64_t get_le(const uint8_t *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = n - 1; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static void put_le(uint8_t *p, uint64_t v, int n)
+{
+    for (int i = 0; i < n; i++, v >>= 8)
+        p[i] = (uint8_t)v;
+}
+
+static uint64_t align_up(uint64_t x, uint64_t a)
+{
+    return (x + a - 1) / a * a;
+}
+
+int64_t lmq_entry_numel(const lmq_tensor_entry *t)
+{
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++)
+        n *= t->shape[i];
+    return n;
+}
+
+void lmq_qparams_str(lmq_qparams q, char *buf, size_t n)
+{
+    const char *dt = q.dtype < LMQ_T_COUNT ? lmq_dtype_names[q.dtype] : "dtype?";
+    if (q.gran == LMQ_GRAN_NONE)
+        snprintf(buf, n, "%s", dt);
+    else if (q.gran == LMQ_GRAN_GROUP)
+        snprintf(buf, n, "%s g%u %s", dt, (unsigned)q.group, q.asym ? "asym" : "sym");
+    else
+        snprintf(buf, n, "%s %s %s", dt, q.gran < 4 ? lmq_gran_names[q.gran] : "gran?", q.asym ? "asym" : "sym");
+}
+
+/* Names are printable ASCII without spaces, 1..LMQ_NAME_MAX-1 bytes. what says which entry
+ * for the message, since a bad name cannot be printed. */
+static lmq_code check_name(const uint8_t *s, size_t len, const char *what, lmq_err *err)
+{
+    if (len == 0 || len >= LMQ_NAME_MAX)
+        return lmq_fail(err, LMQ_E_FORMAT, "%s: name length %zu outside 1..%d", what, len, LMQ_NAME_MAX - 1);
+    for (size_t i = 0; i < len; i++)
+        if (s[i] < 0x21 || s[i] > 0x7e)
+            return lmq_fail(err, LMQ_E_FORMAT, "%s: name has byte 0x%02x at position %zu", what, s[i], i);
+    return LMQ_OK;
+}
+
+/* The per-entry rules of CONTAINER.md, shared by the writer and the reader. */
+static lmq_code check_entry(const lmq_tensor_entry *t, lmq_err *err)
+{
+    const char *nm = t->name;
+    const lmq_qparams q = t->q;
+    if (q.dtype >= LMQ_T_COUNT)
+        return lmq_fail(err, LMQ_E_FORMAT, "tensor %s: unknown dtype %u", nm, (unsigned)q.dtype);
+    if (q.gran > LMQ_GRAN_GROUP || q.asym > 1 || (q.gran == LMQ_GRAN_GROUP) != (q.group != 0))
+        return lmq_fail(err, LMQ_E_FORMAT, "tensor %s: bad quantisation parameters (granularity %u, asym %u, group %u)",
+                        nm, (unsigned)q.gran, (unsigned)q.asym, (unsigned)q.group);
+    int kind = dtype_rules[q.dtype].kind;
+    if ((kind == PLAIN && (q.gran != LMQ_GRAN_NONE || q.asym)) || (kind == SCALED && q.gran == LMQ_GRAN_NONE) ||
+        (q.gran == LMQ_GRAN_NONE && q.asym))
+        return lmq_fail(err, LMQ_E_FORMAT, "tensor %s: %s cannot have granularity %s%s", nm, lmq_dtype_names[q.dtype],
+                        lmq_gran_names[q.gran], q.asym ? " (asymmetric)" : "");
+    if (t->ndim < 1 || t->ndim > LMQ_MAX_DIMS)
+        return lmq_fail(err, LMQ_E_FORMAT, "tensor %s: rank %d outside 1..%d", nm, t->ndim, LMQ_MAX_DIMS);
+    if (q.dtype == LMQ_T_BYTES && t->ndim != 1)
+        return lmq_fail(err, LMQ_E_FORMAT, "tensor %s: bytes must have rank 1", nm);
+    uint64_t numel = 1;
+    for (int i = 0; i < LMQ_MAX_DIMS; i++) {
+        int64_t d = t->shape[i];
+        if (i >= t->ndim ? d != 0 : d < (q.dtype == LMQ_T_BYTES ? 0 : 1) || (d && (uint64_t)d > MAX_NUMEL / numel))
+            return lmq_fail(err, LMQ_E_FORMAT, "tensor %s: bad shape (dim %d is %lld)", nm, i, (long long)d);
+        if (i < t->ndim)
+            numel *= (uint64_t)d;
+    }
+    if (kind == PLAIN && t->raw_size != numel * dtype_rules[q.dtype].elem_bytes)
+        return lmq_fail(err, LMQ_E_FORMAT, "tensor %s: %" PRIu64 " raw bytes, %s of %" PRIu64 " elements needs %" PRIu64,
+                        nm, t->raw_size, lmq_dtype_names[q.dtype], numel, numel * dtype_rules[q.dtype].elem_bytes);
+    if (kind != PLAIN && t->raw_size == 0)
+        return lmq_fail(err, LMQ_E_FORMAT, "tensor %s: no data", nm);
+    if (t->codec >= LMQ_CODEC_COUNT)
+        return lmq_fail(err, LMQ_E_FORMAT, "tensor %s: unknown codec %u", nm, (unsigned)t->codec);
+    if (t->codec == LMQ_CODEC_NONE && t->stored_size != t->raw_size)
+        return lmq_fail(err, LMQ_E_FORMAT, "tensor %s: stored %" PRIu64 " bytes, raw %" PRIu64 " (codec none)", nm,
+                        t->stored_size, t->raw_size);
+    if (t->codec == LMQ_CODEC_ZSTD &&
+        (t->stored_size == 0 || t->stored_size >= t->raw_size || t->raw_size / ZSTD_MAX_RATIO > t->stored_size))
+        return lmq_fail(err, LMQ_E_FORMAT, "tensor %s: zstd blob of %" PRIu64 " bytes cannot hold %" PRIu64, nm,
+                        t->stored_size, t->raw_size);
+    return LMQ_OK;
+}
+
+/* ---- reading ---- */
+
+typedef struct {
+    uint64_t off, size;
+    int i;
+} span;
+
+static int span_cmp(const void *a, const void *b)
+{
+    const span *x = a, *y = b;
+    if (x->off != y->off)
+        return x->off < y->off ? -1 : 1;
+    return (x->size > y->size) - (x->size < y->size);
+}
+
+static lmq_code parse_index(lmq_container *c, const uint8_t *p, uint64_t size, lmq_err *err)
+{
+    uint64_t count = get_le(p, 8);
+    if (count > (size - 8) / ENTRY_SIZE || count > MAX_TENSORS)
+        return lmq_fail(err, LMQ_E_FORMAT, "index: %" PRIu64 " entries do not fit in %" PRIu64 " bytes", count, size);
+    c->tensors = calloc(count ? count : 1, sizeof *c->tensors);
+    if (!c->tensors)
+        return lmq_fail(err, LMQ_E_NOMEM, "index: out of memory");
+    const uint8_t *names = p + 8 + count * ENTRY_SIZE;
+    uint64_t names_size = size - 8 - count * ENTRY_SIZE, pos = 0;
+    lmq_code rc;
+    for (uint64_t i = 0; i < count; i++) {
+        const uint8_t *e = p + 8 + i * ENTRY_SIZE;
+        lmq_tensor_entry *t = &c->tensors[i];
+        char what[48];
+        snprintf(what, sizeof what, "index entry %" PRIu64, i);
+        uint64_t len = get_le(e, 4);
+        if (len > names_size - pos)
+            return lmq_fail(err, LMQ_E_FORMAT, "%s: name of %" PRIu64 " bytes runs past the index", what, len);
+        if ((rc = check_name(names + pos, len, what, err)))
+            return rc;
+        memcpy(t->name, names + pos, len);
+        pos += len;
+        t->q.dtype = (uint16_t)get_le(e + 4, 2);
+        t->q.gran = e[6];
+        t->q.asym = e[7];
+        t->q.group = (uint32_t)get_le(e + 8, 4);
+        t->ndim = e[12];
+        t->codec = e[13];
+        if (get_le(e + 14, 2))
+            return lmq_fail(err, LMQ_E_FORMAT, "tensor %s: reserved index bytes are not zero", t->name);
+        for (int d = 0; d < LMQ_MAX_DIMS; d++) {
+            uint64_t v = get_le(e + 16 + 8 * d, 8);
+            if (v > MAX_NUMEL)
+                return lmq_fail(err, LMQ_E_FORMAT, "tensor %s: dim %d is %" PRIu64, t->name, d, v);
+            t->shape[d] = (int64_t)v;
+        }
+        t->offset = get_le(e + 48, 8);
+        t->stored_size = get_le(e + 56, 8);
+        t->raw_size = get_le(e + 64, 8);
+        t->checksum = get_le(e + 72, 8);
+        if ((rc = check_entry(t, err)))
+            return rc;
+        if (i > 0 && strcmp(c->tensors[i - 1].name, t->name) >= 0)
+            return lmq_fail(err, LMQ_E_FORMAT, "tensor %s: %s", t->name,
+                            strcmp(c->tensors[i - 1].name, t->name) ? "index not sorted by name" : "defined twice");
+        c->n_tensors = (int)i + 1;
+    }
+    if (pos != names_size)
+        return lmq_fail(err, LMQ_E_FORMAT, "index: %" PRIu64 " bytes of names, the entries use %" PRIu64, names_size,
+                        pos);
+    return LMQ_OK;
+}
+
+/* Blobs lie in [HEADER_SIZE, index_offset), packed in offset order with aligned starts. */
+static lmq_code check_layout(lmq_container *c, uint64_t align, uint64_t index_offset, lmq_err *err)
+{
+    int n = c->n_tensors;
+    span *s = malloc((size_t)(n ? n : 1) * sizeof *s);
+    c->by_offset = malloc((size_t)(n ? n : 1) * sizeof *c->by_offset);
+    if (!s || !c->by_offset) {
+        free(s);
+        return lmq_fail(err, LMQ_E_NOMEM, "index: out of memory");
+    }
+    lmq_code rc = LMQ_OK;
+    for (int i = 0; i < n && !rc; i++) {
+        const lmq_tensor_entry *t = &c->tensors[i];
+        s[i] = (span){ t->offset, t->stored_size, i };
+        if (t->offset < HEADER_SIZE || t->offset > index_offset || t->stored_size > index_offset - t->offset)
+            rc = lmq_fail(err, LMQ_E_FORMAT, "tensor %s: blob [%" PRIu64 ", +%" PRIu64 ") outside the data region [%d, %" PRIu64 ")",
+                          t->name, t->offset, t->stored_size, HEADER_SIZE, index_offset);
+        else if (t->offset % align)
+            rc = lmq_fail(err, LMQ_E_FORMAT, "tensor %s: blob at %" PRIu64 " is not %" PRIu64 "-byte aligned", t->name,
+                          t->offset, align);
+    }
+    if (!rc)
+        qsort(s, (size_t)n, sizeof *s, span_cmp);
+    uint64_t end = HEADER_SIZE;
+    for (int k = 0; k < n && !rc; k++) {
+        const lmq_tensor_entry *t = &c->tensors[s[k].i];
+        uint64_t want = align_up(end, align);
+        if (t->offset < want)
+            rc = lmq_fail(err, LMQ_E_FORMAT, "tensor %s: blob at %" PRIu64 " overlaps %s (which ends at %" PRIu64 ")",
+                          t->name, t->offset, k ? c->tensors[s[k - 1].i].name : "the header", end);
+        else if (t->offset > want)
+            rc = lmq_fail(err, LMQ_E_FORMAT, "tensor %s: blob at %" PRIu64 " leaves a gap (expected at %" PRIu64 ")",
+                          t->name, t->offset, want);
+        c->by_offset[k] = s[k].i;
+        end = t->offset + t->stored_size;
+    }
+    if (!rc && align_up(end, align) != index_offset)
+        rc = lmq_fail(err, LMQ_E_FORMAT, "index at %" PRIu64 ", the data ends at %" PRIu64, index_offset, end);
+    free(s);
+    return rc;
+}
+
+static lmq_code parse(lmq_container *c, const uint8_t *d, size_t size, lmq_err *err)
+{
+    if (size < sizeof MAGIC || memcmp(d, MAGIC, sizeof MAGIC))
+        return lmq_fail(err, LMQ_E_FORMAT, "not an lmq container (no LMQ1 magic)");
+    if (size < HEADER_SIZE + 8 + FOOTER_SIZE)
+        return lmq_fail(err, LMQ_E_FORMAT, "truncated: %zu bytes, a container has at least %d", size,
+                        HEADER_SIZE + 8 + FOOTER_SIZE);
+    c->version = (uint32_t)get_le(d + 4, 4);
+    if (c->version != LMQ_CONTAINER_VERSION)
+        return lmq_fail(err, LMQ_E_UNSUPPORTED, "format version %u is not supported (this build reads version %d)",
+                        c->version, LMQ_CONTAINER_VERSION);
+    uint64_t hsize = get_le(d + 8, 4), align = get_le(d + 12, 4);
+    if (hsize != HEADER_SIZE || align != LMQ_CONTAINER_ALIGN)
+        return lmq_fail(err, LMQ_E_FORMAT, "header: size %" PRIu64 ", alignment %" PRIu64 " (version 1 has 64 and 64)",
+                        hsize, align);
+    for (int i = 16; i < HEADER_SIZE; i++)
+        if (d[i])
+            return lmq_fail(err, LMQ_E_FORMAT, "header: reserved byte %d is not zero", i);
+    const uint8_t *f = d + size - FOOTER_SIZE;
+    if (memcmp(f + 56, END_MAGIC, sizeof END_MAGIC))
+        return lmq_fail(err, LMQ_E_FORMAT, "truncated or damaged: no end marker");
+    const uint64_t data_end = size - FOOTER_SIZE;
+    uint64_t io = get_le(f, 8), is = get_le(f + 8, 8), mo = get_le(f + 16, 8), ms = get_le(f + 24, 8);
+    if (io < HEADER_SIZE || io > data_end || io % align)
+        return lmq_fail(err, LMQ_E_FORMAT, "footer: index offset %" PRIu64 " outside the file or unaligned", io);
+    if (is < 8 || is > data_end - io)
+        return lmq_fail(err, LMQ_E_FORMAT, "footer: index of %" PRIu64 " bytes at %" PRIu64 " does not fit", is, io);
+    if (mo != io + is || ms != data_end - mo)
+        return lmq_fail(err, LMQ_E_FORMAT, "footer: manifest [%" PRIu64 ", +%" PRIu64 ") does not sit between index and footer",
+                        mo, ms);
+    if (XXH3_64bits(d + io, is) != get_le(f + 32, 8))
+        return lmq_fail(err, LMQ_E_CHECKSUM, "index checksum mismatch");
+    if (XXH3_64bits(d + mo, ms) != get_le(f + 40, 8))
+        return lmq_fail(err, LMQ_E_CHECKSUM, "manifest checksum mismatch");
+    lmq_code rc;
+    if ((rc = parse_index(c, d + io, is, err)) || (rc = check_layout(c, align, io, err)))
+        return rc;
+    c->manifest = (const char *)d + mo;
+    c->manifest_size = ms;
+    return LMQ_OK;
+}
+
+lmq_code lmq_container_open_mem(lmq_container *c, const void *data, size_t size, const char *name, lmq_err *err)
+{
+    memset(c, 0, sizeof *c);
+    c->data = data;
+    c->size = size;
+    c->path = strdup(name);
+    if (!c->path)
+        return lmq_fail(err, LMQ_E_NOMEM, "%s: out of memory", name);
+    lmq_code rc = parse(c, data, size, err);
+    if (rc) {
+        lmq_err_prefix(err, "%s: ", name);
+        lmq_container_close(c);
+    }
+    return rc;
+}
+
+lmq_code lmq_container_open(lmq_container *c, const char *path, lmq_err *err)
+{
+    lmq_blob b;
+    memset(c, 0, sizeof *c);
+    lmq_code rc = lmq_blob_open(path, &b, err);
+    if (rc)
+        return rc;
+    if ((rc = lmq_container_open_mem(c, b.data, b.size, path, err))) {
+        lmq_blob_close(&b);
+        return rc;
+    }
+    c->blob = b;
+    return LMQ_OK;
+}
+
+void lmq_container_close(lmq_container *c)
+{
+    if (c->blob.data)
+        lmq_blob_close(&c->blob);
+    free(c->tensors);
+    free(c->by_offset);
+    free(c->path);
+    memset(c, 0, sizeof *c);
+}
+
+static int entry_cmp(const void *key, const void *e)
+{
+    return strcmp(key, ((const lmq_tensor_entry *)e)->name);
+}
+
+const lmq_tensor_entry *lmq_container_find(const lmq_container *c, const char *name)
+{
+    if (!c->n_tensors)
+        return NULL;
+    return bsearch(name, c->tensors, (size_t)c->n_tensors, sizeof *c->tensors, entry_cmp);
+}
+
+const void *lmq_container_stored(const lmq_container *c, const lmq_tensor_entry *t)
+{
+    return c->data + t->offset;
+}
+
+lmq_code lmq_container_read(const lmq_container *c, const lmq_tensor_entry *t, void *dst, size_t dst_size,
+                            lmq_err *err)
+{
+    if (dst_size < t->raw_size)
+        return lmq_fail(err, LMQ_E_ARG, "%s: tensor %s: buffer of %zu bytes for %" PRIu64, c->path, t->name, dst_size,
+                        t->raw_size);
+    const uint8_t *src = c->data + t->offset;
+    if (t->codec == LMQ_CODEC_NONE) {
+        if (t->raw_size)
+            memcpy(dst, src, t->raw_size);
+    } else {
+        size_t r = ZSTD_decompress(dst, t->raw_size, src, t->stored_size);
+        if (ZSTD_isError(r))
+            return lmq_fail(err, LMQ_E_FORMAT, "%s: tensor %s: zstd: %s", c->path, t->name, ZSTD_getErrorName(r));
+        if (r != t->raw_size)
+            return lmq_fail(err, LMQ_E_FORMAT, "%s: tensor %s: decodes to %zu bytes, the index says %" PRIu64, c->path,
+                            t->name, r, t->raw_size);
+    }
+    uint64_t h = XXH3_64bits(dst, t->raw_size);
+    if (h != t->checksum)
+        return lmq_fail(err, LMQ_E_CHECKSUM, "%s: tensor %s: checksum mismatch (index %016" PRIx64 ", data %016" PRIx64 ")",
+                        c->path, t->name, t->checksum, h);
+    return LMQ_OK;
+}
+
+lmq_code lmq_container_read_alloc(const lmq_container *c, const lmq_tensor_entry *t, void **out, lmq_err *err)
+{
+    *out = NULL;
+    void *p = malloc(t->raw_size ? t->raw_size : 1);
+    if (!p)
+        return lmq_fail(err, LMQ_E_NOMEM, "%s: tensor %s: out of memory (%" PRIu64 " bytes)", c->path, t->name,
+                        t->raw_size);
+    lmq_code rc = lmq_container_read(c, t, p, t->raw_size, err);
+    if (rc) {
+        free(p);
+        return rc;
+    }
+    *out = p;
+    return LMQ_OK;
+}
+
+/* Hashes a tensor's raw bytes, decoding zstd through a fixed buffer so that verifying never
+ * needs memory in proportion to the tensor. Messages leave out the tensor's name. */
+typedef struct {
+    ZSTD_DCtx *dctx;
+    XXH3_state_t *hash;
+    uint8_t *buf;
+    size_t cap;
+} hasher;
+
+static lmq_code hash_tensor(hasher *h, const lmq_container *c, const lmq_tensor_entry *t, uint64_t *out,
+                            lmq_err *err)
+{
+    const uint8_t *src = c->data + t->offset;
+    if (t->codec == LMQ_CODEC_NONE) {
+        *out = XXH3_64bits(src, t->raw_size);
+        return LMQ_OK;
+    }
+    ZSTD_DCtx_reset(h->dctx, ZSTD_reset_session_only);
+    XXH3_64bits_reset(h->hash);
+    ZSTD_inBuffer in = { src, t->stored_size, 0 };
+    uint64_t total = 0;
+    size_t r;
+    ZSTD_outBuffer o;
+    do {
+        o = (ZSTD_outBuffer){ h->buf, h->cap, 0 };
+        r = ZSTD_decompressStream(h->dctx, &o, &in);
+        if (ZSTD_isError(r))
+            return lmq_fail(err, LMQ_E_FORMAT, "zstd: %s", ZSTD_getErrorName(r));
+        total += o.pos;
+        if (total > t->raw_size)
+            return lmq_fail(err, LMQ_E_FORMAT, "decodes to more than the %" PRIu64 " bytes the index says", t->raw_size);
+        XXH3_64bits_update(h->hash, h->buf, o.pos);
+    } while (in.pos < in.size || (r != 0 && o.pos == o.size));
+    if (r != 0 || total != t->raw_size)
+        return lmq_fail(err, LMQ_E_FORMAT, "zstd data ends early (%" PRIu64 " of %" PRIu64 " bytes)", total, t->raw_size);
+    *out = XXH3_64bits_digest(h->hash);
+    return LMQ_OK;
+}
+
+lmq_code lmq_container_verify(const lmq_container *c, lmq_issue_fn fn, void *ctx, lmq_err *err)
+{
+    hasher h = { ZSTD_createDCtx(), XXH3_createState(), malloc(ZSTD_DStreamOutSize()), ZSTD_DStreamOutSize() };
+    lmq_code first = LMQ_OK;
+    int failed = 0;
+    char first_msg[600] = "";
+    if (!h.dctx || !h.hash || !h.buf) {
+        first = lmq_fail(err, LMQ_E_NOMEM, "%s: out of memory", c->path);
+        goto done;
+    }
+    for (int k = 0; k <= c->n_tensors; k++) {
+        const lmq_tensor_entry *t = k < c->n_tensors ? &c->tensors[c->by_offset[k]] : NULL;
+        lmq_err e = { 0 };
+        uint64_t got = 0, want = 0;
+        if (t) {
+            want = t->checksum;
+            if (hash_tensor(&h, c, t, &got, &e))
+                goto report;
+        } else {
+            want = get_le(c->data + c->size - 16, 8);
+            got = XXH3_64bits(c->data, c->size - 16);
+        }
+        if (got == want)
+            continue;
+        lmq_fail(&e, LMQ_E_CHECKSUM, "%schecksum mismatch (stored %016" PRIx64 ", computed %016" PRIx64 ")",
+                 t ? "" : "whole-file ", want, got);
+    report:
+        if (fn)
+            fn(ctx, t ? t->name : NULL, e.code, e.msg);
+        if (!failed++) {
+            first = e.code;
+            snprintf(first_msg, sizeof first_msg, "%s%s%s%.400s", t ? "tensor " : "", t ? t->name : "", t ? ": " : "",
+                     e.msg);
+        }
+    }
+    if (failed)
+        lmq_fail(err, first, "%s: %d of %d checks failed; first: %s", c->path, failed, c->n_tensors + 1, first_msg);
+done:
+    ZSTD_freeDCtx(h.dctx);
+    XXH3_freeState(h.hash);
+    free(h.buf);
+    return first;
+}
+
+/* ---- writing ---- */
+
+struct lmq_writer {
+    lmq_atomic out;
+    XXH3_state_t *hash; /* of every byte written so far: the file checksum */
+    ZSTD_CCtx *zc;
+    uint64_t pos;
+    lmq_tensor_entry *entries;
+    int n, cap;
+    int failed;
+};
+
+static lmq_code put(lmq_writer *w, const void *p, size_t n, lmq_err *err)
+{
+    if (n && fwrite(p, 1, n, w->out.fp) != n) {
+        w->failed = 1;
+        return lmq_fail(err, LMQ_E_IO, "%s: write failed", w->out.path);
+    }
+    XXH3_64bits_update(w->hash, p, n);
+    w->pos += n;
+    return LMQ_OK;
+}
+
+static lmq_code pad(lmq_writer *w, lmq_err *err)
+{
+    static const uint8_t zeros[LMQ_CONTAINER_ALIGN];
+    return put(w, zeros, (size_t)(align_up(w->pos, LMQ_CONTAINER_ALIGN) - w->pos), err);
+}
+
+void lmq_writer_abort(lmq_writer *w)
+{
+    if (!w)
+        return;
+    lmq_atomic_abort(&w->out);
+    XXH3_freeState(w->hash);
+    ZSTD_freeCCtx(w->zc);
+    free(w->entries);
+    free(w);
+}
+
+lmq_code lmq_writer_open(lmq_writer **out, const char *path, lmq_err *err)
+{
+    *out = NULL;
+    lmq_writer *w = calloc(1, sizeof *w);
+    if (!w)
+        return lmq_fail(err, LMQ_E_NOMEM, "%s: out of memory", path);
+    lmq_code rc = lmq_atomic_open(&w->out, path, err);
+    if (rc) {
+        free(w);
+        return rc;
+    }
+    w->hash = XXH3_createState();
+    w->zc = ZSTD_createCCtx();
+    if (!w->hash || !w->zc || XXH3_64bits_reset(w->hash) != XXH_OK) {
+        lmq_writer_abort(w);
+        return lmq_fail(err, LMQ_E_NOMEM, "%s: out of memory", path);
+    }
+    uint8_t h[HEADER_SIZE] = { 0 };
+    memcpy(h, MAGIC, sizeof MAGIC);
+    put_le(h + 4, LMQ_CONTAINER_VERSION, 4);
+    put_le(h + 8, HEADER_SIZE, 4);
+    put_le(h + 12, LMQ_CONTAINER_ALIGN, 4);
+    if ((rc = put(w, h, sizeof h, err))) {
+        lmq_writer_abort(w);
+        return rc;
+    }
+    *out = w;
+    return LMQ_OK;
+}
+
+static lmq_code writer_fail(lmq_writer *w, lmq_code rc)
+{
+    w->failed = 1;
+    return rc;
+}
+
+lmq_code lmq_writer_add(lmq_writer *w, const char *name, lmq_qparams q, int ndim, const int64_t *shape,
+                        const void *data, size_t size, lmq_codec codec, lmq_err *err)
+{
+    if (w->failed)
+        return lmq_fail(err, LMQ_E_ARG, "%s: writer used after an error", w->out.path);
+    lmq_code rc;
+    char what[LMQ_NAME_MAX + 16];
+    snprintf(what, sizeof what, "tensor %.100s", name);
+    if ((rc = check_name((const uint8_t *)name, strlen(name), what, err)))
+        return writer_fail(w, rc);
+    for (int i = 0; i < w->n; i++)
+        if (!strcmp(w->entries[i].name, name))
+            return writer_fail(w, lmq_fail(err, LMQ_E_ARG, "tensor %s: added twice", name));
+    if (ndim < 1 || ndim > LMQ_MAX_DIMS || (unsigned)codec >= LMQ_CODEC_COUNT)
+        return writer_fail(w, lmq_fail(err, LMQ_E_ARG, "tensor %s: rank %d or codec %d out of range", name, ndim, codec));
+    lmq_tensor_entry t = { .q = q, .ndim = ndim, .raw_size = size, .stored_size = size };
+    snprintf(t.name, sizeof t.name, "%s", name);
+    memcpy(t.shape, shape, (size_t)ndim * sizeof *shape);
+    if ((rc = check_entry(&t, err)))
+        return writer_fail(w, rc);
+    if (w->n == w->cap) {
+        int nc = w->cap ? w->cap * 2 : 64;
+        lmq_tensor_entry *p = nc < MAX_TENSORS ? realloc(w->entries, (size_t)nc * sizeof *p) : NULL;
+        if (!p)
+            return writer_fail(w, lmq_fail(err, LMQ_E_NOMEM, "tensor %s: out of memory", name));
+        w->entries = p;
+        w->cap = nc;
+    }
+    t.checksum = XXH3_64bits(data, size);
+    void *z = NULL;
+    if (codec == LMQ_CODEC_ZSTD && size) {
+        size_t bound = ZSTD_compressBound(size);
+        if (!(z = malloc(bound)))
+            return writer_fail(w, lmq_fail(err, LMQ_E_NOMEM, "tensor %s: out of memory", name));
+        size_t r = ZSTD_compressCCtx(w->zc, z, bound, data, size, LMQ_ZSTD_LEVEL);
+        if (ZSTD_isError(r)) {
+            free(z);
+            return writer_fail(w, lmq_fail(err, LMQ_E_IO, "tensor %s: zstd: %s", name, ZSTD_getErrorName(r)));
+        }
+        if (r < size && size / ZSTD_MAX_RATIO <= r) {
+            t.codec = LMQ_CODEC_ZSTD;
+            t.stored_size = r;
+        }
+    }
+    if (!(rc = pad(w, err))) {
+        t.offset = w->pos;
+        rc = put(w, t.codec == LMQ_CODEC_ZSTD ? z : data, (size_t)t.stored_size, err);
+    }
+    free(z);
+    if (rc)
+        return rc;
+    w->entries[w->n++] = t;
+    return LMQ_OK;
+}
+
+static int name_cmp(const void *a, const void *b)
+{
+    return strcmp(((const lmq_tensor_entry *)a)->name, ((const lmq_tensor_entry *)b)->name);
+}
+
+lmq_code lmq_writer_finish_text(lmq_writer *w, const char *text, size_t len, lmq_err *err)
+{
+    lmq_code rc = LMQ_OK;
+    uint8_t *idx = NULL;
+    if (w->failed) {
+        rc = lmq_fail(err, LMQ_E_ARG, "%s: writer used after an error", w->out.path);
+        goto fail;
+    }
+    qsort(w->entries, (size_t)w->n, sizeof *w->entries, name_cmp);
+    uint64_t names = 0;
+    for (int i = 0; i < w->n; i++)
+        names += strlen(w->entries[i].name);
+    size_t isize = 8 + (size_t)w->n * ENTRY_SIZE + names;
+    if (!(idx = calloc(1, isize))) {
+        rc = lmq_fail(err, LMQ_E_NOMEM, "%s: out of memory", w->out.path);
+        goto fail;
+    }
+    put_le(idx, (uint64_t)w->n, 8);
+    uint8_t *np = idx + 8 + (size_t)w->n * ENTRY_SIZE;
+    for (int i = 0; i < w->n; i++) {
+        const lmq_tensor_entry *t = &w->entries[i];
+        uint8_t *e = idx + 8 + (size_t)i * ENTRY_SIZE;
+        size_t nl = strlen(t->name);
+        put_le(e, nl, 4);
+        put_le(e + 4, t->q.dtype, 2);
+        e[6] = t->q.gran;
+        e[7] = t->q.asym;
+        put_le(e + 8, t->q.group, 4);
+        e[12] = (uint8_t)t->ndim;
+        e[13] = t->codec;
+        for (int d = 0; d < LMQ_MAX_DIMS; d++)
+            put_le(e + 16 + 8 * d, (uint64_t)t->shape[d], 8);
+        put_le(e + 48, t->offset, 8);
+        put_le(e + 56, t->stored_size, 8);
+        put_le(e + 64, t->raw_size, 8);
+        put_le(e + 72, t->checksum, 8);
+        memcpy(np, t->name, nl);
+        np += nl;
+    }
+    uint8_t f[FOOTER_SIZE] = { 0 };
+    if ((rc = pad(w, err)))
+        goto fail;
+    put_le(f, w->pos, 8);
+    put_le(f + 8, isize, 8);
+    put_le(f + 16, w->pos + isize, 8);
+    put_le(f + 24, len, 8);
+    put_le(f + 32, XXH3_64bits(idx, isize), 8);
+    put_le(f + 40, XXH3_64bits(text, len), 8);
+    if ((rc = put(w, idx, isize, err)) || (rc = put(w, text, len, err)) || (rc = put(w, f, 48, err)))
+        goto fail;
+    put_le(f + 48, XXH3_64bits_digest(w->hash), 8);
+    memcpy(f + 56, END_MAGIC, sizeof END_MAGIC);
+    if (fwrite(f + 48, 1, 16, w->out.fp) != 16) {
+        rc = lmq_fail(err, LMQ_E_IO, "%s: write failed", w->out.path);
+        goto fail;
+    }
+    free(idx);
+    idx = NULL;
+    rc = lmq_atomic_commit(&w->out, err);
+fail:
+    free(idx);
+    lmq_writer_abort(w);
+    return rc;
+}
+
+static void first_issue(void *ctx, const char *tensor, lmq_code code, const char *msg)
+{
+    lmq_err *e = ctx;
+    (void)code;
+    if (!e->code)
+        lmq_fail(e, LMQ_E_ARG, "%s%s%s", tensor ? tensor : "", tensor ? ": " : "", msg);
+}
+
+lmq_code lmq_writer_finish(lmq_writer *w, const lmq_manifest *man, lmq_err *err)
+{
+    if (w->failed)
+        return lmq_writer_finish_text(w, "", 0, err);
+    lmq_manifest m = *man; /* shallow: only the totals change */
+    m.totals = lmq_manifest_totals_of(w->entries, w->n);
+    lmq_err first = { 0 };
+    int bad = lmq_manifest_check(&m, w->entries, w->n, LMQ_CONTAINER_VERSION, first_issue, &first);
+    if (bad) {
+        lmq_writer_abort(w);
+        return lmq_fail(err, LMQ_E_ARG, "manifest does not describe the tensors written (%d problems); first: %s", bad,
+                        first.msg);
+    }
+    char *text;
+    size_t len;
+    lmq_code rc = lmq_manifest_emit(&m, &text, &len, err);
+    if (rc) {
+        lmq_writer_abort(w);
+        return rc;
+    }
+    rc = lmq_writer_finish_text(w, text, len, err);
+    free(text);
+    return rc;
+}
+
+/* ---- whole models ---- */
+
+lmq_code lmq_container_write_model_codec(const char *path, const lmq_model *m, const lmq_manifest *man,
+                                         lmq_codec codec, lmq_err *err)
+{
+    lmq_manifest own;
+    lmq_code rc;
+    if (!man) {
+        if ((rc = lmq_manifest_from_model(m, &own, err)))
+            return rc;
+        man = &own;
+    }
+    lmq_writer *w;
+    if ((rc = lmq_writer_open(&w, path, err)))
+        goto done;
+    for (int i = 0; i < m->n_tensors && !rc; i++) {
+        const lmq_tensor *t = &m->tensors[i];
+        rc = lmq_writer_add(w, t->name, (lmq_qparams){ .dtype = LMQ_T_F32 }, t->ndim, t->shape, t->data,
+                            (size_t)lmq_tensor_numel(t) * sizeof(float), codec, err);
+    }
+    for (int i = 0; i < m->n_files && !rc; i++) {
+        const lmq_file *f = &m->files[i];
+        char name[LMQ_NAME_MAX + 8];
+        snprintf(name, sizeof name, "file:%s", f->name);
+        int64_t shape[1] = { (int64_t)f->size };
+        rc = lmq_writer_add(w, name, (lmq_qparams){ .dtype = LMQ_T_BYTES }, 1, shape, f->data, f->size, codec, err);
+    }
+    if (rc)
+        lmq_writer_abort(w);
+    else
+        rc = lmq_writer_finish(w, man, err);
+done:
+    if (man == &own)
+        lmq_manifest_free(&own);
+    return rc;
+}
+
+lmq_code lmq_container_write_model(const char *path, const lmq_model *m, const lmq_manifest *man, lmq_err *err)
+{
+    return lmq_container_write_model_codec(path, m, man, LMQ_CODEC_NONE, err);
+}
+
+static lmq_code copy_str(char *dst, size_t n, const char *s, const char *what, const char *path, lmq_err *err)
+{
+    s = s ? s : "";
+    if (strlen(s) >= n)
+        return lmq_fail(err, LMQ_E_UNSUPPORTED, "%s: manifest %s longer than %zu bytes", path, what, n - 1);
+    memcpy(dst, s, strlen(s) + 1);
+    return LMQ_OK;
+}
+
+lmq_code lmq_container_read_model(const char *path, lmq_model *out, lmq_err *err)
+{
+    lmq_model_init(out);
+    lmq_container c;
+    lmq_manifest man;
+    lmq_code rc = lmq_container_open(&c, path, err);
+    if (rc)
+        return rc;
+    if ((rc = lmq_manifest_parse(c.manifest, c.manifest_size, &man, err))) {
+        lmq_err_prefix(err, "%s: ", path);
+        lmq_container_close(&c);
+        return rc;
+    }
+    out->arch = man.arch;
+    out->source_checksum = man.source_checksum;
+    if ((rc = copy_str(out->source, sizeof out->source, man.source, "source", path, err)) ||
+        (rc = copy_str(out->notes, sizeof out->notes, man.source_notes, "notes", path, err)))
+        goto done;
+    for (int k = 0; k < c.n_tensors && !rc; k++) {
+        const lmq_tensor_entry *t = &c.tensors[c.by_offset[k]];
+        if (t->q.dtype == LMQ_T_BYTES && !strncmp(t->name, "file:", 5)) {
+            void *data;
+            if (!(rc = lmq_container_read_alloc(&c, t, &data, err)))
+                rc = lmq_model_add_file(out, t->name + 5, data, t->raw_size, err);
+        } else if (t->q.dtype == LMQ_T_F32) {
+            lmq_tensor *mt;
+            if (!(rc = lmq_model_add(out, t->name, t->ndim, t->shape, &mt, err)))
+                rc = lmq_container_read(&c, t, mt->data, t->raw_size, err);
+        } else {
+            char q[64];
+            lmq_qparams_str(t->q, q, sizeof q);
+            rc = lmq_fail(err, LMQ_E_UNSUPPORTED, "%s: tensor %s is %s, not f32 (dequantising is the runtime's job)",
+                          path, t->name, q);
+        }
+    }
+done:
+    lmq_manifest_free(&man);
+    lmq_container_close(&c);
+    if (rc)
+        lmq_model_free(out);
+    return rc;
+}

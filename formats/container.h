@@ -1,0 +1,115 @@
+/* The lmq container (byte layout in formats/CONTAINER.md): a streaming writer and an mmap
+ * reader that checks every offset, size and name before use. The container stores tensors
+ * as opaque bytes described by lmq_qparams; schemes/ knows what the bytes mean. */
+#ifndef LMQ_CONTAINER_H
+#define LMQ_CONTAINER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+#include "common/file.h"
+#include "formats/dtype.h"
+#include "formats/model.h"
+
+#define LMQ_CONTAINER_VERSION 1
+#define LMQ_CONTAINER_ALIGN 64
+#define LMQ_ZSTD_LEVEL 3
+
+typedef enum { LMQ_CODEC_NONE = 0, LMQ_CODEC_ZSTD = 1, LMQ_CODEC_COUNT } lmq_codec;
+
+/* One index entry. */
+typedef struct {
+    char name[LMQ_NAME_MAX];
+    lmq_qparams q;
+    int ndim;
+    int64_t shape[LMQ_MAX_DIMS];
+    uint8_t codec;        /* lmq_codec */
+    uint64_t offset;      /* of the stored blob, from the start of the file */
+    uint64_t stored_size; /* bytes in the file */
+    uint64_t raw_size;    /* bytes after decoding */
+    uint64_t checksum;    /* XXH3-64 of the raw bytes */
+} lmq_tensor_entry;
+
+/* Names used in the manifest and by inspect, indexed by the enum value. */
+extern const char *const lmq_dtype_names[LMQ_T_COUNT]; /* "f32", "f16", .. "int2", "bytes" */
+extern const char *const lmq_gran_names[4];            /* "none", "tensor", "channel", "group" */
+extern const char *const lmq_codec_names[LMQ_CODEC_COUNT];
+
+int64_t lmq_entry_numel(const lmq_tensor_entry *t);
+/* "f32", "int8 channel sym", "int4 g32 asym": an encoding in words. */
+void lmq_qparams_str(lmq_qparams q, char *buf, size_t n);
+
+/* One problem found by a check that keeps going: tensor is NULL when the problem is not
+ * about one tensor (the whole-file checksum, a manifest key). */
+typedef void (*lmq_issue_fn)(void *ctx, const char *tensor, lmq_code code, const char *msg);
+
+/* ---- reading ---- */
+
+typedef struct {
+    lmq_blob blob; /* the mapping (unused by lmq_container_open_mem) */
+    const uint8_t *data;
+    size_t size;
+    uint32_t version;
+    int n_tensors;
+    lmq_tensor_entry *tensors; /* sorted by name */
+    int *by_offset;            /* tensor indices in file order */
+    const char *manifest;      /* YAML text inside the file, not NUL-terminated */
+    size_t manifest_size;
+    char *path;
+} lmq_container;
+
+/* Maps the file and checks header, footer, index and manifest checksum (not tensor data). */
+lmq_code lmq_container_open(lmq_container *c, const char *path, lmq_err *err);
+/* The same over bytes the caller keeps alive until close; name is used in messages. */
+lmq_code lmq_container_open_mem(lmq_container *c, const void *data, size_t size, const char *name,
+                                lmq_err *err);
+void lmq_container_close(lmq_container *c);
+
+const lmq_tensor_entry *lmq_container_find(const lmq_container *c, const char *name);
+/* The stored bytes inside the mapping (64-byte aligned); for codec none these are the raw
+ * bytes, usable without a copy once verified. */
+const void *lmq_container_stored(const lmq_container *c, const lmq_tensor_entry *t);
+/* Decodes t into dst (at least raw_size bytes) and checks its checksum. */
+lmq_code lmq_container_read(const lmq_container *c, const lmq_tensor_entry *t, void *dst, size_t dst_size,
+                            lmq_err *err);
+/* The same into a malloc'd buffer of raw_size bytes (at least 1) the caller frees. */
+lmq_code lmq_container_read_alloc(const lmq_container *c, const lmq_tensor_entry *t, void **out, lmq_err *err);
+/* Checks every tensor checksum and the file checksum, reporting each failure through fn
+ * (may be NULL). Returns LMQ_OK or the first failure's code with err summarising. */
+lmq_code lmq_container_verify(const lmq_container *c, lmq_issue_fn fn, void *ctx, lmq_err *err);
+
+/* ---- writing ---- */
+
+typedef struct lmq_writer lmq_writer;
+typedef struct lmq_manifest lmq_manifest; /* formats/manifest.h */
+
+/* Starts "<path>.tmp.XXXXXX"; path is only replaced by a successful finish. */
+lmq_code lmq_writer_open(lmq_writer **out, const char *path, lmq_err *err);
+/* Validates and writes one tensor of size raw bytes. codec LMQ_CODEC_ZSTD asks for zstd;
+ * the bytes are stored raw when zstd does not make them smaller. After any error the writer
+ * only accepts abort (or finish, which then fails and cleans up). */
+lmq_code lmq_writer_add(lmq_writer *w, const char *name, lmq_qparams q, int ndim, const int64_t *shape,
+                        const void *data, size_t size, lmq_codec codec, lmq_err *err);
+/* Fills the manifest's totals from the index, checks it against the index
+ * (lmq_manifest_check), emits it and commits the file. Always frees w. */
+lmq_code lmq_writer_finish(lmq_writer *w, const lmq_manifest *man, lmq_err *err);
+/* Commits with the given manifest text as is (no checks: for tests of hostile input). */
+lmq_code lmq_writer_finish_text(lmq_writer *w, const char *text, size_t len, lmq_err *err);
+/* Removes the temporary file; path is untouched. Accepts NULL. */
+void lmq_writer_abort(lmq_writer *w);
+
+/* ---- whole models (fp32 artefacts) ---- */
+
+/* Every tensor as f32 (gran none), every carried file as bytes named "file:<name>"; the
+ * manifest is built from the model (lmq_manifest_from_model) when man is NULL. */
+lmq_code lmq_container_write_model(const char *path, const lmq_model *m, const lmq_manifest *man,
+                                   lmq_err *err);
+/* The same, asking for zstd on every tensor and file when codec is LMQ_CODEC_ZSTD. */
+lmq_code lmq_container_write_model_codec(const char *path, const lmq_model *m, const lmq_manifest *man,
+                                         lmq_codec codec, lmq_err *err);
+/* Reads an artefact whose tensors are all f32 (others: LMQ_E_UNSUPPORTED naming the tensor)
+ * into out (initialised here), in file order; arch, source and notes come from the manifest. */
+lmq_code lmq_container_read_model(const char *path, lmq_model *out, lmq_err *err);
+
+#endif

@@ -1,0 +1,94 @@
+/* The artefact manifest: what was done to each tensor, where the model came from, and the
+ * totals. The pipeline fills the struct; it is stored in the container as YAML (keys and
+ * rules in manifests/schema.md) and parsed back by readers and `lmq audit`. */
+#ifndef LMQ_MANIFEST_H
+#define LMQ_MANIFEST_H
+
+#include <stdint.h>
+
+#include "common/err.h"
+#include "formats/container.h"
+#include "formats/dtype.h"
+#include "formats/model.h"
+
+#define LMQ_TOOL_VERSION "lmq 0.1.0"
+#define LMQ_SCHEME_MAX 64
+#define LMQ_REASON_MAX 256
+
+typedef struct {
+    char name[LMQ_NAME_MAX];     /* as in the index */
+    char scheme[LMQ_SCHEME_MAX]; /* the scheme table's name: "f32", "int4 g32 asym" */
+    lmq_qparams q;               /* dtype, granularity, asymmetry, group: equal to the index entry */
+    int linear;                  /* a 2-D projection inside a block (lmq_is_linear) */
+    double bpw;                  /* 8 * raw_size / elements: scales and zero points included */
+    double rel_error;            /* ||W - W'||_F / ||W||_F against the source weights; 0 if exact */
+    double peak, rms, kurtosis;  /* source weights: max |w|, sqrt(mean w^2), excess kurtosis */
+    char reason[LMQ_REASON_MAX]; /* why the tensor stayed f32; required exactly for f32 tensors */
+} lmq_manifest_tensor;
+
+typedef struct {
+    char name[LMQ_NAME_MAX]; /* the carried file's name; its index entry is "file:<name>" */
+    uint64_t size;
+} lmq_manifest_file;
+
+typedef struct {
+    uint64_t params;        /* elements of every tensor (files excluded) */
+    uint64_t tensor_bytes;  /* raw bytes of every tensor (files excluded) */
+    uint64_t linear_params; /* elements of the linear tensors */
+    double linear_bpw;      /* 8 * raw bytes / elements over the linear tensors; 0 if none */
+} lmq_manifest_totals;
+
+struct lmq_manifest {
+    char tool_version[32];
+    uint32_t format_version;
+    lmq_arch arch;
+    char *source;        /* checkpoint path or description (owned; NULL reads as "") */
+    uint64_t source_checksum;
+    char *source_notes;  /* what the import did (owned; NULL reads as "") */
+    char *recipe;        /* recipe text (owned); NULL for a plain conversion */
+    uint64_t recipe_checksum;
+    char *calibration;   /* calibration text path or description (owned); NULL when none was used */
+    uint64_t calibration_checksum; /* XXH3-64 of the calibration text */
+    lmq_manifest_tensor *tensors;
+    int n_tensors, cap_tensors;
+    lmq_manifest_file *files;
+    int n_files, cap_files;
+    lmq_manifest_totals totals; /* filled by lmq_writer_finish from the index */
+};
+
+/* Sets tool and format version; everything else empty. */
+void lmq_manifest_init(lmq_manifest *m);
+void lmq_manifest_free(lmq_manifest *m);
+
+/* Replaces *dst (one of the owned strings) with a copy of s (NULL clears it). */
+lmq_code lmq_manifest_set(char **dst, const char *s, lmq_err *err);
+/* Appends a zeroed entry named name and returns it via out. */
+lmq_code lmq_manifest_add_tensor(lmq_manifest *m, const char *name, lmq_manifest_tensor **out, lmq_err *err);
+lmq_code lmq_manifest_add_file(lmq_manifest *m, const char *name, uint64_t size, lmq_err *err);
+const lmq_manifest_tensor *lmq_manifest_find(const lmq_manifest *m, const char *name);
+
+/* Canonical-name rule for linear layers: a 2-D tensor inside a block ("blk.<i>..."). */
+int lmq_is_linear(const char *name, int ndim);
+/* Peak |w|, RMS and excess kurtosis (0 when all values are equal) of n floats. */
+void lmq_weight_stats(const float *w, size_t n, double *peak, double *rms, double *kurtosis);
+/* The manifest of a plain fp32 conversion: arch, source and notes from the model, every tensor
+ * f32 with its statistics and the reason it stayed f32, every file (out initialised here). */
+lmq_code lmq_manifest_from_model(const lmq_model *mod, lmq_manifest *out, lmq_err *err);
+
+/* YAML text (malloc'd, NUL-terminated, *len without the NUL). Deterministic; floats are
+ * written so that they parse back to the same value. */
+lmq_code lmq_manifest_emit(const lmq_manifest *m, char **text, size_t *len, lmq_err *err);
+/* Parses and checks keys, types and enum values; out is initialised here. Errors name the key
+ * (and the tensor). */
+lmq_code lmq_manifest_parse(const char *text, size_t len, lmq_manifest *out, lmq_err *err);
+
+/* Totals computed from the index (carried files excluded; linear per lmq_is_linear). */
+lmq_manifest_totals lmq_manifest_totals_of(const lmq_tensor_entry *index, int n);
+/* Checks the manifest against the container's index and version: one entry per tensor and
+ * per carried file and nothing else, encodings equal, bits per weight true, totals right,
+ * values in range, f32 tensors with a reason, recipe checksum right. Every problem goes to
+ * fn (may be NULL); returns how many there were. */
+int lmq_manifest_check(const lmq_manifest *m, const lmq_tensor_entry *index, int n, uint32_t format_version,
+                       lmq_issue_fn fn, void *ctx);
+
+#endif
