@@ -334,6 +334,42 @@ START_TEST(load_file)
 }
 END_TEST
 
+/* Hostile input: every prefix of a real recipe, and copies with bytes changed, parse or fail
+ * cleanly with a message that starts with the file's label. */
+START_TEST(hostile_text)
+{
+    lmq_blob b;
+    lmq_err e;
+    ck_assert_int_eq(lmq_blob_open("recipes/w4a16.yaml", &b, &e), LMQ_OK);
+    char *buf = malloc(b.size);
+    ck_assert_ptr_nonnull(buf);
+    int ok = 0;
+    for (size_t len = 0; len <= b.size; len++) {
+        q_recipe r;
+        lmq_code rc = q_recipe_parse((const char *)b.data, len, "t.yaml", &r, &e);
+        ck_assert(rc == LMQ_OK || (rc == LMQ_E_RECIPE && strncmp(e.msg, "t.yaml:", 7) == 0));
+        ok += rc == LMQ_OK;
+        q_recipe_free(&r);
+    }
+    ck_assert_int_gt(ok, 0); /* the whole file, at least */
+    static const char junk[] = { '\0', ':', '-', '[', '{', '&', '*', '!', '\t', '\n', '"', '\'', '#', '\xff', '9' };
+    uint32_t x = 12345;
+    for (int k = 0; k < 3000; k++) {
+        memcpy(buf, b.data, b.size);
+        for (int j = 0; j < 3; j++) {
+            x = x * 1664525u + 1013904223u;
+            buf[(x >> 8) % b.size] = junk[(x >> 24) % sizeof junk];
+        }
+        q_recipe r;
+        lmq_code rc = q_recipe_parse(buf, b.size, "t.yaml", &r, &e);
+        ck_assert(rc == LMQ_OK || (rc == LMQ_E_RECIPE && strncmp(e.msg, "t.yaml:", 7) == 0));
+        q_recipe_free(&r);
+    }
+    free(buf);
+    lmq_blob_close(&b);
+}
+END_TEST
+
 /* ---- glob and labels ---- */
 
 START_TEST(glob)
@@ -780,6 +816,7 @@ int main(void)
     tcase_add_test(tc, err_malformed_yaml);
     tcase_add_test(tc, parse_fields_and_defaults);
     tcase_add_test(tc, load_file);
+    tcase_add_test(tc, hostile_text);
     tcase_add_test(tc, glob);
     tcase_add_test(tc, labels);
     suite_add_tcase(s, tc);
