@@ -9,77 +9,30 @@
 #include <yaml.h>
 
 #include "common/file.h"
+#include "schemes/scheme.h"
 
 /* ---- schemes ---- */
 
-/* What a scheme allows: float schemes store no scales; fp8 stores one scale per row;
- * integer schemes choose their granularity and symmetry. */
+/* What a scheme allows, from its row in the scheme table: float schemes store no scales;
+ * fp8 stores one scale per row; integer schemes choose their granularity and symmetry. */
 typedef enum { KIND_FLOAT, KIND_FP8, KIND_INT } scheme_kind;
 
-static const struct {
-    const char *name;
-    lmq_dtype dtype;
-    scheme_kind kind;
-} SCHEMES[] = {
-    { "f32", LMQ_T_F32, KIND_FLOAT },          { "fp16", LMQ_T_F16, KIND_FLOAT },
-    { "bf16", LMQ_T_BF16, KIND_FLOAT },        { "fp8_e4m3", LMQ_T_F8_E4M3, KIND_FP8 },
-    { "fp8_e5m2", LMQ_T_F8_E5M2, KIND_FP8 },   { "int8", LMQ_T_INT8, KIND_INT },
-    { "int4", LMQ_T_INT4, KIND_INT },          { "int3", LMQ_T_INT3, KIND_INT },
-    { "int2", LMQ_T_INT2, KIND_INT },
-};
-#define N_SCHEMES (int)(sizeof SCHEMES / sizeof SCHEMES[0])
-#define SCHEME_LIST "f32, fp16, bf16, fp8_e4m3, fp8_e5m2, int8, int4, int3, int2"
+static scheme_kind kind_of(const q_scheme *s)
+{
+    return s->integer ? KIND_INT : s->scale_bits ? KIND_FP8 : KIND_FLOAT;
+}
+
+#define SCHEME_LIST "fp32, fp16, bf16, fp8_e4m3, fp8_e5m2, int8, int4, int3, int2"
 
 static const struct {
-    const char *name;  /* as a recipe writes it */
-    const char *label; /* as q_scheme_label writes it (group: "g<size>") */
+    const char *name; /* as a recipe writes it */
     lmq_gran gran;
 } GRANS[] = {
-    { "tensor", "per-tensor", LMQ_GRAN_TENSOR },
-    { "channel", "per-channel", LMQ_GRAN_CHANNEL },
-    { "group", NULL, LMQ_GRAN_GROUP },
+    { "tensor", LMQ_GRAN_TENSOR },
+    { "channel", LMQ_GRAN_CHANNEL },
+    { "group", LMQ_GRAN_GROUP },
 };
 #define N_GRANS (int)(sizeof GRANS / sizeof GRANS[0])
-
-static int scheme_index(lmq_dtype dtype)
-{
-    for (int i = 0; i < N_SCHEMES; i++)
-        if (SCHEMES[i].dtype == dtype)
-            return i;
-    return -1;
-}
-
-const char *q_scheme_name(lmq_dtype dtype)
-{
-    int i = scheme_index(dtype);
-    return i < 0 ? NULL : SCHEMES[i].name;
-}
-
-int q_scheme_from_name(const char *name, lmq_dtype *dtype)
-{
-    for (int i = 0; i < N_SCHEMES; i++)
-        if (strcmp(SCHEMES[i].name, name) == 0) {
-            *dtype = SCHEMES[i].dtype;
-            return 1;
-        }
-    return 0;
-}
-
-const char *q_scheme_label(const lmq_qparams *qp, char *buf, size_t cap)
-{
-    if (!cap)
-        return buf;
-    const char *name = q_scheme_name((lmq_dtype)qp->dtype);
-    int len = name ? snprintf(buf, cap, "%s", name) : snprintf(buf, cap, "dtype-%u", qp->dtype);
-    for (int i = 0; i < N_GRANS && len >= 0 && (size_t)len < cap; i++)
-        if (GRANS[i].gran == qp->gran)
-            len += GRANS[i].label ? snprintf(buf + len, cap - (size_t)len, " %s", GRANS[i].label)
-                                  : snprintf(buf + len, cap - (size_t)len, " g%u", (unsigned)qp->group);
-    int k = scheme_index((lmq_dtype)qp->dtype);
-    if (k >= 0 && SCHEMES[k].kind == KIND_INT && len >= 0 && (size_t)len < cap)
-        snprintf(buf + len, cap - (size_t)len, " %s", qp->asym ? "asym" : "sym");
-    return buf;
-}
 
 /* ---- glob ---- */
 
@@ -306,11 +259,11 @@ static lmq_code parse_rule(pctx *c, const yaml_node_t *n, int index, q_rule *rul
     const char *s;
     if ((rc = get_string(c, v[RK_SCHEME], KEY(RK_SCHEME), &s)))
         return rc;
-    lmq_dtype dtype;
-    if (!q_scheme_from_name(s, &dtype))
+    const q_scheme *row = q_scheme_find(s);
+    if (!row || row->dtype == LMQ_T_BYTES)
         return perr(c, line_of(v[RK_SCHEME]), key, "unknown scheme '%s' (known: " SCHEME_LIST ")", s);
-    scheme_kind kind = SCHEMES[scheme_index(dtype)].kind;
-    rule->qp.dtype = (uint16_t)dtype;
+    scheme_kind kind = kind_of(row);
+    rule->qp.dtype = (uint16_t)row->dtype;
 
     /* granularity: integer schemes must say; fp8 has one scale per row; float schemes none. */
     rule->qp.gran = (uint8_t)(kind == KIND_FLOAT ? LMQ_GRAN_NONE : kind == KIND_FP8 ? LMQ_GRAN_CHANNEL : 0);
@@ -521,7 +474,7 @@ lmq_code q_recipe_load(const char *path, q_recipe *r, lmq_err *err)
 
 /* ---- resolver ---- */
 
-static int needs_matrix(lmq_dtype dtype) { return SCHEMES[scheme_index(dtype)].kind != KIND_FLOAT; }
+static int needs_matrix(lmq_dtype dtype) { return kind_of(q_scheme_get(dtype)) != KIND_FLOAT; }
 
 static int any_match(const q_pattern *p, int n, const char *name)
 {
@@ -547,10 +500,10 @@ static lmq_code check_pattern(const q_recipe *r, const q_pattern *p, const char 
         return lmq_fail(err, LMQ_E_RECIPE, "%s:%d: pattern '%s' matches no tensor (%s)", r->path, p->line,
                         p->text, key);
     if (rule >= 0 && !matrices && needs_matrix((lmq_dtype)r->rules[rule].qp.dtype)) {
-        const char *s = q_scheme_name((lmq_dtype)r->rules[rule].qp.dtype);
+        const char *s = q_scheme_get(r->rules[rule].qp.dtype)->name;
         return lmq_fail(err, LMQ_E_RECIPE,
                         "%s:%d: pattern '%s' gives %s to 1-D tensor '%s' and matches no matrix (%s, rule at "
-                        "line %d); %s applies to matrices only; 1-D tensors (norms, biases) take f32, fp16 "
+                        "line %d); %s applies to matrices only; 1-D tensors (norms, biases) take fp32, fp16 "
                         "or bf16",
                         r->path, p->line, p->text, s, t[first].name, key, r->rules[rule].line, s);
     }

@@ -19,7 +19,6 @@
 #define Q_RECIPE_NAME_MAX 64
 #define Q_RECIPE_MAX_BYTES (1u << 20) /* recipes are small; a larger file is refused */
 #define Q_GROUP_MAX 65536u
-#define Q_LABEL_MAX 48
 
 typedef struct {
     char *text; /* owned, as written (only * and ? are special) */
@@ -91,16 +90,5 @@ void q_plan_free(q_plan *plan);
 /* fnmatch-style glob without FNM_PATHNAME: '*' matches any run of characters (dots too),
  * '?' one character, everything else itself. */
 int q_glob_match(const char *pattern, const char *name);
-
-/* Scheme names as recipes and manifests write them ("int4", "fp8_e4m3", "fp16", ...).
- * q_scheme_name returns NULL for a dtype that is no scheme; q_scheme_from_name returns 0 for
- * an unknown name. */
-const char *q_scheme_name(lmq_dtype dtype);
-int q_scheme_from_name(const char *name, lmq_dtype *dtype);
-
-/* A human label for qparams: "fp16", "int8 per-channel sym", "int4 g128 asym",
- * "int8 per-tensor sym", "fp8_e4m3 per-channel". Writes at most cap bytes (Q_LABEL_MAX is
- * always enough for valid qparams) and returns buf. */
-const char *q_scheme_label(const lmq_qparams *qp, char *buf, size_t cap);
 
 #endif

@@ -170,11 +170,11 @@ static float e5m2_value(uint32_t c) { return q_fp8_decode(&q_fp8_e5m2, (uint8_t)
             .integer = 1, .fit = int_fit, .encode = int_encode, .decode = int_decode }
 
 static const q_scheme table[LMQ_T_COUNT] = {
-    FLOAT_ROW(LMQ_T_F32, "f32", 32, 0, GRAN(NONE), 0x1.fffffep127f, f32),
-    FLOAT_ROW(LMQ_T_F16, "f16", 16, 0, GRAN(NONE), 65504.0f, f16),
+    FLOAT_ROW(LMQ_T_F32, "fp32", 32, 0, GRAN(NONE), 0x1.fffffep127f, f32),
+    FLOAT_ROW(LMQ_T_F16, "fp16", 16, 0, GRAN(NONE), 65504.0f, f16),
     FLOAT_ROW(LMQ_T_BF16, "bf16", 16, 0, GRAN(NONE), 0x1.fep127f, bf16),
-    FLOAT_ROW(LMQ_T_F8_E4M3, "f8_e4m3", 8, 32, GRAN(NONE) | SCALED, 448.0f, e4m3),
-    FLOAT_ROW(LMQ_T_F8_E5M2, "f8_e5m2", 8, 32, GRAN(NONE) | SCALED, 57344.0f, e5m2),
+    FLOAT_ROW(LMQ_T_F8_E4M3, "fp8_e4m3", 8, 32, GRAN(NONE) | SCALED, 448.0f, e4m3),
+    FLOAT_ROW(LMQ_T_F8_E5M2, "fp8_e5m2", 8, 32, GRAN(NONE) | SCALED, 57344.0f, e5m2),
     INT_ROW(LMQ_T_INT8, "int8", 8),
     INT_ROW(LMQ_T_INT4, "int4", 4),
     INT_ROW(LMQ_T_INT3, "int3", 3),

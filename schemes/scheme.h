@@ -93,7 +93,7 @@ struct q_scheme {
 
 /* The row for dtype; NULL when dtype is not one. */
 const q_scheme *q_scheme_get(unsigned dtype);
-/* The row whose name is `name` ("f32", "f16", "bf16", "f8_e4m3", "f8_e5m2", "int8", "int4",
+/* The row whose name is `name` ("fp32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "int8", "int4",
  * "int3", "int2", "bytes"); NULL when none is. */
 const q_scheme *q_scheme_find(const char *name);
 /* "none", "tensor", "channel", "group"; "?" for anything else. */
@@ -133,7 +133,7 @@ lmq_code q_dequantize_rows(const lmq_qparams *qp, const uint8_t *data, size_t si
 lmq_code q_dequantize(const lmq_qparams *qp, const uint8_t *data, size_t size, int64_t rows,
                       int64_t cols, float *out, lmq_err *err);
 
-/* Writes a short description of qp ("int4 g32 asym", "int8 per-channel", "f16") into buf, the
+/* Writes a short description of qp ("int4 g32 asym", "int8 per-channel", "fp16") into buf, the
  * way the golden tables and the manifest name schemes. Returns buf. */
 char *q_describe(const lmq_qparams *qp, char *buf, size_t size);
 

@@ -394,35 +394,6 @@ START_TEST(glob)
 }
 END_TEST
 
-START_TEST(labels)
-{
-    const struct {
-        lmq_qparams qp;
-        const char *want;
-    } cases[] = {
-        { { LMQ_T_F16, LMQ_GRAN_NONE, 0, 0 }, "fp16" },
-        { { LMQ_T_F32, LMQ_GRAN_NONE, 0, 0 }, "f32" },
-        { { LMQ_T_BF16, LMQ_GRAN_NONE, 0, 0 }, "bf16" },
-        { { LMQ_T_INT4, LMQ_GRAN_GROUP, 0, 128 }, "int4 g128 sym" },
-        { { LMQ_T_INT4, LMQ_GRAN_GROUP, 1, 32 }, "int4 g32 asym" },
-        { { LMQ_T_INT8, LMQ_GRAN_CHANNEL, 0, 0 }, "int8 per-channel sym" },
-        { { LMQ_T_INT8, LMQ_GRAN_TENSOR, 0, 0 }, "int8 per-tensor sym" },
-        { { LMQ_T_F8_E4M3, LMQ_GRAN_CHANNEL, 0, 0 }, "fp8_e4m3 per-channel" },
-        { { LMQ_T_INT2, LMQ_GRAN_GROUP, 1, 65536 }, "int2 g65536 asym" },
-    };
-    char buf[Q_LABEL_MAX];
-    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
-        ck_assert_str_eq(q_scheme_label(&cases[i].qp, buf, sizeof buf), cases[i].want);
-    char tiny[6];
-    ck_assert_str_eq(q_scheme_label(&cases[3].qp, tiny, sizeof tiny), "int4 ");
-    lmq_qparams bytes = { LMQ_T_BYTES, LMQ_GRAN_NONE, 0, 0 };
-    ck_assert_ptr_null(q_scheme_name(LMQ_T_BYTES));
-    ck_assert_str_eq(q_scheme_label(&bytes, buf, sizeof buf), "dtype-9");
-    lmq_dtype d;
-    ck_assert(q_scheme_from_name("fp8_e5m2", &d) && d == LMQ_T_F8_E5M2);
-    ck_assert(!q_scheme_from_name("int5", &d));
-}
-END_TEST
 
 /* ---- resolution ---- */
 
@@ -818,7 +789,6 @@ int main(void)
     tcase_add_test(tc, load_file);
     tcase_add_test(tc, hostile_text);
     tcase_add_test(tc, glob);
-    tcase_add_test(tc, labels);
     suite_add_tcase(s, tc);
     tc = tcase_create("resolve");
     tcase_add_test(tc, resolve_unmatched_pattern);
