@@ -189,7 +189,7 @@ START_TEST(validation_errors)
         { { .dtype = LMQ_T_INT4, .gran = LMQ_GRAN_NONE }, "int4 needs scales" },
         { { .dtype = LMQ_T_F16, .gran = LMQ_GRAN_CHANNEL }, "fp16 stores no scales" },
         { { .dtype = LMQ_T_BF16, .gran = LMQ_GRAN_GROUP, .group = 32 }, "bf16 stores no scales" },
-        { { .dtype = LMQ_T_F16, .asym = 1 }, "integer schemes, not f16" },
+        { { .dtype = LMQ_T_F16, .asym = 1 }, "integer schemes, not fp16" },
         { { .dtype = LMQ_T_F8_E4M3, .gran = LMQ_GRAN_CHANNEL, .asym = 1 }, "not fp8_e4m3" },
         { { .dtype = 42 }, "unknown dtype 42" },
         { { .dtype = LMQ_T_INT8, .gran = 7 }, "unknown granularity 7" },
