@@ -21,21 +21,16 @@ static void byte_alphabet(uint32_t cp_of[256])
     }
 }
 
+/* UTF-8 of an alphabet code point (all below U+0144, so one or two bytes). */
 static size_t utf8_put(uint32_t cp, uint8_t *o)
 {
     if (cp < 0x80) {
         o[0] = (uint8_t)cp;
         return 1;
     }
-    if (cp < 0x800) {
-        o[0] = (uint8_t)(0xC0 | cp >> 6);
-        o[1] = (uint8_t)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    o[0] = (uint8_t)(0xE0 | cp >> 12); /* the alphabet stays below U+0800; kept general to BMP */
-    o[1] = (uint8_t)(0x80 | (cp >> 6 & 0x3F));
-    o[2] = (uint8_t)(0x80 | (cp & 0x3F));
-    return 3;
+    o[0] = (uint8_t)(0xC0 | cp >> 6);
+    o[1] = (uint8_t)(0x80 | (cp & 0x3F));
+    return 2;
 }
 
 /* ---- building the tokenizer from a vocabulary, merges and added tokens ---- */
@@ -72,8 +67,8 @@ static lmq_code nomem(const bl_build *b, lmq_err *err)
     return lmq_fail(err, LMQ_E_NOMEM, "%s: out of memory", b->file);
 }
 
-/* The raw bytes a byte-level token string stands for; a string with a character outside the
- * alphabet (an added token such as "<s>" never is, but "<|x→y|>" could be) is its own UTF-8. */
+/* The raw bytes a byte-level token string stands for. A string with a character outside the
+ * alphabet (possible for added tokens) stands for its own UTF-8, as in Hugging Face's decoder. */
 static size_t token_bytes(const bl_build *b, const char *s, uint8_t *o)
 {
     size_t n = strlen(s), k = 0;

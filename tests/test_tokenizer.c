@@ -453,7 +453,7 @@ START_TEST(gpt2_merges_match_reference)
     lmq_blob mb = load("gpt2-tokenizer/merges.txt");
     json_t *rank = json_object();
     const char *s = (const char *)mb.data, *end = s + mb.size;
-    s = memchr(s, '\n', mb.size) + 1; /* "#version" */
+    s = (const char *)memchr(s, '\n', mb.size) + 1; /* past "#version" */
     for (int r = 0; s < end; r++) {
         const char *nl = memchr(s, '\n', (size_t)(end - s));
         char line[256];
@@ -586,7 +586,7 @@ END_TEST
 
 /* A tokenizer.json holding the fixture's vocabulary and merges, merges as "a b" strings or as
  * [a, b] pairs. */
-static char *make_tokenizer_json(int pairs)
+static json_t *tokenizer_json(int pairs)
 {
     json_t *vocab = load_json("gpt2-tokenizer/vocab.json");
     lmq_blob mb = load("gpt2-tokenizer/merges.txt");
@@ -614,9 +614,23 @@ static char *make_tokenizer_json(int pairs)
         "type", "BPE", "dropout", "unk_token", "continuing_subword_prefix", "",
         "end_of_word_suffix", "", "fuse_unk", 0, "vocab", vocab, "merges", merges);
     ck_assert_ptr_nonnull(root);
+    return root;
+}
+
+static char *make_tokenizer_json(int pairs)
+{
+    json_t *root = tokenizer_json(pairs);
     char *text = json_dumps(root, JSON_COMPACT);
     json_decref(root);
     return text;
+}
+
+static lmq_code open_json(json_t *root, tok_tokenizer **t, lmq_err *e)
+{
+    char *text = json_dumps(root, JSON_COMPACT);
+    lmq_code c = tok_open_hf_json((const uint8_t *)text, strlen(text), t, e);
+    free(text);
+    return c;
 }
 
 START_TEST(hf_json_matches_gpt2)
@@ -647,6 +661,40 @@ START_TEST(hf_json_matches_gpt2)
         tok_free(h);
     }
     tok_free(g);
+}
+END_TEST
+
+/* Added tokens beyond the vocabulary are matched in text and decode to their own text; ids
+ * must stay contiguous. */
+START_TEST(hf_json_added_tokens)
+{
+    json_t *root = tokenizer_json(1);
+    json_t *added = json_object_get(root, "added_tokens");
+    json_array_append_new(added, json_pack("{s:i, s:s}", "id", 50257, "content", "<|\u2192|>"));
+    json_array_append_new(added, json_pack("{s:i, s:s}", "id", 50258, "content", "<|\u2192|>x"));
+    tok_tokenizer *t;
+    lmq_err e;
+    ck_assert_msg(open_json(root, &t, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_int_eq(tok_vocab_size(t), 50259);
+    const char *text = "a<|\u2192|>b<|\u2192|>x";
+    int32_t *ids, *a, *b;
+    size_t n, na, nb;
+    encode_ok(t, text, strlen(text), &ids, &n);
+    encode_ok(t, "a", 1, &a, &na);
+    encode_ok(t, "b", 1, &b, &nb);
+    ck_assert_uint_eq(n, na + nb + 2);
+    ck_assert_int_eq(ids[na], 50257);
+    ck_assert_int_eq(ids[n - 1], 50258); /* the longer of two matches */
+    assert_decodes_to(t, ids, n, text, strlen(text));
+    free(ids);
+    free(a);
+    free(b);
+    tok_free(t);
+    /* a gap in the ids */
+    json_object_set_new(json_array_get(added, 2), "id", json_integer(50259));
+    ck_assert_int_eq(open_json(root, &t, &e), LMQ_E_FORMAT);
+    ck_assert_msg(strstr(e.msg, "id 50258") != NULL, "%s", e.msg);
+    json_decref(root);
 }
 END_TEST
 
@@ -1021,6 +1069,7 @@ int main(void)
     tcase_add_test(tc, gpt2_merges_match_reference);
     tcase_add_test(tc, gpt2_pretokenizer_splits);
     tcase_add_test(tc, hf_json_matches_gpt2);
+    tcase_add_test(tc, hf_json_added_tokens);
     tcase_add_test(tc, hf_json_refusals);
     tcase_add_test(tc, llama2c_bad_files);
     tcase_add_test(tc, gpt2_bad_files);
