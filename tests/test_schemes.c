@@ -10,7 +10,7 @@
 #include "schemes/fp8.h"
 #include "schemes/pack.h"
 #include "schemes/scheme.h"
-#include "schemes/stats.h"
+#include "common/stats.h"
 #include "tests/testutil.h"
 
 /* ---- helpers ----------------------------------------------------------------------------- */
@@ -138,8 +138,8 @@ static size_t distinct(const float *v, size_t n)
 
 static double rel_error(const float *w, const float *wq, size_t n)
 {
-    q_stats st;
-    q_tensor_stats(w, wq, n, &st);
+    lmq_stats st;
+    lmq_tensor_stats(w, wq, n, &st);
     return st.rel_error;
 }
 
@@ -1044,28 +1044,28 @@ END_TEST
 
 START_TEST(stats_known)
 {
-    q_stats st;
+    lmq_stats st;
     /* ±1: rms 1, peak 1, m4 / m2^2 = 1 -> excess kurtosis -2; W' = 0.9 W -> error 0.1 */
     const float w[4] = { 1, -1, 1, -1 }, wq[4] = { 0.9f, -0.9f, 0.9f, -0.9f };
-    q_tensor_stats(w, wq, 4, &st);
+    lmq_tensor_stats(w, wq, 4, &st);
     ck_assert_double_eq(st.rms, 1.0);
     ck_assert_double_eq(st.peak, 1.0);
     ck_assert_double_eq(st.kurtosis, -2.0);
     ck_assert_double_eq_tol(st.rel_error, 1.0 - (double)0.9f, 1e-15);
-    q_tensor_stats(w, NULL, 4, &st);
+    lmq_tensor_stats(w, NULL, 4, &st);
     ck_assert_double_eq(st.rel_error, 0.0);
     /* zeros: everything 0; a non-zero reconstruction of zero is infinitely wrong */
     const float z[3] = { 0, 0, 0 }, nz[3] = { 0, 1, 0 };
-    q_tensor_stats(z, z, 3, &st);
+    lmq_tensor_stats(z, z, 3, &st);
     ck_assert(st.rms == 0 && st.peak == 0 && st.kurtosis == 0 && st.rel_error == 0);
-    q_tensor_stats(z, nz, 3, &st);
+    lmq_tensor_stats(z, nz, 3, &st);
     ck_assert(isinf(st.rel_error));
 
     /* One spike among n zeros is Bernoulli(p = 1/n): excess kurtosis (1 - 6pq) / (pq). */
     enum { N = 1000 };
     float *spike = calloc(N, sizeof *spike);
     spike[123] = -7.0f;
-    q_tensor_stats(spike, NULL, N, &st);
+    lmq_tensor_stats(spike, NULL, N, &st);
     double p = 1.0 / N, pq = p * (1 - p);
     ck_assert_double_eq_tol(st.kurtosis, (1 - 6 * pq) / pq, 1e-9);
     ck_assert_double_eq(st.peak, 7.0);
@@ -1077,14 +1077,14 @@ START_TEST(stats_known)
     float *u = malloc(M * sizeof *u);
     for (int i = 0; i < M; i++)
         u[i] = (float)(-1.0 + 2.0 * i / (M - 1));
-    q_tensor_stats(u, NULL, M, &st);
+    lmq_tensor_stats(u, NULL, M, &st);
     ck_assert_double_eq_tol(st.kurtosis, -1.2, 1e-4);
     ck_assert_double_eq_tol(st.rms, 1 / sqrt(3.0), 1e-5);
     free(u);
 
     /* Gaussian: kurtosis 0 (standard error sqrt(24 / n) = 0.005). */
     float *g = gauss_matrix(77, 1000000, 2.0);
-    q_tensor_stats(g, NULL, 1000000, &st);
+    lmq_tensor_stats(g, NULL, 1000000, &st);
     ck_assert_double_eq_tol(st.kurtosis, 0.0, 0.03);
     ck_assert_double_eq_tol(st.rms, 2.0, 0.01);
     free(g);

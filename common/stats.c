@@ -1,10 +1,10 @@
-#include "schemes/stats.h"
+#include "common/stats.h"
 
 #include <math.h>
 
-void q_tensor_stats(const float *w, const float *wq, size_t n, q_stats *out)
+void lmq_tensor_stats(const float *w, const float *wq, size_t n, lmq_stats *out)
 {
-    q_stats st = { 0 };
+    lmq_stats st = { 0 };
     double sum = 0, sq = 0, diff = 0;
     for (size_t i = 0; i < n; i++) {
         double x = w[i];

@@ -1,7 +1,7 @@
 /* Weight statistics for the manifest: how a tensor is distributed and how far its quantised
  * version lies from it. All sums in double. */
-#ifndef LMQ_STATS_H
-#define LMQ_STATS_H
+#ifndef LMQ_COMMON_STATS_H
+#define LMQ_COMMON_STATS_H
 
 #include <stddef.h>
 
@@ -11,9 +11,9 @@ typedef struct {
     double peak;      /* max |w| */
     double rms;       /* sqrt(mean w^2) */
     double kurtosis;  /* excess kurtosis m4 / m2^2 - 3 of the central moments; 0 when m2 == 0 */
-} q_stats;
+} lmq_stats;
 
 /* Statistics of the n weights w and, when wq is not NULL, of their reconstruction wq. */
-void q_tensor_stats(const float *w, const float *wq, size_t n, q_stats *out);
+void lmq_tensor_stats(const float *w, const float *wq, size_t n, lmq_stats *out);
 
 #endif
