@@ -13,9 +13,9 @@
 #include <xxhash.h>
 
 #include "common/file.h"
+#include "convert/paths.h"
 #include "formats/safetensors.h"
 
-#define PATH_CAP 4096
 
 typedef enum {
     MAP_COPY,       /* same layout */
@@ -298,54 +298,10 @@ typedef struct {
     unsigned dtypes_seen;
 } hf_ctx;
 
-static lmq_code join(char *out, const char *dir, const char *name, lmq_err *err)
-{
-    if (snprintf(out, PATH_CAP, "%s/%s", dir, name) >= PATH_CAP)
-        return lmq_fail(err, LMQ_E_ARG, "%s/%s: path too long", dir, name);
-    return LMQ_OK;
-}
-
-static int is_file(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
-}
-
-static int ends_with(const char *s, const char *suffix)
-{
-    size_t n = strlen(s), k = strlen(suffix);
-    return n >= k && !strcmp(s + n - k, suffix);
-}
-
-static void dir_of(const char *path, char *out)
-{
-    const char *slash = strrchr(path, '/');
-    if (!slash)
-        snprintf(out, PATH_CAP, ".");
-    else if (slash == path)
-        snprintf(out, PATH_CAP, "/");
-    else
-        snprintf(out, PATH_CAP, "%.*s", (int)(slash - path), path);
-}
-
-static void append_note(lmq_model *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void append_note(lmq_model *m, const char *fmt, ...)
-{
-    size_t n = strlen(m->notes);
-    if (n + 3 >= sizeof m->notes)
-        return;
-    if (n)
-        n += (size_t)snprintf(m->notes + n, sizeof m->notes - n, "; ");
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(m->notes + n, sizeof m->notes - n, fmt, ap);
-    va_end(ap);
-}
-
 static lmq_code open_shard(hf_ctx *x, const char *name, lmq_err *err)
 {
     char path[PATH_CAP];
-    lmq_code c = join(path, x->dir, name, err);
+    lmq_code c = cv_join(path, x->dir, name, err);
     if (!c && !(c = st_open(path, &x->shards[x->n_shards], err)))
         x->n_shards++;
     return c;
@@ -389,9 +345,9 @@ static lmq_code open_sharded(hf_ctx *x, lmq_err *err)
             if (k < n_names)
                 continue;
             char path[PATH_CAP];
-            if ((c = join(path, x->dir, s, err)))
+            if ((c = cv_join(path, x->dir, s, err)))
                 break;
-            if (!is_file(path)) {
+            if (!cv_is_file(path)) {
                 c = lmq_fail(err, LMQ_E_IO, "%s: shard %s (holding tensor %s) is missing: no file %s", x->index,
                              s, key, path);
                 break;
@@ -442,25 +398,25 @@ static lmq_code open_source(hf_ctx *x, lmq_err *err)
     lmq_code c = LMQ_OK;
     if (S_ISDIR(st.st_mode)) {
         snprintf(x->dir, sizeof x->dir, "%s", x->src);
-        if ((c = join(x->index, x->dir, "model.safetensors.index.json", err)) ||
-            (c = join(single, x->dir, "model.safetensors", err)))
+        if ((c = cv_join(x->index, x->dir, "model.safetensors.index.json", err)) ||
+            (c = cv_join(single, x->dir, "model.safetensors", err)))
             return c;
-        if (!is_file(x->index)) {
+        if (!cv_is_file(x->index)) {
             x->index[0] = '\0';
-            if (!is_file(single))
+            if (!cv_is_file(single))
                 return lmq_fail(err, LMQ_E_IO,
                                 "%s: no model.safetensors or model.safetensors.index.json in it (for a llama2.c "
                                 "checkpoint, name its .bin file)",
                                 x->src);
         }
     } else {
-        dir_of(x->src, x->dir);
-        snprintf(ends_with(x->src, ".index.json") ? x->index : single, PATH_CAP, "%s", x->src);
+        cv_dir_of(x->src, x->dir);
+        snprintf(cv_ends_with(x->src, ".index.json") ? x->index : single, PATH_CAP, "%s", x->src);
     }
     char config[PATH_CAP];
-    if ((c = join(config, x->dir, "config.json", err)))
+    if ((c = cv_join(config, x->dir, "config.json", err)))
         return c;
-    if (!is_file(config))
+    if (!cv_is_file(config))
         return lmq_fail(err, LMQ_E_IO, "%s: no config.json beside the weights (looked for %s)", x->src, config);
     if ((c = lmq_blob_open(config, &x->config, err)))
         return c;
@@ -548,10 +504,10 @@ static lmq_code load_classifier(hf_ctx *x, lmq_model *m, const st_file *f, const
         free(m->tensors[--m->n_tensors].data);
         free(x->origin[m->n_tensors]);
         x->origin[m->n_tensors] = NULL;
-        append_note(m, "%s equals the token embedding: tied, dropped", t->name);
+        cv_note(m, "%s equals the token embedding: tied, dropped", t->name);
     } else {
         m->arch.tied_embedding = 0;
-        append_note(m, "%s differs from the token embedding: untied, kept as output.weight", t->name);
+        cv_note(m, "%s differs from the token embedding: untied, kept as output.weight", t->name);
     }
     return LMQ_OK;
 }
@@ -600,12 +556,12 @@ static lmq_code load_weights(hf_ctx *x, lmq_model *m, lmq_err *err)
         }
     }
     if (ignored)
-        append_note(m, "%d non-weight buffers ignored", ignored);
+        cv_note(m, "%d non-weight buffers ignored", ignored);
     /* Last, so that the tied embedding it may repeat is already loaded. */
     if (ct)
         return load_classifier(x, m, cf, ct, err);
     if (m->arch.tied_embedding)
-        append_note(m, "classifier tied to the token embedding");
+        cv_note(m, "classifier tied to the token embedding");
     return LMQ_OK;
 }
 
@@ -650,129 +606,6 @@ static void checksum(hf_ctx *x, lmq_model *m)
     XXH3_freeState(s);
 }
 
-/* ---- tokenizer files ------------------------------------------------------------------- */
-
-/* A tokenizer file by name (suffix), the kind it implies, what it is stored as, and the file
- * that must come with it. Rows with `searched` are looked for (as `stored`) beside a
- * checkpoint, in this order; a llama2.c tokenizer may also be a lone tok*.bin. */
-static const struct {
-    const char *suffix;
-    lmq_tok_kind kind;
-    const char *stored, *companion;
-    int searched;
-} TOKENIZERS[] = {
-    { "vocab.json", LMQ_TOK_GPT2, "vocab.json", "merges.txt", 1 },
-    { "merges.txt", LMQ_TOK_GPT2, "merges.txt", "vocab.json", 0 },
-    { "tokenizer.json", LMQ_TOK_HF_JSON, "tokenizer.json", NULL, 1 },
-    { ".bin", LMQ_TOK_LLAMA2C, "tokenizer.bin", NULL, 1 },
-};
-#define N_TOKENIZERS (sizeof TOKENIZERS / sizeof TOKENIZERS[0])
-#define TOK_LLAMA2C_ROW (N_TOKENIZERS - 1)
-
-static lmq_code carry_file(lmq_model *m, const char *path, const char *stored, lmq_err *err)
-{
-    lmq_blob b;
-    lmq_code c = lmq_blob_open(path, &b, err);
-    if (c)
-        return c;
-    uint8_t *copy = b.size ? malloc(b.size) : NULL;
-    if (!b.size)
-        c = lmq_fail(err, LMQ_E_FORMAT, "%s: tokenizer file is empty", path);
-    else if (!copy)
-        c = lmq_fail(err, LMQ_E_NOMEM, "%s: out of memory", path);
-    else {
-        memcpy(copy, b.data, b.size);
-        c = lmq_model_add_file(m, stored, copy, b.size, err);
-    }
-    lmq_blob_close(&b);
-    return c;
-}
-
-/* Carries the tokenizer file at path (and its companion beside it), as TOKENIZERS[k] says. */
-static lmq_code carry_tokenizer(lmq_model *m, const char *path, size_t k, lmq_err *err)
-{
-    const char *comp = TOKENIZERS[k].companion;
-    lmq_code c = carry_file(m, path, TOKENIZERS[k].stored, err);
-    if (!c && comp) {
-        char dir[PATH_CAP], other[PATH_CAP];
-        dir_of(path, dir);
-        if (!(c = join(other, dir, comp, err)))
-            c = is_file(other) ? carry_file(m, other, comp, err)
-                               : lmq_fail(err, LMQ_E_IO, "%s: found without %s beside it", path, comp);
-    }
-    if (c)
-        return c;
-    m->arch.tokenizer = TOKENIZERS[k].kind;
-    const char *base = strrchr(path, '/');
-    append_note(m, "tokenizer: %s%s%s (from %s)", TOKENIZERS[k].stored, comp ? " + " : "", comp ? comp : "",
-                base ? base + 1 : path);
-    return LMQ_OK;
-}
-
-/* A llama2.c tokenizer named tok*.bin in dir, when exactly one is there (out untouched if none). */
-static lmq_code find_tok_bin(const char *dir, char *out, lmq_err *err)
-{
-    DIR *d = opendir(dir);
-    if (!d)
-        return LMQ_OK;
-    struct dirent *e;
-    int found = 0;
-    char first[256] = "";
-    lmq_code c = LMQ_OK;
-    while ((e = readdir(d)) && !c) {
-        if (strncmp(e->d_name, "tok", 3) || !ends_with(e->d_name, ".bin"))
-            continue;
-        if (found++)
-            c = lmq_fail(err, LMQ_E_ARG, "%s: several tokenizers (%s, %s): choose one with --tokenizer", dir, first,
-                         e->d_name);
-        else
-            snprintf(first, sizeof first, "%s", e->d_name);
-    }
-    closedir(d);
-    if (!c && found)
-        c = join(out, dir, first, err);
-    return c;
-}
-
-static lmq_code tokenizer_in_dir(lmq_model *m, const char *dir, const char *what, lmq_err *err)
-{
-    char path[PATH_CAP];
-    lmq_code c;
-    for (size_t k = 0; k < N_TOKENIZERS; k++) {
-        if (!TOKENIZERS[k].searched)
-            continue;
-        if ((c = join(path, dir, TOKENIZERS[k].stored, err)))
-            return c;
-        if (is_file(path))
-            return carry_tokenizer(m, path, k, err);
-    }
-    path[0] = '\0';
-    if ((c = find_tok_bin(dir, path, err)))
-        return c;
-    if (path[0])
-        return carry_tokenizer(m, path, TOK_LLAMA2C_ROW, err);
-    return lmq_fail(err, LMQ_E_ARG,
-                    "%s: no tokenizer found (vocab.json + merges.txt, tokenizer.json, tokenizer.bin or tok*.bin); "
-                    "pass --tokenizer FILE",
-                    what);
-}
-
-static lmq_code add_tokenizer(hf_ctx *x, lmq_model *m, const char *given, lmq_err *err)
-{
-    struct stat st;
-    if (!given)
-        return tokenizer_in_dir(m, x->dir, x->src, err);
-    if (stat(given, &st) != 0)
-        return lmq_fail(err, LMQ_E_IO, "%s: tokenizer not found", given);
-    if (S_ISDIR(st.st_mode))
-        return tokenizer_in_dir(m, given, given, err);
-    for (size_t k = 0; k < N_TOKENIZERS; k++)
-        if (ends_with(given, TOKENIZERS[k].suffix))
-            return carry_tokenizer(m, given, k, err);
-    return lmq_fail(err, LMQ_E_ARG,
-                    "%s: not a tokenizer lmq knows (vocab.json, merges.txt, tokenizer.json or a llama2.c .bin)", given);
-}
-
 static void close_ctx(hf_ctx *x)
 {
     for (int i = 0; i < x->n_shards; i++)
@@ -794,7 +627,7 @@ lmq_code lmq_convert_hf(const char *src, const lmq_convert_opts *opts, lmq_model
     lmq_code c;
     if ((c = open_source(&x, err)) || (c = read_config(&x, out, err)))
         goto done;
-    append_note(out, "%s", x.fam->notes);
+    cv_note(out, "%s", x.fam->notes);
     if ((c = load_weights(&x, out, err)))
         goto done;
     if ((c = lmq_model_validate(out, err))) {
@@ -808,8 +641,8 @@ lmq_code lmq_convert_hf(const char *src, const lmq_convert_opts *opts, lmq_model
             snprintf(widened + strlen(widened), sizeof widened - strlen(widened), "%s%s", widened[0] ? "+" : "",
                      st_dtype_name((st_dtype)d));
     if (widened[0])
-        append_note(out, "%s weights widened to fp32 exactly", widened);
-    if ((c = add_tokenizer(&x, out, opts ? opts->tokenizer : NULL, err)))
+        cv_note(out, "%s weights widened to fp32 exactly", widened);
+    if ((c = cv_add_tokenizer(out, x.dir, src, opts ? opts->tokenizer : NULL, err)))
         goto done;
     snprintf(out->source, sizeof out->source, "%s", src);
     checksum(&x, out);

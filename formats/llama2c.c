@@ -30,25 +30,6 @@ static lmq_code take(lmq_model *m, const float *w, size_t *pos, const char *name
     return LMQ_OK;
 }
 
-static lmq_code find_tokenizer(const char *path, int vocab, char *out, size_t cap, lmq_err *err)
-{
-    const char *slash = strrchr(path, '/');
-    int dir = slash ? (int)(slash - path + 1) : 0;
-    char cand[2][64];
-    snprintf(cand[0], sizeof cand[0], "tokenizer.bin");
-    snprintf(cand[1], sizeof cand[1], "tok%d.bin", vocab);
-    for (int i = 0; i < 2; i++) {
-        snprintf(out, cap, "%.*s%s", dir, path, cand[i]);
-        FILE *f = fopen(out, "rb");
-        if (f) {
-            fclose(f);
-            return LMQ_OK;
-        }
-    }
-    return lmq_fail(err, LMQ_E_ARG, "%s: no tokenizer.bin or tok%d.bin beside it; name one with --tokenizer",
-                    path, vocab);
-}
-
 static lmq_code load(const char *path, const lmq_blob *b, lmq_model *m, lmq_err *err)
 {
     int32_t h[7];
@@ -103,10 +84,10 @@ static lmq_code load(const char *path, const lmq_blob *b, lmq_model *m, lmq_err 
     return lmq_model_validate(m, err);
 }
 
-lmq_code l2c_load(const char *path, const char *tokenizer_path, lmq_model *out, lmq_err *err)
+lmq_code l2c_load(const char *path, lmq_model *out, lmq_err *err)
 {
     lmq_model_init(out);
-    lmq_blob b, tb = { 0 };
+    lmq_blob b;
     lmq_code c = lmq_blob_open(path, &b, err);
     if (c)
         return c;
@@ -114,26 +95,7 @@ lmq_code l2c_load(const char *path, const char *tokenizer_path, lmq_model *out, 
     lmq_blob_close(&b);
     if (c) {
         lmq_model_free(out);
-        return lmq_err_prefix(err, "%s: ", path);
+        lmq_err_prefix(err, "%s: ", path);
     }
-    char found[4096];
-    if (!tokenizer_path) {
-        if ((c = find_tokenizer(path, out->arch.vocab_size, found, sizeof found, err)))
-            goto fail;
-        tokenizer_path = found;
-    }
-    if ((c = lmq_blob_open(tokenizer_path, &tb, err)))
-        goto fail;
-    uint8_t *copy = malloc(tb.size ? tb.size : 1);
-    if (!copy) {
-        c = lmq_fail(err, LMQ_E_NOMEM, "%s: out of memory", tokenizer_path);
-        goto fail;
-    }
-    memcpy(copy, tb.data, tb.size);
-    c = lmq_model_add_file(out, "tokenizer.bin", copy, tb.size, err);
-fail:
-    lmq_blob_close(&tb);
-    if (c)
-        lmq_model_free(out);
     return c;
 }

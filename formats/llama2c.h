@@ -11,8 +11,8 @@
 #include "common/err.h"
 #include "formats/model.h"
 
-/* Loads path into out (canonical names, rope interleaved). The tokenizer is tokenizer_path, or
- * when that is NULL a "tokenizer.bin" or "tok<vocab>.bin" beside the checkpoint. */
-lmq_code l2c_load(const char *path, const char *tokenizer_path, lmq_model *out, lmq_err *err);
+/* Loads path's weights into out (canonical names, rope interleaved). The tokenizer, which the
+ * checkpoint does not hold, is convert/'s business. */
+lmq_code l2c_load(const char *path, lmq_model *out, lmq_err *err);
 
 #endif

@@ -1,10 +1,11 @@
 /* formats/llama2c: the stories260K checkpoint loads with the documented shapes and values, and
- * damaged copies are refused with a message naming the file. */
+ * damaged copies are refused with a message naming the file; convert finds its tokenizer. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/file.h"
+#include "convert/convert.h"
 #include "formats/llama2c.h"
 #include "tests/testutil.h"
 
@@ -12,7 +13,7 @@ START_TEST(loads_stories260k)
 {
     lmq_model m;
     lmq_err e;
-    ck_assert_msg(l2c_load(fixture("stories260K/stories260K.bin"), NULL, &m, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_msg(l2c_load(fixture("stories260K/stories260K.bin"), &m, &e) == LMQ_OK, "%s", e.msg);
     const lmq_arch *a = &m.arch;
     ck_assert_int_eq(a->dim, 64);
     ck_assert_int_eq(a->hidden_dim, 172);
@@ -24,8 +25,6 @@ START_TEST(loads_stories260k)
     ck_assert_int_eq(a->tied_embedding, 1);
     ck_assert_int_eq(a->rope, LMQ_ROPE_INTERLEAVED);
     ck_assert_int_eq(m.n_tensors, 2 + 5 * 9);
-    ck_assert_ptr_nonnull(lmq_model_find_file(&m, "tokenizer.bin"));
-    ck_assert_uint_eq(lmq_model_find_file(&m, "tokenizer.bin")->size, 6227);
 
     /* Independent offsets: tok_embd starts at byte 28; layer 0's wq follows the embedding and
      * the 5 × 64 attention RMS weights; the final RMS weight precedes the freq_cis tables. */
@@ -69,14 +68,22 @@ START_TEST(refuses_damaged)
     const size_t cuts[] = { 0, 10, 28, 1000, 1056540 - 4 };
     for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++) {
         const char *p = write_prefix(fixture("stories260K/stories260K.bin"), cuts[i], dir);
-        ck_assert_int_eq(l2c_load(p, tokpath, &m, &e), LMQ_E_FORMAT);
+        ck_assert_int_eq(l2c_load(p, &m, &e), LMQ_E_FORMAT);
         ck_assert_msg(strstr(e.msg, "cut.bin") != NULL, "%s", e.msg);
     }
-    /* No tokenizer beside the copy and none named. */
+    /* Through convert: no tokenizer beside the copy and none named; then one named. */
     const char *p = write_prefix(fixture("stories260K/stories260K.bin"), (size_t)-1, dir);
-    ck_assert_int_eq(l2c_load(p, NULL, &m, &e), LMQ_E_ARG);
+    ck_assert_int_eq(lmq_convert(p, NULL, &m, &e), LMQ_E_ARG);
     ck_assert_msg(strstr(e.msg, "--tokenizer") != NULL, "%s", e.msg);
-    ck_assert_int_eq(l2c_load(p, tokpath, &m, &e), LMQ_OK);
+    lmq_convert_opts opts = { .tokenizer = tokpath };
+    ck_assert_msg(lmq_convert(p, &opts, &m, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_int_eq(m.arch.tokenizer, LMQ_TOK_LLAMA2C);
+    ck_assert_ptr_nonnull(lmq_model_find_file(&m, "tokenizer.bin"));
+    ck_assert_uint_eq(lmq_model_find_file(&m, "tokenizer.bin")->size, 6227);
+    lmq_model_free(&m);
+    /* The fixture has tok512.bin beside it. */
+    ck_assert_msg(lmq_convert(fixture("stories260K/stories260K.bin"), NULL, &m, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_ptr_nonnull(lmq_model_find_file(&m, "tokenizer.bin"));
     lmq_model_free(&m);
 }
 END_TEST
@@ -91,11 +98,9 @@ START_TEST(refuses_nan)
     fseek(f, 28 + 4 * (512 * 64 + 5 * 64 + 3), SEEK_SET);
     fwrite(&nan, 4, 1, f);
     fclose(f);
-    char tokpath[512];
-    snprintf(tokpath, sizeof tokpath, "%s", fixture("stories260K/tok512.bin"));
     lmq_model m;
     lmq_err e;
-    ck_assert_int_eq(l2c_load(p, tokpath, &m, &e), LMQ_E_NUMERIC);
+    ck_assert_int_eq(l2c_load(p, &m, &e), LMQ_E_NUMERIC);
     ck_assert_msg(strstr(e.msg, "blk.0.attn_q.weight") != NULL, "%s", e.msg);
 }
 END_TEST
