@@ -1,0 +1,31 @@
+/* lmq_convert: picks the importer for what src is. */
+#include "convert/convert.h"
+
+#include <string.h>
+#include <sys/stat.h>
+
+#include "convert/paths.h"
+#include "formats/llama2c.h"
+
+lmq_code lmq_convert(const char *src, const lmq_convert_opts *opts, lmq_model *out, lmq_err *err)
+{
+    lmq_model_init(out);
+    struct stat st;
+    if (stat(src, &st) != 0)
+        return lmq_fail(err, LMQ_E_IO, "%s: no such file or directory", src);
+    const char *tokenizer = opts ? opts->tokenizer : NULL;
+    if (S_ISDIR(st.st_mode) || cv_ends_with(src, ".safetensors") || cv_ends_with(src, ".index.json"))
+        return lmq_convert_hf(src, opts, out, err);
+    if (cv_ends_with(src, ".bin")) {
+        char dir[PATH_CAP];
+        cv_dir_of(src, dir);
+        lmq_code c = l2c_load(src, out, err);
+        if (!c && (c = cv_add_tokenizer(out, dir, src, tokenizer, err)))
+            lmq_model_free(out);
+        return c;
+    }
+    return lmq_fail(err, LMQ_E_ARG,
+                    "%s: cannot tell what checkpoint this is (expected a Hugging Face directory, a .safetensors "
+                    "file, a .safetensors.index.json, or a llama2.c .bin)",
+                    src);
+}

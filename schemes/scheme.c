@@ -1,0 +1,424 @@
+#include "schemes/scheme.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/fp.h"
+#include "schemes/fp8.h"
+#include "schemes/pack.h"
+
+/* Codes are encoded and decoded through a small buffer, so a group of any size (a whole
+ * tensor, per-tensor) needs no allocation. */
+enum { CHUNK = 1024 };
+
+/* Tensors beyond 2^48 weights are refused, so every bit count fits comfortably in 64 bits. */
+#define MAX_WEIGHTS (INT64_C(1) << 48)
+
+/* ---- scales ---------------------------------------------------------------------------- */
+
+static float scale_value(const q_scheme *s, uint32_t code)
+{
+    return s->scale_bits == 16 ? lmq_f16_to_f32((uint16_t)code) : lmq_bits_f32(code);
+}
+
+static void set_scale_code(const q_scheme *s, q_group *g, uint32_t code)
+{
+    g->scale_code = code;
+    g->scale = scale_value(s, code);
+}
+
+/* Rounds v to the stored scale format (fp16 round-to-nearest-even, or fp32 as is). */
+static void set_scale(const q_scheme *s, q_group *g, float v)
+{
+    set_scale_code(s, g, s->scale_bits == 16 ? lmq_f32_to_f16(v) : lmq_f32_bits(v));
+}
+
+/* ---- integer codes ----------------------------------------------------------------------- */
+
+/* Whether z = roundf(-mn / s) exists and fits the int16 zero point. */
+static int zero_fits(float mn, float s)
+{
+    if (!(s > 0))
+        return 0;
+    float z = roundf(-mn / s);
+    return z >= -32768.0f && z <= 32767.0f;
+}
+
+static lmq_code int_fit(const q_scheme *s, int asym, const float *w, size_t n, q_group *g,
+                        lmq_err *err)
+{
+    float mn = w[0], mx = w[0];
+    for (size_t i = 1; i < n; i++) {
+        mn = w[i] < mn ? w[i] : mn;
+        mx = w[i] > mx ? w[i] : mx;
+    }
+    uint32_t top = (1u << s->bits) - 1;
+    if (!asym) {
+        uint32_t qmax = top >> 1;
+        set_scale(s, g, (-mn > mx ? -mn : mx) / (float)qmax);
+        g->zero = (int32_t)qmax + 1;
+        g->lo = 1;
+    } else {
+        set_scale(s, g, (mx - mn) / (float)top);
+        /* Degenerate groups (see scheme.h): the smallest scale whose zero point fits int16. */
+        if (isfinite(g->scale) && !zero_fits(mn, g->scale)) {
+            float least = fabsf(mn) / 32767.0f;
+            set_scale(s, g, least > 0x1p-24f ? least : 0x1p-24f);
+            while (isfinite(g->scale) && !zero_fits(mn, g->scale))
+                set_scale_code(s, g, g->scale_code + 1);
+        }
+        g->lo = 0;
+    }
+    if (!isfinite(g->scale))
+        return lmq_fail(err, LMQ_E_NUMERIC,
+                        "weights in [%g, %g] need a %s scale beyond the fp16 range", (double)mn,
+                        (double)mx, s->name);
+    if (asym)
+        g->zero = (int32_t)roundf(-mn / g->scale);
+    return LMQ_OK;
+}
+
+/* One rule for both symmetries: code = clamp(roundf(w / s) + zero, lo, 2^b - 1). Symmetric
+ * codes are q + 2^(b-1) with lo = 1, i.e. q clamped to [-qmax, qmax]; every term is an integer
+ * held exactly in a float. */
+static lmq_code int_encode(const q_scheme *s, const q_group *g, const float *w, size_t n,
+                           size_t first, uint32_t *codes, lmq_err *err)
+{
+    (void)first;
+    (void)err;
+    if (g->scale == 0) { /* symmetric all-zero (or underflowed) group: q = 0 */
+        for (size_t i = 0; i < n; i++)
+            codes[i] = (uint32_t)g->zero;
+        return LMQ_OK;
+    }
+    float lo = (float)g->lo, hi = (float)((1u << s->bits) - 1), z = (float)g->zero;
+    for (size_t i = 0; i < n; i++) {
+        float q = roundf(w[i] / g->scale) + z;
+        q = q < lo ? lo : q > hi ? hi : q;
+        codes[i] = (uint32_t)q;
+    }
+    return LMQ_OK;
+}
+
+static void int_decode(const q_scheme *s, const q_group *g, const uint32_t *codes, size_t n,
+                       float *out)
+{
+    (void)s;
+    for (size_t i = 0; i < n; i++)
+        out[i] = (float)((int32_t)codes[i] - g->zero) * g->scale;
+}
+
+/* ---- float codes ------------------------------------------------------------------------- */
+
+/* fp8 scales: the group's max|w| maps onto the format's largest finite value. */
+static lmq_code float_fit(const q_scheme *s, int asym, const float *w, size_t n, q_group *g,
+                          lmq_err *err)
+{
+    (void)asym;
+    (void)err;
+    float amax = 0;
+    for (size_t i = 0; i < n; i++)
+        amax = fabsf(w[i]) > amax ? fabsf(w[i]) : amax;
+    set_scale(s, g, amax / s->fmax);
+    return LMQ_OK;
+}
+
+static lmq_code float_encode(const q_scheme *s, const q_group *g, const float *w, size_t n,
+                             size_t first, uint32_t *codes, lmq_err *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        float x = g->scale != 0 ? w[i] / g->scale : 0.0f;
+        codes[i] = s->to_code(x);
+        if (!isfinite(s->from_code(codes[i])))
+            return lmq_fail(err, LMQ_E_NUMERIC, "weight %zu (%g) overflows %s", first + i,
+                            (double)w[i], s->name);
+    }
+    return LMQ_OK;
+}
+
+static void float_decode(const q_scheme *s, const q_group *g, const uint32_t *codes, size_t n,
+                         float *out)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = s->from_code(codes[i]) * g->scale;
+}
+
+static uint32_t f32_code(float x) { return lmq_f32_bits(x); }
+static float f32_value(uint32_t c) { return lmq_bits_f32(c); }
+static uint32_t f16_code(float x) { return lmq_f32_to_f16(x); }
+static float f16_value(uint32_t c) { return lmq_f16_to_f32((uint16_t)c); }
+static uint32_t bf16_code(float x) { return lmq_f32_to_bf16(x); }
+static float bf16_value(uint32_t c) { return lmq_bf16_to_f32((uint16_t)c); }
+static uint32_t e4m3_code(float x) { return q_fp8_encode(&q_fp8_e4m3, x); }
+static float e4m3_value(uint32_t c) { return q_fp8_decode(&q_fp8_e4m3, (uint8_t)c); }
+static uint32_t e5m2_code(float x) { return q_fp8_encode(&q_fp8_e5m2, x); }
+static float e5m2_value(uint32_t c) { return q_fp8_decode(&q_fp8_e5m2, (uint8_t)c); }
+
+/* ---- the table --------------------------------------------------------------------------- */
+
+#define GRAN(g) (1u << LMQ_GRAN_##g)
+#define SCALED (GRAN(TENSOR) | GRAN(CHANNEL) | GRAN(GROUP))
+
+#define FLOAT_ROW(T, nm, b, sb, gr, mx, cv)                                                  \
+    [T] = { .dtype = T, .name = nm, .bits = b, .scale_bits = sb, .grans = gr, .fmax = mx,    \
+            .to_code = cv##_code, .from_code = cv##_value, .fit = (sb) ? float_fit : NULL,   \
+            .encode = float_encode, .decode = float_decode }
+#define INT_ROW(T, nm, b)                                                                    \
+    [T] = { .dtype = T, .name = nm, .bits = b, .scale_bits = 16, .grans = SCALED,            \
+            .integer = 1, .fit = int_fit, .encode = int_encode, .decode = int_decode }
+
+static const q_scheme table[LMQ_T_COUNT] = {
+    FLOAT_ROW(LMQ_T_F32, "fp32", 32, 0, GRAN(NONE), 0x1.fffffep127f, f32),
+    FLOAT_ROW(LMQ_T_F16, "fp16", 16, 0, GRAN(NONE), 65504.0f, f16),
+    FLOAT_ROW(LMQ_T_BF16, "bf16", 16, 0, GRAN(NONE), 0x1.fep127f, bf16),
+    FLOAT_ROW(LMQ_T_F8_E4M3, "fp8_e4m3", 8, 32, GRAN(NONE) | SCALED, 448.0f, e4m3),
+    FLOAT_ROW(LMQ_T_F8_E5M2, "fp8_e5m2", 8, 32, GRAN(NONE) | SCALED, 57344.0f, e5m2),
+    INT_ROW(LMQ_T_INT8, "int8", 8),
+    INT_ROW(LMQ_T_INT4, "int4", 4),
+    INT_ROW(LMQ_T_INT3, "int3", 3),
+    INT_ROW(LMQ_T_INT2, "int2", 2),
+    /* Opaque bytes (carried tokenizer files): a layout, nothing to encode. */
+    [LMQ_T_BYTES] = { .dtype = LMQ_T_BYTES, .name = "bytes", .bits = 8, .grans = GRAN(NONE) },
+};
+
+const q_scheme *q_scheme_get(unsigned dtype)
+{
+    return dtype < LMQ_T_COUNT ? &table[dtype] : NULL;
+}
+
+const q_scheme *q_scheme_find(const char *name)
+{
+    for (unsigned t = 0; t < LMQ_T_COUNT; t++)
+        if (strcmp(table[t].name, name) == 0)
+            return &table[t];
+    return NULL;
+}
+
+const char *q_gran_name(unsigned gran)
+{
+    static const char *names[] = { "none", "tensor", "channel", "group" };
+    return gran < sizeof names / sizeof names[0] ? names[gran] : "?";
+}
+
+/* ---- validation and layout --------------------------------------------------------------- */
+
+lmq_code q_check(const lmq_qparams *qp, lmq_err *err)
+{
+    const q_scheme *s = q_scheme_get(qp->dtype);
+    if (!s)
+        return lmq_fail(err, LMQ_E_ARG, "unknown dtype %u", (unsigned)qp->dtype);
+    if (qp->gran > LMQ_GRAN_GROUP)
+        return lmq_fail(err, LMQ_E_ARG, "unknown granularity %u", (unsigned)qp->gran);
+    if (!(s->grans & (1u << qp->gran)))
+        return s->scale_bits
+                   ? lmq_fail(err, LMQ_E_ARG,
+                              "%s needs scales: granularity must be tensor, channel or group, "
+                              "not %s", s->name, q_gran_name(qp->gran))
+                   : lmq_fail(err, LMQ_E_ARG, "%s stores no scales: granularity must be none, "
+                              "not %s", s->name, q_gran_name(qp->gran));
+    if (qp->asym > 1)
+        return lmq_fail(err, LMQ_E_ARG, "asym must be 0 or 1, not %u", (unsigned)qp->asym);
+    if (qp->asym && !s->integer)
+        return lmq_fail(err, LMQ_E_ARG, "asymmetric quantisation applies to integer schemes, "
+                        "not %s", s->name);
+    if (qp->gran == LMQ_GRAN_GROUP) {
+        if (qp->group < 16 || (qp->group & (qp->group - 1)))
+            return lmq_fail(err, LMQ_E_ARG, "group size %" PRIu32 ": must be a power of two "
+                            ">= 16", qp->group);
+    } else if (qp->group != 0) {
+        return lmq_fail(err, LMQ_E_ARG, "group size %" PRIu32 " given with granularity %s "
+                        "(only group takes a size)", qp->group, q_gran_name(qp->gran));
+    }
+    return LMQ_OK;
+}
+
+lmq_code q_layout_of(const lmq_qparams *qp, int64_t rows, int64_t cols, q_layout *out,
+                     lmq_err *err)
+{
+    lmq_code rc = q_check(qp, err);
+    if (rc)
+        return rc;
+    if (rows < 1 || cols < 1 || rows > MAX_WEIGHTS / cols)
+        return lmq_fail(err, LMQ_E_ARG, "shape [%" PRId64 ", %" PRId64 "]: need 1 .. 2^48 "
+                        "weights", rows, cols);
+    const q_scheme *s = q_scheme_get(qp->dtype);
+    q_layout L = { .rows = rows, .cols = cols, .group = cols, .groups_per_row = 1 };
+    if (qp->gran == LMQ_GRAN_GROUP && cols > (int64_t)qp->group) {
+        L.group = qp->group;
+        L.groups_per_row = (cols + L.group - 1) / L.group;
+    }
+    L.n_scales = qp->gran == LMQ_GRAN_NONE     ? 0
+                 : qp->gran == LMQ_GRAN_TENSOR ? 1
+                                               : rows * L.groups_per_row;
+    L.zero_offset = (size_t)L.n_scales * (s->scale_bits / 8);
+    L.code_offset = L.zero_offset + (qp->asym ? (size_t)L.n_scales * 2 : 0);
+    uint64_t code_bits = (uint64_t)(rows * cols) * s->bits;
+    L.bits = (uint64_t)L.code_offset * 8 + code_bits;
+    L.bytes = L.code_offset + (size_t)((code_bits + 7) / 8);
+    *out = L;
+    return LMQ_OK;
+}
+
+/* ---- quantise and dequantise ------------------------------------------------------------- */
+
+/* Scale groups in storage order: group gi of row r covers cols [gi·group, +len). */
+static int64_t scale_index(const lmq_qparams *qp, const q_layout *L, int64_t r, int64_t gi)
+{
+    return qp->gran == LMQ_GRAN_TENSOR ? 0 : r * L->groups_per_row + gi;
+}
+
+static int64_t group_len(const q_layout *L, int64_t gi)
+{
+    int64_t left = L->cols - gi * L->group;
+    return left < L->group ? left : L->group;
+}
+
+static void put_le(uint8_t *p, uint32_t v, unsigned nbytes)
+{
+    for (unsigned i = 0; i < nbytes; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint32_t get_le(const uint8_t *p, unsigned nbytes)
+{
+    uint32_t v = 0;
+    for (unsigned i = 0; i < nbytes; i++)
+        v |= (uint32_t)p[i] << (8 * i);
+    return v;
+}
+
+static void store_group(const q_scheme *s, const lmq_qparams *qp, const q_layout *L, int64_t idx,
+                        const q_group *g, uint8_t *out)
+{
+    put_le(out + (size_t)idx * (s->scale_bits / 8), g->scale_code, s->scale_bits / 8);
+    if (qp->asym)
+        put_le(out + L->zero_offset + (size_t)idx * 2, (uint16_t)(int16_t)g->zero, 2);
+}
+
+static q_group load_group(const q_scheme *s, const lmq_qparams *qp, const q_layout *L,
+                          int64_t idx, const uint8_t *data)
+{
+    q_group g = { .scale = 1.0f };
+    if (L->n_scales)
+        set_scale_code(s, &g, get_le(data + (size_t)idx * (s->scale_bits / 8), s->scale_bits / 8));
+    if (qp->asym)
+        g.zero = (int16_t)get_le(data + L->zero_offset + (size_t)idx * 2, 2);
+    else if (s->integer)
+        g.zero = 1 << (s->bits - 1);
+    return g;
+}
+
+static lmq_code fit_group(const q_scheme *s, const lmq_qparams *qp, const float *w, size_t first,
+                          size_t n, q_group *g, lmq_err *err)
+{
+    if (s->fit(s, qp->asym, w + first, n, g, err))
+        return lmq_err_prefix(err, "weights %zu..%zu: ", first, first + n - 1);
+    return LMQ_OK;
+}
+
+lmq_code q_quantize(const lmq_qparams *qp, const float *w, int64_t rows, int64_t cols,
+                    uint8_t *out, size_t out_size, lmq_err *err)
+{
+    q_layout L;
+    lmq_code rc = q_layout_of(qp, rows, cols, &L, err);
+    if (rc)
+        return rc;
+    const q_scheme *s = q_scheme_get(qp->dtype);
+    if (!s->encode)
+        return lmq_fail(err, LMQ_E_UNSUPPORTED, "%s holds opaque bytes: nothing to quantise",
+                        s->name);
+    if (out_size != L.bytes)
+        return lmq_fail(err, LMQ_E_ARG, "output buffer has %zu bytes; the layout needs %zu",
+                        out_size, L.bytes);
+    size_t n = (size_t)(rows * cols);
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(w[i]))
+            return lmq_fail(err, LMQ_E_NUMERIC, "weight %zu (row %zu, col %zu) is %s", i,
+                            i / (size_t)cols, i % (size_t)cols, isnan(w[i]) ? "NaN" : "Inf");
+    memset(out, 0, out_size);
+    q_group g = { .scale = 1.0f };
+    if (qp->gran == LMQ_GRAN_TENSOR) {
+        if ((rc = fit_group(s, qp, w, 0, n, &g, err)))
+            return rc;
+        store_group(s, qp, &L, 0, &g, out);
+    }
+    uint32_t codes[CHUNK];
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t gi = 0; gi < L.groups_per_row; gi++) {
+            size_t first = (size_t)(r * cols + gi * L.group), len = (size_t)group_len(&L, gi);
+            if (qp->gran == LMQ_GRAN_CHANNEL || qp->gran == LMQ_GRAN_GROUP) {
+                if ((rc = fit_group(s, qp, w, first, len, &g, err)))
+                    return rc;
+                store_group(s, qp, &L, scale_index(qp, &L, r, gi), &g, out);
+            }
+            for (size_t k = 0; k < len; k += CHUNK) {
+                size_t m = len - k < CHUNK ? len - k : CHUNK;
+                if ((rc = s->encode(s, &g, w + first + k, m, first + k, codes, err)))
+                    return rc;
+                q_pack(out, (uint64_t)L.code_offset * 8 + (uint64_t)(first + k) * s->bits, codes,
+                       m, s->bits);
+            }
+        }
+    return LMQ_OK;
+}
+
+lmq_code q_dequantize_rows(const lmq_qparams *qp, const uint8_t *data, size_t size, int64_t rows,
+                           int64_t cols, int64_t row0, int64_t nrows, float *out, lmq_err *err)
+{
+    q_layout L;
+    lmq_code rc = q_layout_of(qp, rows, cols, &L, err);
+    if (rc)
+        return rc;
+    const q_scheme *s = q_scheme_get(qp->dtype);
+    if (!s->decode)
+        return lmq_fail(err, LMQ_E_UNSUPPORTED, "%s holds opaque bytes, not numbers", s->name);
+    if (size != L.bytes)
+        return lmq_fail(err, LMQ_E_FORMAT, "stored tensor has %zu bytes; %s [%" PRId64
+                        ", %" PRId64 "] needs %zu", size, s->name, rows, cols, L.bytes);
+    if (row0 < 0 || nrows < 0 || row0 > rows - nrows)
+        return lmq_fail(err, LMQ_E_ARG, "rows %" PRId64 " + %" PRId64 " outside a tensor of %"
+                        PRId64 " rows", row0, nrows, rows);
+    uint32_t codes[CHUNK];
+    for (int64_t r = row0; r < row0 + nrows; r++)
+        for (int64_t gi = 0; gi < L.groups_per_row; gi++) {
+            q_group g = load_group(s, qp, &L, scale_index(qp, &L, r, gi), data);
+            size_t first = (size_t)(r * cols + gi * L.group), len = (size_t)group_len(&L, gi);
+            float *o = out + (first - (size_t)(row0 * cols));
+            for (size_t k = 0; k < len; k += CHUNK) {
+                size_t m = len - k < CHUNK ? len - k : CHUNK;
+                q_unpack(data, (uint64_t)L.code_offset * 8 + (uint64_t)(first + k) * s->bits,
+                         codes, m, s->bits);
+                s->decode(s, &g, codes, m, o + k);
+                for (size_t i = 0; i < m; i++)
+                    if (!isfinite(o[k + i]))
+                        return lmq_fail(err, LMQ_E_FORMAT, "element %zu (row %" PRId64
+                                        ") decodes to %g", first + k + i, r, (double)o[k + i]);
+            }
+        }
+    return LMQ_OK;
+}
+
+lmq_code q_dequantize(const lmq_qparams *qp, const uint8_t *data, size_t size, int64_t rows,
+                      int64_t cols, float *out, lmq_err *err)
+{
+    return q_dequantize_rows(qp, data, size, rows, cols, 0, rows, out, err);
+}
+
+char *q_describe(const lmq_qparams *qp, char *buf, size_t size)
+{
+    lmq_err err;
+    if (q_check(qp, &err)) {
+        snprintf(buf, size, "invalid (%s)", err.msg);
+        return buf;
+    }
+    const char *name = q_scheme_get(qp->dtype)->name, *asym = qp->asym ? " asym" : "";
+    if (qp->gran == LMQ_GRAN_GROUP)
+        snprintf(buf, size, "%s g%" PRIu32 "%s", name, qp->group, asym);
+    else if (qp->gran == LMQ_GRAN_NONE)
+        snprintf(buf, size, "%s", name);
+    else
+        snprintf(buf, size, "%s per-%s%s", name, q_gran_name(qp->gran), asym);
+    return buf;
+}
