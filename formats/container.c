@@ -26,24 +26,18 @@ static const char MAGIC[4] = { 'L', 'M', 'Q', '1' };
 static const char END_MAGIC[8] = "LMQ1END";
 
 const char *const lmq_dtype_names[LMQ_T_COUNT] = {
-    [LMQ_T_F32] = "f32",         [LMQ_T_F16] = "f16",         [LMQ_T_BF16] = "bf16",
-    [LMQ_T_F8_E4M3] = "f8_e4m3", [LMQ_T_F8_E5M2] = "f8_e5m2", [LMQ_T_INT8] = "int8",
-    [LMQ_T_INT4] = "int4",       [LMQ_T_INT3] = "int3",       [LMQ_T_INT2] = "int2",
+    [LMQ_T_F32] = "fp32",         [LMQ_T_F16] = "fp16",         [LMQ_T_BF16] = "bf16",
+    [LMQ_T_F8_E4M3] = "fp8_e4m3", [LMQ_T_F8_E5M2] = "fp8_e5m2", [LMQ_T_INT8] = "int8",
+    [LMQ_T_INT4] = "int4",        [LMQ_T_INT3] = "int3",        [LMQ_T_INT2] = "int2",
     [LMQ_T_BYTES] = "bytes",
 };
 const char *const lmq_gran_names[4] = { "none", "tensor", "channel", "group" };
 const char *const lmq_codec_names[LMQ_CODEC_COUNT] = { "none", "zstd" };
 
-/* What each dtype allows: plain encodings have no scales and a fixed size per element;
- * scaled ones need a granularity; the rest (f8) may come either way. */
-enum { PLAIN, SCALED, EITHER };
-static const struct {
-    uint8_t kind, elem_bytes;
-} dtype_rules[LMQ_T_COUNT] = {
-    [LMQ_T_F32] = { PLAIN, 4 },      [LMQ_T_F16] = { PLAIN, 2 },      [LMQ_T_BF16] = { PLAIN, 2 },
-    [LMQ_T_F8_E4M3] = { EITHER, 0 }, [LMQ_T_F8_E5M2] = { EITHER, 0 }, [LMQ_T_INT8] = { SCALED, 0 },
-    [LMQ_T_INT4] = { SCALED, 0 },    [LMQ_T_INT3] = { SCALED, 0 },    [LMQ_T_INT2] = { SCALED, 0 },
-    [LMQ_T_BYTES] = { PLAIN, 1 },
+/* Bytes per element of the plain encodings (no scales, gran none); 0 for the scaled ones,
+ * whose layout (values, scales, zero points) only schemes/ knows and checks. */
+static const uint8_t plain_bytes[LMQ_T_COUNT] = {
+    [LMQ_T_F32] = 4, [LMQ_T_F16] = 2, [LMQ_T_BF16] = 2, [LMQ_T_BYTES] = 1,
 };
 
 static uint64_t get_le(const uint8_t *p, int n)
@@ -73,17 +67,6 @@ int64_t lmq_entry_numel(const lmq_tensor_entry *t)
     return n;
 }
 
-void lmq_qparams_str(lmq_qparams q, char *buf, size_t n)
-{
-    const char *dt = q.dtype < LMQ_T_COUNT ? lmq_dtype_names[q.dtype] : "dtype?";
-    if (q.gran == LMQ_GRAN_NONE)
-        snprintf(buf, n, "%s", dt);
-    else if (q.gran == LMQ_GRAN_GROUP)
-        snprintf(buf, n, "%s g%u %s", dt, (unsigned)q.group, q.asym ? "asym" : "sym");
-    else
-        snprintf(buf, n, "%s %s %s", dt, q.gran < 4 ? lmq_gran_names[q.gran] : "gran?", q.asym ? "asym" : "sym");
-}
-
 /* Names are printable ASCII without spaces, 1..LMQ_NAME_MAX-1 bytes. what says which entry
  * for the message, since a bad name cannot be printed. */
 static lmq_code check_name(const uint8_t *s, size_t len, const char *what, lmq_err *err)
@@ -106,9 +89,8 @@ static lmq_code check_entry(const lmq_tensor_entry *t, lmq_err *err)
     if (q.gran > LMQ_GRAN_GROUP || q.asym > 1 || (q.gran == LMQ_GRAN_GROUP) != (q.group != 0))
         return lmq_fail(err, LMQ_E_FORMAT, "tensor %s: bad quantisation parameters (granularity %u, asym %u, group %u)",
                         nm, (unsigned)q.gran, (unsigned)q.asym, (unsigned)q.group);
-    int kind = dtype_rules[q.dtype].kind;
-    if ((kind == PLAIN && (q.gran != LMQ_GRAN_NONE || q.asym)) || (kind == SCALED && q.gran == LMQ_GRAN_NONE) ||
-        (q.gran == LMQ_GRAN_NONE && q.asym))
+    const uint64_t elem = plain_bytes[q.dtype];
+    if ((elem && q.gran != LMQ_GRAN_NONE) || (q.gran == LMQ_GRAN_NONE && q.asym))
         return lmq_fail(err, LMQ_E_FORMAT, "tensor %s: %s cannot have granularity %s%s", nm, lmq_dtype_names[q.dtype],
                         lmq_gran_names[q.gran], q.asym ? " (asymmetric)" : "");
     if (t->ndim < 1 || t->ndim > LMQ_MAX_DIMS)
@@ -123,10 +105,10 @@ static lmq_code check_entry(const lmq_tensor_entry *t, lmq_err *err)
         if (i < t->ndim)
             numel *= (uint64_t)d;
     }
-    if (kind == PLAIN && t->raw_size != numel * dtype_rules[q.dtype].elem_bytes)
+    if (elem && t->raw_size != numel * elem)
         return lmq_fail(err, LMQ_E_FORMAT, "tensor %s: %" PRIu64 " raw bytes, %s of %" PRIu64 " elements needs %" PRIu64,
-                        nm, t->raw_size, lmq_dtype_names[q.dtype], numel, numel * dtype_rules[q.dtype].elem_bytes);
-    if (kind != PLAIN && t->raw_size == 0)
+                        nm, t->raw_size, lmq_dtype_names[q.dtype], numel, numel * elem);
+    if (!elem && t->raw_size == 0)
         return lmq_fail(err, LMQ_E_FORMAT, "tensor %s: no data", nm);
     if (t->codec >= LMQ_CODEC_COUNT)
         return lmq_fail(err, LMQ_E_FORMAT, "tensor %s: unknown codec %u", nm, (unsigned)t->codec);
@@ -789,10 +771,8 @@ lmq_code lmq_container_read_model(const char *path, lmq_model *out, lmq_err *err
             if (!(rc = lmq_model_add(out, t->name, t->ndim, t->shape, &mt, err)))
                 rc = lmq_container_read(&c, t, mt->data, t->raw_size, err);
         } else {
-            char q[64];
-            lmq_qparams_str(t->q, q, sizeof q);
-            rc = lmq_fail(err, LMQ_E_UNSUPPORTED, "%s: tensor %s is %s, not f32 (dequantising is the runtime's job)",
-                          path, t->name, q);
+            rc = lmq_fail(err, LMQ_E_UNSUPPORTED, "%s: tensor %s is %s (granularity %s), not fp32: dequantising is "
+                          "the runtime's job", path, t->name, lmq_dtype_names[t->q.dtype], lmq_gran_names[t->q.gran]);
         }
     }
 done:

@@ -31,14 +31,13 @@ typedef struct {
     uint64_t checksum;    /* XXH3-64 of the raw bytes */
 } lmq_tensor_entry;
 
-/* Names used in the manifest and by inspect, indexed by the enum value. */
-extern const char *const lmq_dtype_names[LMQ_T_COUNT]; /* "f32", "f16", .. "int2", "bytes" */
+/* Names written in the manifest, indexed by the enum value. The dtype names are the scheme
+ * table's row names (schemes/scheme.h; a test keeps the two equal). */
+extern const char *const lmq_dtype_names[LMQ_T_COUNT]; /* "fp32", "fp16", .. "int2", "bytes" */
 extern const char *const lmq_gran_names[4];            /* "none", "tensor", "channel", "group" */
 extern const char *const lmq_codec_names[LMQ_CODEC_COUNT];
 
 int64_t lmq_entry_numel(const lmq_tensor_entry *t);
-/* "f32", "int8 channel sym", "int4 g32 asym": an encoding in words. */
-void lmq_qparams_str(lmq_qparams q, char *buf, size_t n);
 
 /* One problem found by a check that keeps going: tensor is NULL when the problem is not
  * about one tensor (the whole-file checksum, a manifest key). */
@@ -101,14 +100,14 @@ void lmq_writer_abort(lmq_writer *w);
 
 /* ---- whole models (fp32 artefacts) ---- */
 
-/* Every tensor as f32 (gran none), every carried file as bytes named "file:<name>"; the
+/* Every tensor as fp32 (gran none), every carried file as bytes named "file:<name>"; the
  * manifest is built from the model (lmq_manifest_from_model) when man is NULL. */
 lmq_code lmq_container_write_model(const char *path, const lmq_model *m, const lmq_manifest *man,
                                    lmq_err *err);
 /* The same, asking for zstd on every tensor and file when codec is LMQ_CODEC_ZSTD. */
 lmq_code lmq_container_write_model_codec(const char *path, const lmq_model *m, const lmq_manifest *man,
                                          lmq_codec codec, lmq_err *err);
-/* Reads an artefact whose tensors are all f32 (others: LMQ_E_UNSUPPORTED naming the tensor)
+/* Reads an artefact whose tensors are all fp32 (others: LMQ_E_UNSUPPORTED naming the tensor)
  * into out (initialised here), in file order; arch, source and notes come from the manifest. */
 lmq_code lmq_container_read_model(const char *path, lmq_model *out, lmq_err *err);
 

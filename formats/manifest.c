@@ -53,11 +53,12 @@ struct table {
     int n;
 };
 
-#define TABLE(a) { a, (int)(sizeof a / sizeof a[0]) }
+#define LEN(a) (sizeof a / sizeof a[0])
+#define TABLE(a) { a, (int)LEN(a) }
 /* A key stored in member m of struct s. */
 #define KEY(name, kind_, s, m, ...) \
     { .key = name, .k = kind_, .off = offsetof(s, m), .size = sizeof(((s *)0)->m), __VA_ARGS__ }
-#define NAMES(a) .names = a, .n_names = (unsigned)(sizeof a / sizeof a[0])
+#define NAMES(a) .names = a, .n_names = (unsigned)LEN(a)
 
 static const char *const family_names[] = { [LMQ_FAMILY_GPT2] = "gpt2", [LMQ_FAMILY_LLAMA] = "llama" };
 static const char *const rope_names[] = { [LMQ_ROPE_NONE] = "none", [LMQ_ROPE_INTERLEAVED] = "interleaved",
@@ -112,9 +113,9 @@ static const field totals_fields[] = {
 static const table totals_table = TABLE(totals_fields);
 
 static const field stats_fields[] = {
-    KEY("peak_abs", K_REAL, lmq_manifest_tensor, peak),
-    KEY("rms", K_REAL, lmq_manifest_tensor, rms),
-    KEY("excess_kurtosis", K_REAL, lmq_manifest_tensor, kurtosis),
+    KEY("peak_abs", K_REAL, lmq_manifest_tensor, stats.peak),
+    KEY("rms", K_REAL, lmq_manifest_tensor, stats.rms),
+    KEY("excess_kurtosis", K_REAL, lmq_manifest_tensor, stats.kurtosis),
 };
 static const table stats_table = TABLE(stats_fields);
 
@@ -127,7 +128,7 @@ static const field tensor_fields[] = {
     KEY("asymmetric", K_BOOL, lmq_manifest_tensor, q.asym),
     KEY("linear", K_BOOL, lmq_manifest_tensor, linear),
     KEY("bits_per_weight", K_REAL, lmq_manifest_tensor, bpw),
-    KEY("rel_error", K_REAL, lmq_manifest_tensor, rel_error),
+    KEY("rel_error", K_REAL, lmq_manifest_tensor, stats.rel_error),
     { .key = "stats", .k = K_MAP, .sub = &stats_table },
     KEY("reason", K_STR, lmq_manifest_tensor, reason, .flags = F_OPTIONAL),
 };
@@ -294,26 +295,6 @@ int lmq_is_linear(const char *name, int ndim)
     return ndim == 2 && !strncmp(name, "blk.", 4);
 }
 
-void lmq_weight_stats(const float *w, size_t n, double *peak, double *rms, double *kurtosis)
-{
-    double sum = 0, sq = 0, mx = 0;
-    for (size_t i = 0; i < n; i++) {
-        sum += w[i];
-        sq += (double)w[i] * w[i];
-        if (fabs(w[i]) > mx)
-            mx = fabs(w[i]);
-    }
-    double mean = n ? sum / (double)n : 0, m2 = 0, m4 = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = w[i] - mean, d2 = d * d;
-        m2 += d2;
-        m4 += d2 * d2;
-    }
-    *peak = mx;
-    *rms = n ? sqrt(sq / (double)n) : 0;
-    *kurtosis = m2 > 0 ? (double)n * m4 / (m2 * m2) - 3.0 : 0.0;
-}
-
 lmq_code lmq_manifest_from_model(const lmq_model *mod, lmq_manifest *out, lmq_err *err)
 {
     lmq_manifest_init(out);
@@ -328,11 +309,11 @@ lmq_code lmq_manifest_from_model(const lmq_model *mod, lmq_manifest *out, lmq_er
         lmq_manifest_tensor *e;
         if ((c = lmq_manifest_add_tensor(out, t->name, &e, err)))
             goto fail;
-        snprintf(e->scheme, sizeof e->scheme, "f32");
+        snprintf(e->scheme, sizeof e->scheme, "%s", lmq_dtype_names[LMQ_T_F32]);
         e->q = (lmq_qparams){ .dtype = LMQ_T_F32, .gran = LMQ_GRAN_NONE };
         e->linear = lmq_is_linear(t->name, t->ndim);
         e->bpw = 32;
-        lmq_weight_stats(t->data, (size_t)lmq_tensor_numel(t), &e->peak, &e->rms, &e->kurtosis);
+        lmq_tensor_stats(t->data, NULL, (size_t)lmq_tensor_numel(t), &e->stats);
         snprintf(e->reason, sizeof e->reason, "plain conversion: no recipe applied");
     }
     for (int i = 0; i < mod->n_files; i++)
@@ -829,6 +810,17 @@ static void issue(issues *is, const char *tensor, const char *fmt, ...)
         is->fn(is->ctx, tensor, LMQ_E_FORMAT, msg);
 }
 
+/* A name from a table, for values that did not come through the parser. */
+static int known(const char *const *names, unsigned n, unsigned v)
+{
+    return v < n && names[v];
+}
+
+static const char *name_of(const char *const *names, unsigned n, unsigned v)
+{
+    return known(names, n, v) ? names[v] : "?";
+}
+
 static int near(double a, double b)
 {
     return fabs(a - b) <= 1e-9 * fmax(fabs(a), fabs(b));
@@ -867,14 +859,13 @@ static void check_arch(issues *is, const lmq_arch *a)
     const int *pos[] = { &a->dim, &a->hidden_dim, &a->n_layers, &a->n_heads, &a->n_kv_heads, &a->vocab_size,
                          &a->max_seq };
     const char *names[] = { "dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads", "vocab_size", "max_seq" };
-    for (size_t i = 0; i < sizeof pos / sizeof pos[0]; i++)
+    for (size_t i = 0; i < LEN(pos); i++)
         if (*pos[i] <= 0)
             issue(is, NULL, "architecture.%s is %d, must be positive", names[i], *pos[i]);
-    if ((unsigned)a->family >= sizeof family_names / sizeof family_names[0] || !family_names[a->family])
-        issue(is, NULL, "architecture.family %d is unknown", (int)a->family);
-    if ((unsigned)a->rope >= sizeof rope_names / sizeof rope_names[0] ||
-        (unsigned)a->tokenizer >= sizeof tok_names / sizeof tok_names[0])
-        issue(is, NULL, "architecture: unknown rope or tokenizer kind");
+    if (!known(family_names, LEN(family_names), (unsigned)a->family) ||
+        !known(rope_names, LEN(rope_names), (unsigned)a->rope) || !known(tok_names, LEN(tok_names), (unsigned)a->tokenizer))
+        issue(is, NULL, "architecture: unknown family, rope or tokenizer (%d, %d, %d)", (int)a->family, (int)a->rope,
+              (int)a->tokenizer);
     if (a->n_heads > 0 && a->n_kv_heads > 0 && (a->dim % a->n_heads || a->n_heads % a->n_kv_heads))
         issue(is, NULL, "architecture: dim %d, n_heads %d, n_kv_heads %d do not divide", a->dim, a->n_heads,
               a->n_kv_heads);
@@ -885,13 +876,25 @@ static void check_arch(issues *is, const lmq_arch *a)
         issue(is, NULL, "architecture: bos_id %d / eos_id %d outside the vocabulary", a->bos_id, a->eos_id);
 }
 
+/* One message per field that differs, so the line says exactly what disagrees. */
+static void check_encoding(issues *is, const char *name, lmq_qparams m, lmq_qparams x)
+{
+    if (m.dtype != x.dtype)
+        issue(is, name, "dtype: manifest %s, index %s", name_of(lmq_dtype_names, LMQ_T_COUNT, m.dtype),
+              lmq_dtype_names[x.dtype]);
+    if (m.gran != x.gran)
+        issue(is, name, "granularity: manifest %s, index %s", name_of(lmq_gran_names, 4, m.gran),
+              lmq_gran_names[x.gran]);
+    if (m.group != x.group)
+        issue(is, name, "group: manifest %u, index %u", (unsigned)m.group, (unsigned)x.group);
+    if (m.asym != x.asym)
+        issue(is, name, "asymmetric: manifest %s, index %s", m.asym ? "true" : "false", x.asym ? "true" : "false");
+}
+
 static void check_tensor(issues *is, const lmq_manifest_tensor *t, const lmq_tensor_entry *e)
 {
-    char ms[64], is_[64];
-    lmq_qparams_str(t->q, ms, sizeof ms);
-    lmq_qparams_str(e->q, is_, sizeof is_);
-    if (memcmp(&t->q, &e->q, sizeof t->q))
-        issue(is, t->name, "manifest says %s, index says %s", ms, is_);
+    const lmq_stats *st = &t->stats;
+    check_encoding(is, t->name, t->q, e->q);
     if (!t->scheme[0])
         issue(is, t->name, "no scheme named");
     double bpw = 8.0 * (double)e->raw_size / (double)lmq_entry_numel(e);
@@ -900,16 +903,16 @@ static void check_tensor(issues *is, const lmq_manifest_tensor *t, const lmq_ten
     if (t->linear != lmq_is_linear(e->name, e->ndim))
         issue(is, t->name, "linear is %s, should be %s", t->linear ? "true" : "false",
               lmq_is_linear(e->name, e->ndim) ? "true" : "false");
-    if (!(t->rel_error >= 0) || !isfinite(t->rel_error))
-        issue(is, t->name, "rel_error %g is not a finite non-negative number", t->rel_error);
-    if (!(t->peak >= 0) || !(t->rms >= 0) || !(t->kurtosis >= -2 - 1e-9) || !isfinite(t->peak) ||
-        !isfinite(t->rms) || !isfinite(t->kurtosis))
-        issue(is, t->name, "stats out of range (peak_abs %g, rms %g, excess_kurtosis %g)", t->peak, t->rms,
-              t->kurtosis);
+    if (!(st->rel_error >= 0) || !isfinite(st->rel_error))
+        issue(is, t->name, "rel_error %g is not a finite non-negative number", st->rel_error);
+    if (!(st->peak >= 0) || !(st->rms >= 0) || !(st->kurtosis >= -2 - 1e-9) || !isfinite(st->peak) ||
+        !isfinite(st->rms) || !isfinite(st->kurtosis))
+        issue(is, t->name, "stats out of range (peak_abs %g, rms %g, excess_kurtosis %g)", st->peak, st->rms,
+              st->kurtosis);
     if (e->q.dtype == LMQ_T_F32 && !t->reason[0])
-        issue(is, t->name, "left at f32 without a reason");
+        issue(is, t->name, "left at fp32 without a reason");
     if (e->q.dtype != LMQ_T_F32 && t->reason[0])
-        issue(is, t->name, "has a reason for staying f32 but is %s", is_);
+        issue(is, t->name, "has a reason for staying fp32 but is %s", lmq_dtype_names[e->q.dtype]);
 }
 
 int lmq_manifest_check(const lmq_manifest *m, const lmq_tensor_entry *index, int n, uint32_t format_version,

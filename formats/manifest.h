@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "common/err.h"
+#include "common/stats.h"
 #include "formats/container.h"
 #include "formats/dtype.h"
 #include "formats/model.h"
@@ -17,13 +18,12 @@
 
 typedef struct {
     char name[LMQ_NAME_MAX];     /* as in the index */
-    char scheme[LMQ_SCHEME_MAX]; /* the scheme table's name: "f32", "int4 g32 asym" */
+    char scheme[LMQ_SCHEME_MAX]; /* the encoding as q_describe names it: "fp32", "int4 g32 asym" */
     lmq_qparams q;               /* dtype, granularity, asymmetry, group: equal to the index entry */
     int linear;                  /* a 2-D projection inside a block (lmq_is_linear) */
     double bpw;                  /* 8 * raw_size / elements: scales and zero points included */
-    double rel_error;            /* ||W - W'||_F / ||W||_F against the source weights; 0 if exact */
-    double peak, rms, kurtosis;  /* source weights: max |w|, sqrt(mean w^2), excess kurtosis */
-    char reason[LMQ_REASON_MAX]; /* why the tensor stayed f32; required exactly for f32 tensors */
+    lmq_stats stats;             /* of the source weights, and rel_error of their reconstruction */
+    char reason[LMQ_REASON_MAX]; /* why the tensor stayed fp32; required exactly for fp32 tensors */
 } lmq_manifest_tensor;
 
 typedef struct {
@@ -69,10 +69,8 @@ const lmq_manifest_tensor *lmq_manifest_find(const lmq_manifest *m, const char *
 
 /* Canonical-name rule for linear layers: a 2-D tensor inside a block ("blk.<i>..."). */
 int lmq_is_linear(const char *name, int ndim);
-/* Peak |w|, RMS and excess kurtosis (0 when all values are equal) of n floats. */
-void lmq_weight_stats(const float *w, size_t n, double *peak, double *rms, double *kurtosis);
 /* The manifest of a plain fp32 conversion: arch, source and notes from the model, every tensor
- * f32 with its statistics and the reason it stayed f32, every file (out initialised here). */
+ * fp32 with its statistics and the reason it stayed fp32, every file (out initialised here). */
 lmq_code lmq_manifest_from_model(const lmq_model *mod, lmq_manifest *out, lmq_err *err);
 
 /* YAML text (malloc'd, NUL-terminated, *len without the NUL). Deterministic; floats are
@@ -86,7 +84,7 @@ lmq_code lmq_manifest_parse(const char *text, size_t len, lmq_manifest *out, lmq
 lmq_manifest_totals lmq_manifest_totals_of(const lmq_tensor_entry *index, int n);
 /* Checks the manifest against the container's index and version: one entry per tensor and
  * per carried file and nothing else, encodings equal, bits per weight true, totals right,
- * values in range, f32 tensors with a reason, recipe checksum right. Every problem goes to
+ * values in range, fp32 tensors with a reason, recipe checksum right. Every problem goes to
  * fn (may be NULL); returns how many there were. */
 int lmq_manifest_check(const lmq_manifest *m, const lmq_tensor_entry *index, int n, uint32_t format_version,
                        lmq_issue_fn fn, void *ctx);

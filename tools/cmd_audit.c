@@ -57,7 +57,7 @@ static int audit_file(const char *path)
     lmq_manifest man;
     lmq_err err = { 0 };
     if (lmq_container_open(&c, path, &err)) {
-        printf("%s: open: %s\n", path, err.msg);
+        printf("%s\n", err.msg); /* names the file already */
         printf("%s: FAILED (cannot open)\n", path);
         return 1;
     }
@@ -65,8 +65,8 @@ static int audit_file(const char *path)
     if (lmq_manifest_parse(c.manifest, c.manifest_size, &man, &err) == LMQ_OK) {
         a.man = &man;
     } else {
-        a.check = "manifest";
-        report(&a, NULL, err.code, err.msg);
+        printf("%s: %s\n", path, err.msg); /* "manifest: <key>: <what is wrong>" */
+        a.problems++;
     }
     for (size_t i = 0; i < sizeof checks / sizeof checks[0]; i++) {
         a.check = checks[i].name;

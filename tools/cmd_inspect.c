@@ -6,6 +6,7 @@
 
 #include "formats/container.h"
 #include "formats/manifest.h"
+#include "schemes/scheme.h"
 #include "tools/cmd.h"
 
 static void usage(FILE *f)
@@ -27,12 +28,12 @@ static void shape_str(const lmq_tensor_entry *t, char *buf, size_t n)
 static void print_table(const lmq_container *c, const lmq_manifest *man)
 {
     int wn = 4, ws = 5, we = 8, wc = 6;
-    char shape[96], enc[64];
+    char shape[96], enc[160];
     for (int i = 0; i < c->n_tensors; i++) {
         const lmq_tensor_entry *t = &c->tensors[i];
         const lmq_manifest_tensor *mt = man ? lmq_manifest_find(man, t->name) : NULL;
         shape_str(t, shape, sizeof shape);
-        lmq_qparams_str(t->q, enc, sizeof enc);
+        q_describe(&t->q, enc, sizeof enc);
         int l;
         if ((l = (int)strlen(t->name)) > wn)
             wn = l;
@@ -50,7 +51,7 @@ static void print_table(const lmq_container *c, const lmq_manifest *man)
         const lmq_tensor_entry *t = &c->tensors[c->by_offset[k]];
         const lmq_manifest_tensor *mt = man ? lmq_manifest_find(man, t->name) : NULL;
         shape_str(t, shape, sizeof shape);
-        lmq_qparams_str(t->q, enc, sizeof enc);
+        q_describe(&t->q, enc, sizeof enc);
         printf("%-*s  %-*s  %-*s  %-*s  %-5s  %12" PRIu64 "  %12" PRIu64 "  %12" PRIu64 "  %016" PRIx64 "\n", wn,
                t->name, ws, shape, we, enc, wc, mt ? mt->scheme : "-", lmq_codec_names[t->codec], t->stored_size,
                t->raw_size, t->offset, t->checksum);

@@ -40,7 +40,7 @@ run 0 "$LMQ" inspect "$good"
 has "format_version: 1"
 has "reason: \"plain conversion: no recipe applied\""
 cp "$tmp/out" "$tmp/inspect"
-grep -q '^blk.0.attn_q.weight  *\[8, 8\]  *f32  *f32  *none  *256  *256 ' "$tmp/inspect" || fail "tensor table row"
+grep -q '^blk.0.attn_q.weight  *\[8, 8\]  *fp32  *fp32  *none  *256  *256 ' "$tmp/inspect" || fail "tensor table row"
 grep -q '^file:notes.txt  *\[400\]  *bytes  *-  *zstd ' "$tmp/inspect" || fail "zstd row"
 offset_of() { awk -v n="$1" '$1 == n { print $(NF - 1) }' "$tmp/inspect"; }
 
