@@ -633,6 +633,16 @@ START_TEST(manifest_parse_errors)
     ck_assert_int_eq(lmq_manifest_parse(twice, strlen(twice), &back, &e), LMQ_E_FORMAT);
     ck_assert(strstr(e.msg, "more than one"));
     ck_assert_int_eq(lmq_manifest_parse("[1, 2]", 6, &back, &e), LMQ_E_FORMAT);
+    ck_assert_int_eq(lmq_manifest_parse("a: &x 1\nb: *x\n", 14, &back, &e), LMQ_E_FORMAT);
+    ck_assert(strstr(e.msg, "aliases are not allowed"));
+    /* Deep nesting is refused at once (libyaml alone needs time quadratic in the depth). */
+    size_t deep = 4000000;
+    char *nest = malloc(deep + 4);
+    memcpy(nest, "a: ", 3);
+    memset(nest + 3, '[', deep);
+    ck_assert_int_eq(lmq_manifest_parse(nest, deep + 3, &back, &e), LMQ_E_FORMAT);
+    ck_assert(strstr(e.msg, "nested deeper than 8 levels"));
+    free(nest);
     ck_assert_int_eq(lmq_manifest_parse("a\0b: 1", 6, &back, &e), LMQ_E_FORMAT);
     free(twice);
     free(text);
