@@ -671,7 +671,7 @@ lmq_code lmq_writer_finish(lmq_writer *w, const lmq_manifest *man, lmq_err *err)
     if (w->failed)
         return lmq_writer_finish_text(w, "", 0, err);
     lmq_manifest m = *man; /* shallow: only the totals change */
-    m.totals = lmq_manifest_totals_of(w->entries, w->n);
+    m.totals = lmq_manifest_totals_of(&m, w->entries, w->n);
     lmq_err first = { 0 };
     int bad = lmq_manifest_check(&m, w->entries, w->n, LMQ_CONTAINER_VERSION, first_issue, &first);
     if (bad) {

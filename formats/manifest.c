@@ -127,6 +127,7 @@ static const field tensor_fields[] = {
     KEY("group", K_UINT, lmq_manifest_tensor, q.group),
     KEY("asymmetric", K_BOOL, lmq_manifest_tensor, q.asym),
     KEY("linear", K_BOOL, lmq_manifest_tensor, linear),
+    KEY("bits", K_UINT, lmq_manifest_tensor, bits),
     KEY("bits_per_weight", K_REAL, lmq_manifest_tensor, bpw),
     KEY("rel_error", K_REAL, lmq_manifest_tensor, stats.rel_error),
     { .key = "stats", .k = K_MAP, .sub = &stats_table },
@@ -312,6 +313,7 @@ lmq_code lmq_manifest_from_model(const lmq_model *mod, lmq_manifest *out, lmq_er
         snprintf(e->scheme, sizeof e->scheme, "%s", lmq_dtype_names[LMQ_T_F32]);
         e->q = (lmq_qparams){ .dtype = LMQ_T_F32, .gran = LMQ_GRAN_NONE };
         e->linear = lmq_is_linear(t->name, t->ndim);
+        e->bits = 32 * (uint64_t)lmq_tensor_numel(t);
         e->bpw = 32;
         lmq_tensor_stats(t->data, NULL, (size_t)lmq_tensor_numel(t), &e->stats);
         snprintf(e->reason, sizeof e->reason, "plain conversion: no recipe applied");
@@ -860,10 +862,10 @@ static int near(double a, double b)
     return fabs(a - b) <= 1e-9 * fmax(fabs(a), fabs(b));
 }
 
-lmq_manifest_totals lmq_manifest_totals_of(const lmq_tensor_entry *index, int n)
+lmq_manifest_totals lmq_manifest_totals_of(const lmq_manifest *m, const lmq_tensor_entry *index, int n)
 {
     lmq_manifest_totals t = { 0 };
-    uint64_t linear_bytes = 0;
+    uint64_t linear_bits = 0;
     for (int i = 0; i < n; i++) {
         const lmq_tensor_entry *e = &index[i];
         if (e->q.dtype == LMQ_T_BYTES)
@@ -872,11 +874,12 @@ lmq_manifest_totals lmq_manifest_totals_of(const lmq_tensor_entry *index, int n)
         t.params += numel;
         t.tensor_bytes += e->raw_size;
         if (lmq_is_linear(e->name, e->ndim)) {
+            const lmq_manifest_tensor *mt = lmq_manifest_find(m, e->name);
             t.linear_params += numel;
-            linear_bytes += e->raw_size;
+            linear_bits += mt ? mt->bits : 8 * e->raw_size;
         }
     }
-    t.linear_bpw = t.linear_params ? 8.0 * (double)linear_bytes / (double)t.linear_params : 0;
+    t.linear_bpw = t.linear_params ? (double)linear_bits / (double)t.linear_params : 0;
     return t;
 }
 
@@ -931,9 +934,12 @@ static void check_tensor(issues *is, const lmq_manifest_tensor *t, const lmq_ten
     check_encoding(is, t->name, t->q, e->q);
     if (!t->scheme[0])
         issue(is, t->name, "no scheme named");
-    double bpw = 8.0 * (double)e->raw_size / (double)lmq_entry_numel(e);
+    /* The exact bit count must be what the stored bytes hold, padded to a whole byte. */
+    if ((t->bits + 7) / 8 != e->raw_size)
+        issue(is, t->name, "bits %" PRIu64 " do not fill the %" PRIu64 " stored bytes", t->bits, e->raw_size);
+    double bpw = (double)t->bits / (double)lmq_entry_numel(e);
     if (!near(t->bpw, bpw))
-        issue(is, t->name, "bits_per_weight %g, the stored data has %g", t->bpw, bpw);
+        issue(is, t->name, "bits_per_weight %g, bits / elements is %g", t->bpw, bpw);
     if (t->linear != lmq_is_linear(e->name, e->ndim))
         issue(is, t->name, "linear is %s, should be %s", t->linear ? "true" : "false",
               lmq_is_linear(e->name, e->ndim) ? "true" : "false");
@@ -994,7 +1000,7 @@ int lmq_manifest_check(const lmq_manifest *m, const lmq_tensor_entry *index, int
             issue(&is, index[k].name, "%s", index[k].q.dtype == LMQ_T_BYTES ? "carried file has no files entry"
                                                                             : "has no manifest entry");
     free(used);
-    lmq_manifest_totals want = lmq_manifest_totals_of(index, n);
+    lmq_manifest_totals want = lmq_manifest_totals_of(m, index, n);
     const lmq_manifest_totals *got = &m->totals;
     if (got->params != want.params || got->tensor_bytes != want.tensor_bytes ||
         got->linear_params != want.linear_params || !near(got->linear_bpw, want.linear_bpw))

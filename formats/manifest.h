@@ -21,7 +21,9 @@ typedef struct {
     char scheme[LMQ_SCHEME_MAX]; /* the encoding as q_describe names it: "fp32", "int4 g32 asym" */
     lmq_qparams q;               /* dtype, granularity, asymmetry, group: equal to the index entry */
     int linear;                  /* a 2-D projection inside a block (lmq_is_linear) */
-    double bpw;                  /* 8 * raw_size / elements: scales and zero points included */
+    uint64_t bits;               /* exact storage bits (codes, scales, zero points) before the
+                                    last byte's padding: the scheme table's q_layout.bits */
+    double bpw;                  /* bits / elements */
     lmq_stats stats;             /* of the source weights, and rel_error of their reconstruction */
     char reason[LMQ_REASON_MAX]; /* why the tensor stayed fp32; required exactly for fp32 tensors */
 } lmq_manifest_tensor;
@@ -35,7 +37,7 @@ typedef struct {
     uint64_t params;        /* elements of every tensor (files excluded) */
     uint64_t tensor_bytes;  /* raw bytes of every tensor (files excluded) */
     uint64_t linear_params; /* elements of the linear tensors */
-    double linear_bpw;      /* 8 * raw bytes / elements over the linear tensors; 0 if none */
+    double linear_bpw;      /* storage bits / elements over the linear tensors; 0 if none */
 } lmq_manifest_totals;
 
 struct lmq_manifest {
@@ -80,8 +82,9 @@ lmq_code lmq_manifest_emit(const lmq_manifest *m, char **text, size_t *len, lmq_
  * (and the tensor). */
 lmq_code lmq_manifest_parse(const char *text, size_t len, lmq_manifest *out, lmq_err *err);
 
-/* Totals computed from the index (carried files excluded; linear per lmq_is_linear). */
-lmq_manifest_totals lmq_manifest_totals_of(const lmq_tensor_entry *index, int n);
+/* Totals computed from the index (carried files excluded; linear per lmq_is_linear), with the
+ * linear tensors' storage bits taken from the manifest's entries. */
+lmq_manifest_totals lmq_manifest_totals_of(const lmq_manifest *m, const lmq_tensor_entry *index, int n);
 /* Checks the manifest against the container's index and version: one entry per tensor and
  * per carried file and nothing else, encodings equal, bits per weight true, totals right,
  * values in range, fp32 tensors with a reason, recipe checksum right. Every problem goes to

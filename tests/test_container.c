@@ -479,11 +479,13 @@ static void fill_manifest(lmq_manifest *m)
     snprintf(t->scheme, sizeof t->scheme, "int4 g32 asym");
     t->q = (lmq_qparams){ LMQ_T_INT4, LMQ_GRAN_GROUP, 1, 32 };
     t->linear = 1;
+    t->bits = 5 * 64;
     t->bpw = 4.0 + 32.0 / 32;
     t->stats = (lmq_stats){ .rel_error = 0.1, .peak = 1e-300, .rms = 123456.789, .kurtosis = -1.5 };
     ck_assert_int_eq(lmq_manifest_add_tensor(m, "tok_embd.weight", &t, &e), 0);
     snprintf(t->scheme, sizeof t->scheme, "fp32");
     t->q = (lmq_qparams){ .dtype = LMQ_T_F32 };
+    t->bits = 32 * 64;
     t->bpw = 32;
     t->stats = (lmq_stats){ .peak = 0.3, .rms = 1.0 / 3, .kurtosis = 7.25 };
     snprintf(t->reason, sizeof t->reason, "embedding: kept at source precision");
@@ -515,7 +517,7 @@ static void assert_manifests_equal(const lmq_manifest *a, const lmq_manifest *b)
         ck_assert_str_eq(x->reason, y->reason);
         ck_assert(!memcmp(&x->q, &y->q, sizeof x->q));
         ck_assert_int_eq(x->linear, y->linear);
-        ck_assert(x->bpw == y->bpw && !memcmp(&x->stats, &y->stats, sizeof x->stats));
+        ck_assert(x->bits == y->bits && x->bpw == y->bpw && !memcmp(&x->stats, &y->stats, sizeof x->stats));
     }
     ck_assert_int_eq(a->n_files, b->n_files);
     for (int i = 0; i < a->n_files; i++) {
@@ -735,7 +737,8 @@ START_TEST(quantised_entry)
     q_describe(&q4, t->scheme, sizeof t->scheme);
     t->q = q4;
     t->linear = 1;
-    t->bpw = 8.0 * (double)L.bytes / (ROWS * COLS);
+    t->bits = L.bits;
+    t->bpw = (double)L.bits / (ROWS * COLS);
     lmq_tensor_stats(w, wq, ROWS * COLS, &t->stats);
     ck_assert_msg(lmq_writer_finish(wr, &m, &e) == LMQ_OK, "%s", e.msg);
     lmq_manifest_free(&m);
