@@ -16,6 +16,8 @@
 #include <xxhash.h>
 #include <yaml.h>
 
+#include "common/yaml_doc.h"
+
 /* ---- the schema tables ---- */
 
 typedef enum {
@@ -753,73 +755,20 @@ static lmq_code parse_map(parser *ps, const table *t, char *base, yaml_node_t *n
     return LMQ_OK;
 }
 
-static lmq_code yaml_error(const yaml_parser_t *yp, lmq_err *err)
-{
-    return lmq_fail(err, LMQ_E_FORMAT, "manifest: YAML error at line %zu column %zu: %s", yp->problem_mark.line + 1,
-                    yp->problem_mark.column + 1, yp->problem ? yp->problem : "unknown");
-}
-
-/* libyaml's scanner slows down with the square of the nesting depth (a few MB of '[' would
- * take hours), so a first pass over the event stream stops at the first level deeper than
- * any manifest has, before a document tree is built. It also requires exactly one document
- * and refuses aliases, which the emitter never writes. */
+/* Deeper than any manifest is (top > tensors > entry > stats). */
 #define MAX_DEPTH 8
-
-static lmq_code prescan(const char *text, size_t len, lmq_err *err)
-{
-    yaml_parser_t yp;
-    if (!yaml_parser_initialize(&yp))
-        return lmq_fail(err, LMQ_E_NOMEM, "manifest: out of memory");
-    yaml_parser_set_input_string(&yp, (const unsigned char *)text, len);
-    int depth = 0, docs = 0;
-    lmq_code c = LMQ_OK;
-    for (int done = 0; !done && !c;) {
-        yaml_event_t ev;
-        if (!yaml_parser_parse(&yp, &ev)) {
-            c = yaml_error(&yp, err);
-            break;
-        }
-        switch (ev.type) {
-        case YAML_DOCUMENT_START_EVENT: docs++; break;
-        case YAML_SEQUENCE_START_EVENT:
-        case YAML_MAPPING_START_EVENT: depth++; break;
-        case YAML_SEQUENCE_END_EVENT:
-        case YAML_MAPPING_END_EVENT: depth--; break;
-        case YAML_ALIAS_EVENT: c = lmq_fail(err, LMQ_E_FORMAT, "manifest: YAML aliases are not allowed"); break;
-        case YAML_STREAM_END_EVENT: done = 1; break;
-        default: break;
-        }
-        yaml_event_delete(&ev);
-        if (!c && depth > MAX_DEPTH)
-            c = lmq_fail(err, LMQ_E_FORMAT, "manifest: nested deeper than %d levels", MAX_DEPTH);
-    }
-    yaml_parser_delete(&yp);
-    if (!c && docs != 1)
-        c = lmq_fail(err, LMQ_E_FORMAT, docs ? "manifest: more than one YAML document" : "manifest: empty");
-    return c;
-}
 
 lmq_code lmq_manifest_parse(const char *text, size_t len, lmq_manifest *out, lmq_err *err)
 {
     memset(out, 0, sizeof *out);
-    lmq_code c = prescan(text, len, err);
+    yaml_document_t doc;
+    lmq_code c = lmq_yaml_load(text, len, "manifest", MAX_DEPTH, LMQ_E_FORMAT, &doc, err);
     if (c)
         return c;
-    yaml_parser_t yp;
-    yaml_document_t doc;
-    if (!yaml_parser_initialize(&yp))
-        return lmq_fail(err, LMQ_E_NOMEM, "manifest: out of memory");
-    yaml_parser_set_input_string(&yp, (const unsigned char *)text, len);
-    if (!yaml_parser_load(&yp, &doc)) {
-        c = yaml_error(&yp, err);
-        yaml_parser_delete(&yp);
-        return c;
-    }
     yaml_node_t *root = yaml_document_get_root_node(&doc);
     parser ps = { &doc, err };
     c = root ? parse_map(&ps, &top_table, (char *)out, root, "") : lmq_fail(err, LMQ_E_FORMAT, "manifest: empty");
     yaml_document_delete(&doc);
-    yaml_parser_delete(&yp);
     if (c)
         lmq_manifest_free(out);
     return c;

@@ -9,6 +9,7 @@
 #include <yaml.h>
 
 #include "common/file.h"
+#include "common/yaml_doc.h"
 #include "schemes/scheme.h"
 
 /* ---- schemes ---- */
@@ -376,45 +377,22 @@ static lmq_code parse_root(pctx *c, const yaml_node_t *root, q_recipe *r)
     return LMQ_OK;
 }
 
-static lmq_code yaml_error(pctx *c, const yaml_parser_t *p)
-{
-    char ctx[256] = "";
-    if (p->context)
-        snprintf(ctx, sizeof ctx, " (%s at line %zu)", p->context, p->context_mark.line + 1);
-    return lmq_fail(c->err, LMQ_E_RECIPE, "%s:%zu:%zu: malformed YAML: %s%s", c->path, p->problem_mark.line + 1,
-                    p->problem_mark.column + 1, p->problem ? p->problem : "parse error", ctx);
-}
+/* Deeper than any recipe is (top > rules > rule > match list), with room to spare. */
+#define MAX_DEPTH 6
 
 static lmq_code parse_text(pctx *c, q_recipe *r)
 {
-    yaml_parser_t parser;
-    yaml_document_t doc, extra;
-    if (!yaml_parser_initialize(&parser))
-        return lmq_fail(c->err, LMQ_E_NOMEM, "%s: out of memory", c->path);
-    yaml_parser_set_input_string(&parser, (const unsigned char *)r->text, r->text_len);
-    lmq_code rc;
-    if (!yaml_parser_load(&parser, &doc)) {
-        rc = yaml_error(c, &parser);
-        yaml_parser_delete(&parser);
+    yaml_document_t doc;
+    lmq_code rc = lmq_yaml_load(r->text, r->text_len, c->path, MAX_DEPTH, LMQ_E_RECIPE, &doc, c->err);
+    if (rc)
         return rc;
-    }
     c->doc = &doc;
     const yaml_node_t *root = yaml_document_get_root_node(&doc);
-    if (!root) {
+    if (!root)
         rc = lmq_fail(c->err, LMQ_E_RECIPE, "%s:1: (top): empty recipe (needs name and rules)", c->path);
-    } else if (!(rc = parse_root(c, root, r))) {
-        /* One recipe per file: a second document would be silently dropped otherwise. */
-        if (!yaml_parser_load(&parser, &extra)) {
-            rc = yaml_error(c, &parser);
-        } else {
-            const yaml_node_t *second = yaml_document_get_root_node(&extra);
-            if (second)
-                rc = perr(c, line_of(second), "(top)", "a second YAML document; a recipe file holds one");
-            yaml_document_delete(&extra);
-        }
-    }
+    else
+        rc = parse_root(c, root, r);
     yaml_document_delete(&doc);
-    yaml_parser_delete(&parser);
     return rc;
 }
 

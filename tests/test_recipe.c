@@ -238,8 +238,12 @@ START_TEST(err_malformed_yaml)
                 "mapping values are not allowed", NULL);
     parse_fails("name: x\nrules: [\n", "recipe.yaml:3:", "malformed YAML", NULL);
     parse_fails("name: x\nrules:\n  - match: \"*\"\n    scheme: fp16\n---\nname: y\n",
-                "recipe.yaml:6: (top): a second YAML document", NULL);
-    parse_fails("name: x\nrules:\n  - match: \"*\"\n    scheme: fp16\n---\n- : : :\n", "recipe.yaml:6:", "malformed YAML",
+                "recipe.yaml:5:1: a second YAML document", NULL);
+    parse_fails("name: x\nrules:\n  - match: \"*\"\n    scheme: fp16\n---\n- : : :\n",
+                "recipe.yaml:5:1: a second YAML document", NULL);
+    /* Hostile nesting and aliases are refused before libyaml builds a tree. */
+    parse_fails("name: x\nrules: [[[[[[[[[[[[[[[[[[[[[[[[\n", "recipe.yaml:2:", "nested deeper than 6 levels", NULL);
+    parse_fails("name: &n x\nrules:\n  - match: *n\n    scheme: fp16\n", "recipe.yaml:3:", "aliases are not allowed",
                 NULL);
 }
 END_TEST
