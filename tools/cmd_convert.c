@@ -1,12 +1,52 @@
-/* Placeholder until the convert stage lands. */
+/* lmq convert: a checkpoint in, an fp32 artefact out (canonical names, [out, in] weights, the
+ * tokenizer carried inside, a manifest saying what the import did). */
 #include <stdio.h>
+#include <time.h>
 
+#include "convert/convert.h"
+#include "formats/container.h"
+#include "tools/args.h"
 #include "tools/cmd.h"
+
+static const char usage[] =
+    "usage: lmq convert SRC -o OUT.lmq [--tokenizer FILE|DIR] [--zstd]\n"
+    "SRC is a Hugging Face model directory (config.json + model.safetensors, or a sharded\n"
+    "checkpoint with model.safetensors.index.json), a .safetensors file with config.json beside\n"
+    "it, or a llama2.c .bin checkpoint. The tokenizer is found beside the checkpoint unless\n"
+    "--tokenizer names it. --zstd compresses each tensor where that makes it smaller.\n";
 
 int cmd_convert(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "lmq convert: not built yet\n");
-    return 2;
+    const char *out = NULL, *tokenizer = NULL, *src[1];
+    int zstd = 0, n;
+    const arg_opt opts[] = { { "--output", "-o", &out, NULL }, { "--tokenizer", NULL, &tokenizer, NULL },
+                             { "--zstd", NULL, NULL, &zstd }, { 0 } };
+    int rc = args_parse(argc, argv, opts, src, 1, &n, usage);
+    if (rc >= 0)
+        return rc;
+    if (n != 1 || !out) {
+        fprintf(stderr, "lmq convert: need SRC and -o OUT.lmq\n%s", usage);
+        return 2;
+    }
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    lmq_model m;
+    lmq_err err;
+    lmq_convert_opts co = { .tokenizer = tokenizer };
+    if (lmq_convert(src[0], &co, &m, &err) ||
+        lmq_container_write_model_codec(out, &m, NULL, zstd ? LMQ_CODEC_ZSTD : LMQ_CODEC_NONE, &err)) {
+        fprintf(stderr, "lmq convert: %s\n", err.msg);
+        lmq_model_free(&m);
+        return 1;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    long long params = 0;
+    for (int i = 0; i < m.n_tensors; i++)
+        params += lmq_tensor_numel(&m.tensors[i]);
+    printf("%s: %s, %d layers, dim %d, vocab %d: %d tensors, %lld parameters, %d carried file%s (%.2f s)\n", out,
+           m.arch.family == LMQ_FAMILY_GPT2 ? "gpt2" : "llama", m.arch.n_layers, m.arch.dim, m.arch.vocab_size,
+           m.n_tensors, params, m.n_files, m.n_files == 1 ? "" : "s",
+           (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
+    lmq_model_free(&m);
+    return 0;
 }

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# lmq convert end to end on the three fixture checkpoints: each artefact passes audit, the same
+# input gives byte-identical files, and bad input gives a clear error and no file.
+set -euo pipefail
+
+LMQ=${LMQ:-build/lmq}
+FIX=${LMQ_FIXTURES:-../shared/fixtures}
+tmp=$(mktemp -d /tmp/lmq-convert-XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "convert.sh: FAIL: $*" >&2; exit 1; }
+
+for src in stories260K/stories260K.bin stories260K-hf sotu-gpt2; do
+    name=$(basename "$src" .bin)
+    "$LMQ" convert "$FIX/$src" -o "$tmp/$name.lmq" >/dev/null
+    "$LMQ" convert "$FIX/$src" -o "$tmp/$name.again.lmq" >/dev/null
+    cmp -s "$tmp/$name.lmq" "$tmp/$name.again.lmq" || fail "$src: two conversions differ"
+    "$LMQ" audit "$tmp/$name.lmq" >/dev/null || fail "$src: audit failed"
+    "$LMQ" convert "$FIX/$src" -o "$tmp/$name.zstd.lmq" --zstd >/dev/null
+    "$LMQ" audit "$tmp/$name.zstd.lmq" >/dev/null || fail "$src: audit of the zstd artefact failed"
+done
+"$LMQ" inspect "$tmp/sotu-gpt2.lmq" >"$tmp/inspect"
+grep -q "^blk.3.attn_qkv.weight  *\[384, 128\]" "$tmp/inspect" || fail "inspect lacks the [out, in] qkv tensor"
+
+# The GPT-2 tokenizer named explicitly, from another folder.
+mkdir "$tmp/bare"
+cp "$FIX/sotu-gpt2/config.json" "$FIX/sotu-gpt2/model.safetensors" "$tmp/bare/"
+if "$LMQ" convert "$tmp/bare" -o "$tmp/bare.lmq" 2>"$tmp/err"; then fail "converted without a tokenizer"; fi
+grep -q -- "--tokenizer" "$tmp/err" || fail "no hint to pass --tokenizer: $(cat "$tmp/err")"
+[ ! -e "$tmp/bare.lmq" ] || fail "a failed conversion left a file"
+"$LMQ" convert "$tmp/bare" --tokenizer "$FIX/gpt2-tokenizer" -o "$tmp/bare.lmq" >/dev/null
+# Only the source path differs: every tensor and carried file has the same checksum.
+"$LMQ" inspect "$tmp/bare.lmq" >"$tmp/inspect.bare"
+diff <(grep -E '^(blk|tok_embd|pos_embd|out_norm|file:)' "$tmp/inspect") \
+     <(grep -E '^(blk|tok_embd|pos_embd|out_norm|file:)' "$tmp/inspect.bare") >/dev/null ||
+    fail "--tokenizer from another folder gave other tensors or files"
+
+# A truncated checkpoint: an error naming the file, exit 1, no artefact.
+head -c 500000 "$FIX/stories260K/stories260K.bin" >"$tmp/cut.bin"
+cp "$FIX/stories260K/tok512.bin" "$tmp/"
+st=0; "$LMQ" convert "$tmp/cut.bin" -o "$tmp/cut.lmq" 2>"$tmp/err" || st=$?
+[ "$st" = 1 ] || fail "truncated checkpoint: exit $st"
+grep -q "cut.bin" "$tmp/err" || fail "error does not name the file: $(cat "$tmp/err")"
+[ ! -e "$tmp/cut.lmq" ] && [ -z "$(ls "$tmp" | grep 'cut.lmq.tmp')" ] || fail "a failed conversion left a file"
+
+# Usage errors exit 2.
+st=0; "$LMQ" convert 2>/dev/null || st=$?; [ "$st" = 2 ] || fail "no arguments: exit $st"
+st=0; "$LMQ" convert x --bogus 2>/dev/null || st=$?; [ "$st" = 2 ] || fail "unknown option: exit $st"
+echo "convert.sh: ok"

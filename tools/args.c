@@ -1,0 +1,84 @@
+#include "tools/args.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const arg_opt *find(const arg_opt *opts, const char *arg, size_t len)
+{
+    for (const arg_opt *o = opts; o && o->name; o++)
+        if ((strlen(o->name) == len && !strncmp(o->name, arg, len)) ||
+            (o->alias && strlen(o->alias) == len && !strncmp(o->alias, arg, len)))
+            return o;
+    return NULL;
+}
+
+int args_parse(int argc, char **argv, const arg_opt *opts, const char **pos, int max_pos, int *n_pos,
+               const char *usage)
+{
+    *n_pos = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(usage, stdout);
+            return 0;
+        }
+        if (a[0] != '-' || !a[1]) {
+            if (*n_pos == max_pos) {
+                fprintf(stderr, "lmq %s: unexpected argument '%s'\n%s", argv[0], a, usage);
+                return 2;
+            }
+            pos[(*n_pos)++] = a;
+            continue;
+        }
+        const char *eq = strchr(a, '=');
+        const arg_opt *o = find(opts, a, eq ? (size_t)(eq - a) : strlen(a));
+        if (!o) {
+            fprintf(stderr, "lmq %s: unknown option '%s'\n%s", argv[0], a, usage);
+            return 2;
+        }
+        if (o->flag) {
+            if (eq) {
+                fprintf(stderr, "lmq %s: %s takes no value\n", argv[0], o->name);
+                return 2;
+            }
+            *o->flag = 1;
+        } else if (eq) {
+            *o->value = eq + 1;
+        } else if (i + 1 < argc) {
+            *o->value = argv[++i];
+        } else {
+            fprintf(stderr, "lmq %s: %s needs a value\n%s", argv[0], o->name, usage);
+            return 2;
+        }
+    }
+    return -1;
+}
+
+int args_int(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) {
+        fprintf(stderr, "lmq %s: %s must be an integer from %ld to %ld, not '%s'\n", cmd, opt, lo, hi, s);
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+int args_double(const char *cmd, const char *opt, const char *s, double lo, double hi, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v) || v < lo || v > hi) {
+        fprintf(stderr, "lmq %s: %s must be a number from %g to %g, not '%s'\n", cmd, opt, lo, hi, s);
+        return 0;
+    }
+    *out = v;
+    return 1;
+}

@@ -1,0 +1,24 @@
+/* Command-line options for the lmq subcommands: one table per command, parsed the same way. */
+#ifndef LMQ_ARGS_H
+#define LMQ_ARGS_H
+
+/* One option. With `value` it takes an argument (--name VALUE or --name=VALUE), stored as
+ * given; with `flag` it is a switch that sets *flag = 1. `alias` is an optional short form. */
+typedef struct {
+    const char *name, *alias;
+    const char **value;
+    int *flag;
+} arg_opt;
+
+/* Parses argv[1..argc) (argv[0] is the command name). Positional arguments go to pos[0..max_pos)
+ * and their count to *n_pos. Returns -1 on success; otherwise the exit status to return: 0
+ * after printing usage for --help, 2 after printing an error and usage to stderr. */
+int args_parse(int argc, char **argv, const arg_opt *opts, const char **pos, int max_pos, int *n_pos,
+               const char *usage);
+
+/* Parses an integer option value in [lo, hi]; returns 0 and prints an error when it is not. */
+int args_int(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out);
+/* The same for a finite double in [lo, hi]. */
+int args_double(const char *cmd, const char *opt, const char *s, double lo, double hi, double *out);
+
+#endif
