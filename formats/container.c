@@ -742,7 +742,7 @@ static lmq_code copy_str(char *dst, size_t n, const char *s, const char *what, c
     return LMQ_OK;
 }
 
-lmq_code lmq_container_read_model(const char *path, lmq_model *out, lmq_err *err)
+lmq_code lmq_container_read_model(const char *path, lmq_decode_fn decode, lmq_model *out, lmq_err *err)
 {
     lmq_model_init(out);
     lmq_container c;
@@ -770,9 +770,18 @@ lmq_code lmq_container_read_model(const char *path, lmq_model *out, lmq_err *err
             lmq_tensor *mt;
             if (!(rc = lmq_model_add(out, t->name, t->ndim, t->shape, &mt, err)))
                 rc = lmq_container_read(&c, t, mt->data, t->raw_size, err);
+        } else if (decode) {
+            lmq_tensor *mt;
+            void *raw;
+            if (!(rc = lmq_model_add(out, t->name, t->ndim, t->shape, &mt, err)) &&
+                !(rc = lmq_container_read_alloc(&c, t, &raw, err))) {
+                if ((rc = decode(t, raw, mt->data, err)))
+                    lmq_err_prefix(err, "%s: tensor %s: ", path, t->name);
+                free(raw);
+            }
         } else {
-            rc = lmq_fail(err, LMQ_E_UNSUPPORTED, "%s: tensor %s is %s (granularity %s), not fp32: dequantising is "
-                          "the runtime's job", path, t->name, lmq_dtype_names[t->q.dtype], lmq_gran_names[t->q.gran]);
+            rc = lmq_fail(err, LMQ_E_UNSUPPORTED, "%s: tensor %s is %s (granularity %s), not fp32, and no decoder "
+                          "was given", path, t->name, lmq_dtype_names[t->q.dtype], lmq_gran_names[t->q.gran]);
         }
     }
 done:

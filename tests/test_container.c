@@ -19,6 +19,7 @@
 #include "convert/convert.h"
 #include "formats/container.h"
 #include "formats/manifest.h"
+#include "runtime/artefact.h"
 #include "schemes/scheme.h"
 #include "tests/testutil.h"
 
@@ -231,7 +232,7 @@ START_TEST(model_round_trip)
         lmq_err e = { 0 };
         ck_assert_int_eq(make_model(&m, &e), LMQ_OK);
         ck_assert_msg(lmq_container_write_model_codec(path, &m, NULL, codecs[k], &e) == LMQ_OK, "%s", e.msg);
-        ck_assert_msg(lmq_container_read_model(path, &back, &e) == LMQ_OK, "%s", e.msg);
+        ck_assert_msg(lmq_container_read_model(path, NULL, &back, &e) == LMQ_OK, "%s", e.msg);
         assert_models_equal(&m, &back);
 
         /* Per-tensor codec choice: zstd only where it shrinks the bytes. */
@@ -301,7 +302,7 @@ START_TEST(real_models_round_trip)
         lmq_err e;
         ck_assert_msg(lmq_convert(fixture(models[i].src), NULL, &m, &e) == LMQ_OK, "%s", e.msg);
         ck_assert_msg(lmq_container_write_model_codec(path, &m, NULL, models[i].codec, &e) == LMQ_OK, "%s", e.msg);
-        ck_assert_msg(lmq_container_read_model(path, &back, &e) == LMQ_OK, "%s", e.msg);
+        ck_assert_msg(lmq_container_read_model(path, NULL, &back, &e) == LMQ_OK, "%s", e.msg);
         assert_models_equal(&m, &back);
         ck_assert_int_eq(lmq_model_validate(&back, &e), LMQ_OK);
         ck_assert_int_ge(back.n_files, 1);
@@ -762,9 +763,13 @@ START_TEST(quantised_entry)
     lmq_container_close(&c);
 
     lmq_model back;
-    ck_assert_int_eq(lmq_container_read_model(path, &back, &e), LMQ_E_UNSUPPORTED);
+    ck_assert_int_eq(lmq_container_read_model(path, NULL, &back, &e), LMQ_E_UNSUPPORTED);
     ck_assert(strstr(e.msg, "blk.0.attn_q.weight is int4 (granularity group), not fp32"));
     ck_assert_int_eq(back.n_tensors, 0);
+    /* The runtime's loader decodes it to exactly the dequantised values. */
+    ck_assert_msg(rt_load_artefact(path, &back, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert(!memcmp(lmq_model_find(&back, "blk.0.attn_q.weight")->data, wq, sizeof wq));
+    lmq_model_free(&back);
     test_rmtree(dir);
 }
 END_TEST
