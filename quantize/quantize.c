@@ -1,0 +1,210 @@
+#include "quantize/quantize.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/stats.h"
+#include "formats/container.h"
+#include "formats/manifest.h"
+#include "quantize/recipe.h"
+#include "schemes/scheme.h"
+
+#define FILE_PREFIX "file:"
+
+/* One run: the input, the recipe's plan and the output under construction. */
+typedef struct {
+    lmq_container in;
+    lmq_manifest src, out;
+    q_recipe recipe;
+    q_plan plan;
+    lmq_writer *w;
+} q_run;
+
+/* The input tensor t decoded to fp32 (malloc'd). */
+static lmq_code decode(const q_run *r, const lmq_tensor_entry *t, float **out, lmq_err *err)
+{
+    void *raw;
+    lmq_code c = lmq_container_read_alloc(&r->in, t, &raw, err);
+    if (c)
+        return c;
+    int64_t rows = t->ndim > 1 ? t->shape[0] : 1, cols = lmq_entry_numel(t) / rows;
+    *out = malloc((size_t)(rows * cols) * sizeof(float));
+    if (!*out)
+        c = lmq_fail(err, LMQ_E_NOMEM, "tensor %s: out of memory", t->name);
+    else if ((c = q_dequantize(&t->q, raw, t->raw_size, rows, cols, *out, err))) {
+        free(*out);
+        *out = NULL;
+    }
+    free(raw);
+    return c;
+}
+
+/* Writes one tensor under `name`: the input's bytes as they are when the plan keeps it,
+ * else its fp32 values encoded as the plan says. Records it in the manifest. */
+static lmq_code write_tensor(q_run *r, const lmq_tensor_entry *t, const char *name, const q_plan_entry *p,
+                             lmq_err *err)
+{
+    lmq_manifest_tensor *m;
+    lmq_code c = lmq_manifest_add_tensor(&r->out, name, &m, err);
+    if (c)
+        return c;
+    const lmq_manifest_tensor *was = lmq_manifest_find(&r->src, t->name);
+    int64_t n = lmq_entry_numel(t), rows = t->ndim > 1 ? t->shape[0] : 1, cols = n / rows;
+    float *w = NULL, *back = NULL;
+    uint8_t *enc = NULL;
+    if (p->keep_reason) { /* source precision: the same bytes, the same record */
+        void *raw;
+        if ((c = lmq_container_read_alloc(&r->in, t, &raw, err)))
+            return c;
+        c = lmq_writer_add(r->w, name, t->q, t->ndim, t->shape, raw, t->raw_size, LMQ_CODEC_NONE, err);
+        free(raw);
+        if (was)
+            *m = *was;
+        snprintf(m->name, sizeof m->name, "%s", name);
+        m->linear = lmq_is_linear(name, t->ndim);
+        /* Only fp32 carries a reason (the manifest's rule); an earlier recipe's encoding keeps
+         * its own record. */
+        if (t->q.dtype == LMQ_T_F32)
+            snprintf(m->reason, sizeof m->reason, "%s", p->keep_reason);
+        return c;
+    }
+    q_layout L;
+    if ((c = q_layout_of(&p->qp, rows, cols, &L, err)) || (c = decode(r, t, &w, err)))
+        goto done;
+    enc = malloc(L.bytes ? L.bytes : 1);
+    back = malloc((size_t)n * sizeof *back);
+    if (!enc || !back) {
+        c = lmq_fail(err, LMQ_E_NOMEM, "tensor %s: out of memory", name);
+        goto done;
+    }
+    if ((c = q_quantize(&p->qp, w, rows, cols, enc, L.bytes, err)) ||
+        (c = q_dequantize(&p->qp, enc, L.bytes, rows, cols, back, err)))
+        goto done;
+    lmq_tensor_stats(w, back, (size_t)n, &m->stats);
+    m->q = p->qp;
+    q_describe(&p->qp, m->scheme, sizeof m->scheme);
+    m->linear = lmq_is_linear(name, t->ndim);
+    m->bits = L.bits;
+    m->bpw = (double)L.bits / (double)n;
+    c = lmq_writer_add(r->w, name, p->qp, t->ndim, t->shape, enc, L.bytes, LMQ_CODEC_NONE, err);
+done:
+    if (c)
+        lmq_err_prefix(err, "tensor %s: ", name);
+    free(w);
+    free(back);
+    free(enc);
+    return c;
+}
+
+static const q_plan_entry *plan_for(const q_plan *p, const char *name)
+{
+    for (int i = 0; i < p->n; i++)
+        if (!strcmp(p->entries[i].name, name))
+            return &p->entries[i];
+    return NULL;
+}
+
+/* The two uses of a tied embedding need separate tensors when the recipe treats them apart. */
+static int same_encoding(const q_plan_entry *a, const q_plan_entry *b)
+{
+    return !a->keep_reason == !b->keep_reason && a->qp.dtype == b->qp.dtype && a->qp.gran == b->qp.gran &&
+           a->qp.asym == b->qp.asym && a->qp.group == b->qp.group;
+}
+
+static lmq_code resolve(q_run *r, lmq_err *err)
+{
+    q_tensor_ref *refs = calloc((size_t)r->in.n_tensors + 1, sizeof *refs);
+    if (!refs)
+        return lmq_fail(err, LMQ_E_NOMEM, "out of memory");
+    int n = 0;
+    for (int k = 0; k < r->in.n_tensors; k++) {
+        const lmq_tensor_entry *t = &r->in.tensors[r->in.by_offset[k]];
+        if (t->q.dtype != LMQ_T_BYTES)
+            refs[n++] = (q_tensor_ref){ t->name, t->ndim };
+    }
+    lmq_code c = q_recipe_resolve(&r->recipe, refs, n, r->src.arch.tied_embedding, &r->plan, err);
+    free(refs);
+    return c;
+}
+
+static lmq_code start_manifest(q_run *r, lmq_err *err)
+{
+    lmq_manifest *o = &r->out;
+    o->arch = r->src.arch;
+    o->source_checksum = r->src.source_checksum;
+    o->recipe_checksum = r->recipe.checksum;
+    lmq_code c;
+    (void)((c = lmq_manifest_set(&o->source, r->src.source, err)) ||
+           (c = lmq_manifest_set(&o->source_notes, r->src.source_notes, err)) ||
+           (c = lmq_manifest_set(&o->recipe, r->recipe.text, err)));
+    if (!c && r->src.calibration) {
+        o->calibration_checksum = r->src.calibration_checksum;
+        c = lmq_manifest_set(&o->calibration, r->src.calibration, err);
+    }
+    return c;
+}
+
+static lmq_code run(q_run *r, const char *in_path, const char *recipe_path, const char *out_path,
+                    const q_opts *opts, lmq_err *err)
+{
+    lmq_code c;
+    if ((c = lmq_container_open(&r->in, in_path, err)))
+        return c;
+    if ((c = lmq_manifest_parse(r->in.manifest, r->in.manifest_size, &r->src, err)))
+        return lmq_err_prefix(err, "%s: ", in_path);
+    if ((c = q_recipe_load(recipe_path, &r->recipe, err)) || (c = resolve(r, err)) ||
+        (c = start_manifest(r, err)))
+        return c;
+    const q_plan_entry *lookup = plan_for(&r->plan, "tok_embd.weight"), *classifier = plan_for(&r->plan, "output.weight");
+    const int split = r->src.arch.tied_embedding && lookup && classifier && !same_encoding(lookup, classifier);
+    if (split)
+        r->out.arch.tied_embedding = 0; /* each use now has a tensor of its own */
+    if ((c = lmq_writer_open(&r->w, out_path, err)))
+        return c;
+    const int total = r->in.n_tensors + split;
+    for (int k = 0; k < r->in.n_tensors && !c; k++) {
+        const lmq_tensor_entry *t = &r->in.tensors[r->in.by_offset[k]];
+        if (t->q.dtype == LMQ_T_BYTES) { /* a carried file: verbatim */
+            void *raw;
+            if (!(c = lmq_container_read_alloc(&r->in, t, &raw, err))) {
+                c = lmq_writer_add(r->w, t->name, t->q, t->ndim, t->shape, raw, t->raw_size, LMQ_CODEC_NONE, err);
+                free(raw);
+            }
+            if (!c)
+                c = lmq_manifest_add_file(&r->out, t->name + strlen(FILE_PREFIX), t->raw_size, err);
+        } else {
+            c = write_tensor(r, t, t->name, plan_for(&r->plan, t->name), err);
+        }
+        if (!c && opts && opts->progress)
+            opts->progress(opts->progress_ctx, k + 1, total, t->name);
+    }
+    if (!c && split) {
+        c = write_tensor(r, lmq_container_find(&r->in, "tok_embd.weight"), "output.weight", classifier, err);
+        if (!c && opts && opts->progress)
+            opts->progress(opts->progress_ctx, total, total, "output.weight");
+    }
+    if (c)
+        return c;
+    c = lmq_writer_finish(r->w, &r->out, err);
+    r->w = NULL; /* finish frees it, whatever the outcome */
+    return c;
+}
+
+lmq_code q_quantize_file(const char *in_path, const char *recipe_path, const char *out_path, const q_opts *opts,
+                         lmq_err *err)
+{
+    q_run r;
+    memset(&r, 0, sizeof r);
+    lmq_manifest_init(&r.src);
+    lmq_manifest_init(&r.out);
+    lmq_code c = run(&r, in_path, recipe_path, out_path, opts, err);
+    lmq_writer_abort(r.w);
+    q_plan_free(&r.plan);
+    q_recipe_free(&r.recipe);
+    lmq_manifest_free(&r.out);
+    lmq_manifest_free(&r.src);
+    if (r.in.data)
+        lmq_container_close(&r.in);
+    return c;
+}

@@ -1,0 +1,21 @@
+/* lmq quantize: an artefact and a recipe in, a quantised artefact out, tensor by tensor. */
+#ifndef LMQ_QUANTIZE_H
+#define LMQ_QUANTIZE_H
+
+#include "common/err.h"
+
+/* Called after each tensor: done of total, and the tensor's name. */
+typedef void (*q_progress_fn)(void *ctx, int done, int total, const char *name);
+
+typedef struct {
+    q_progress_fn progress; /* may be NULL */
+    void *progress_ctx;
+} q_opts;
+
+/* Reads in_path (any lmq artefact), applies the recipe at recipe_path and writes out_path
+ * atomically. The input stays mapped: peak memory is about one tensor in fp32 plus its
+ * encoding, whatever the model's size. Deterministic. */
+lmq_code q_quantize_file(const char *in_path, const char *recipe_path, const char *out_path, const q_opts *opts,
+                         lmq_err *err);
+
+#endif
