@@ -103,6 +103,7 @@ struct rt_state {
 
 const rt_model *rt_state_model(const rt_state *s) { return s->m; }
 int rt_state_max_tokens(const rt_state *s) { return s->max_tokens; }
+const rt_exec *rt_state_exec(const rt_state *s) { return &s->ex; }
 
 void rt_state_free(rt_state *s)
 {
@@ -212,36 +213,38 @@ static void rope(const rt_state *s, float *v, int n_heads, int pos)
 typedef struct {
     rt_state *s;
     int layer, n, pos0;
+    int blocks, heads_per_task, groups; /* task t = row block t / groups, head group t % groups */
 } attn_job;
 
-/* One task = one head × one block of ATT_ROWS query rows: scores against the cached keys of
- * positions 0..pos (causal), softmax, weighted sum of the cached values into xb2. */
+/* One task = one block of ATT_ROWS query rows × a group of heads: scores against the cached
+ * keys of positions 0..pos (causal) as one small matrix product per head, then per row the
+ * softmax and the weighted sum of the cached values into xb2. */
 static void attn_task(void *v, int64_t begin, int64_t end, int thread)
 {
     const attn_job *j = v;
     rt_state *s = j->s;
     const rt_model *m = s->m;
     const int hd = m->head_dim, kvd = m->kv_dim, d = m->arch.dim, T = s->max_tokens;
-    const int blocks = (j->n + ATT_ROWS - 1) / ATT_ROWS, group = m->arch.n_heads / m->arch.n_kv_heads;
+    const int group = m->arch.n_heads / m->arch.n_kv_heads;
     const float scale = 1.0f / sqrtf((float)hd);
     float *sc = s->scores + (size_t)thread * ATT_ROWS * T;
     for (int64_t t = begin; t < end; t++) {
-        const int h = (int)(t / blocks), i0 = (int)(t % blocks) * ATT_ROWS;
+        const int i0 = (int)(t / j->groups) * ATT_ROWS, h0 = (int)(t % j->groups) * j->heads_per_task;
         const int rows = j->n - i0 < ATT_ROWS ? j->n - i0 : ATT_ROWS;
         const int span = j->pos0 + i0 + rows; /* keys the block's last row sees */
-        const float *K = s->kc + ((size_t)j->layer * T) * kvd + (size_t)(h / group) * hd;
-        const float *V = s->vc + ((size_t)j->layer * T) * kvd + (size_t)(h / group) * hd;
-        rt_gemm_nt(s->ex.isa, s->q + (size_t)i0 * d + (size_t)h * hd, (size_t)d, K, (size_t)kvd, NULL, sc,
-                   (size_t)span, rows, span, hd);
-        for (int r = 0; r < rows; r++) {
-            const int seen = j->pos0 + i0 + r + 1;
-            float *row = sc + (size_t)r * span, *o = s->xb2 + (size_t)(i0 + r) * d + (size_t)h * hd;
-            for (int k = 0; k < seen; k++)
-                row[k] *= scale;
-            rt_softmax(s->ex.isa, row, seen);
-            memset(o, 0, (size_t)hd * sizeof *o);
-            for (int k = 0; k < seen; k++)
-                rt_axpy(s->ex.isa, row[k], V + (size_t)k * kvd, o, hd);
+        for (int h = h0; h < h0 + j->heads_per_task; h++) {
+            const size_t kv_off = (size_t)j->layer * T * kvd + (size_t)(h / group) * hd;
+            rt_gemm_nt(s->ex.isa, s->q + (size_t)i0 * d + (size_t)h * hd, (size_t)d, s->kc + kv_off, (size_t)kvd,
+                       NULL, sc, (size_t)span, rows, span, hd);
+            for (int r = 0; r < rows; r++) {
+                const int seen = j->pos0 + i0 + r + 1;
+                float *row = sc + (size_t)r * span;
+                for (int k = 0; k < seen; k++)
+                    row[k] *= scale;
+                rt_softmax(s->ex.isa, row, seen);
+                rt_wsum_rows(s->ex.isa, row, seen, s->vc + kv_off, (size_t)kvd,
+                             s->xb2 + (size_t)(i0 + r) * d + (size_t)h * hd, hd);
+            }
         }
     }
 }
@@ -270,7 +273,7 @@ static void add_rows(float *x, const float *y, size_t count)
 
 /* ---------------------------------------------------------------- the forward pass */
 
-lmq_code rt_forward(rt_state *s, const int *tokens, int n, int pos0, rt_logits which, float *logits,
+lmq_code rt_forward(rt_state *s, const int32_t *tokens, int n, int pos0, rt_logits which, float *logits,
                     lmq_err *err)
 {
     const rt_model *m = s->m;
@@ -319,8 +322,12 @@ lmq_code rt_forward(rt_state *s, const int *tokens, int n, int pos0, rt_logits w
                 rope(s, kc + (size_t)i * kvd, a->n_kv_heads, pos0 + i);
             }
         }
-        attn_job aj = { .s = s, .layer = l, .n = n, .pos0 = pos0 };
-        rt_pool_for(ex->pool, (int64_t)a->n_heads * ((n + ATT_ROWS - 1) / ATT_ROWS), 1, attn_task, &aj);
+        /* Whole rows per task when there are enough blocks to share out (no two threads write
+         * one row); single heads otherwise (decoding). */
+        attn_job aj = { .s = s, .layer = l, .n = n, .pos0 = pos0, .blocks = (n + ATT_ROWS - 1) / ATT_ROWS };
+        aj.heads_per_task = aj.blocks >= 2 * s->threads ? a->n_heads : 1;
+        aj.groups = a->n_heads / aj.heads_per_task;
+        rt_pool_for(ex->pool, (int64_t)aj.blocks * aj.groups, 1, attn_task, &aj);
         rt_linear(ex, s->xb2, n, &L->attn_out, s->xb);
         add_rows(s->x, s->xb, (size_t)n * d);
 
@@ -345,7 +352,7 @@ lmq_code rt_forward(rt_state *s, const int *tokens, int n, int pos0, rt_logits w
     return LMQ_OK;
 }
 
-lmq_code rt_decode(rt_state *s, int token, int pos, float *logits, lmq_err *err)
+lmq_code rt_decode(rt_state *s, int32_t token, int pos, float *logits, lmq_err *err)
 {
     return rt_forward(s, &token, 1, pos, RT_LOGITS_LAST, logits, err);
 }

@@ -44,6 +44,7 @@ lmq_code rt_state_create(const rt_model *m, const rt_exec *ex, int max_tokens, r
 void rt_state_free(rt_state *s);
 const rt_model *rt_state_model(const rt_state *s);
 int rt_state_max_tokens(const rt_state *s);
+const rt_exec *rt_state_exec(const rt_state *s);
 
 typedef enum {
     RT_LOGITS_ALL,  /* logits for every evaluated position: [n × vocab] */
@@ -53,9 +54,9 @@ typedef enum {
 
 /* Evaluates tokens[0..n) at positions pos0..pos0+n-1. The cache must hold positions 0..pos0-1
  * from earlier calls (pos0 = 0 starts afresh); positions >= pos0 are overwritten. */
-lmq_code rt_forward(rt_state *s, const int *tokens, int n, int pos0, rt_logits which, float *logits,
+lmq_code rt_forward(rt_state *s, const int32_t *tokens, int n, int pos0, rt_logits which, float *logits,
                     lmq_err *err);
 /* One token at position pos from the cache: logits [vocab]. */
-lmq_code rt_decode(rt_state *s, int token, int pos, float *logits, lmq_err *err);
+lmq_code rt_decode(rt_state *s, int32_t token, int pos, float *logits, lmq_err *err);
 
 #endif

@@ -39,6 +39,16 @@ static void gemm_nt_scalar(const float *x, size_t ldx, const float *w, size_t ld
         }
 }
 
+static void wsum_rows_scalar(const float *w, int n, const float *x, size_t ldx, float *y, int d)
+{
+    for (int c = 0; c < d; c++) {
+        float s = 0.0f;
+        for (int j = 0; j < n; j++)
+            s += w[j] * x[j * ldx + c];
+        y[c] = s;
+    }
+}
+
 static void softmax_scalar(float *x, int n)
 {
     float mx = x[0], sum = 0.0f;
@@ -235,31 +245,53 @@ AVX2 static void gemm_nt_avx2(const float *x, size_t ldx, const float *w, size_t
     }
 }
 
-AVX2 static void axpy_avx2(float a, const float *x, float *y, int n)
-{
-    const __m256 av = _mm256_set1_ps(a);
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
-    if (i < n) {
-        __m256i m = tail_mask(n - i);
-        _mm256_maskstore_ps(y + i, m, _mm256_fmadd_ps(av, _mm256_maskload_ps(x + i, m), _mm256_maskload_ps(y + i, m)));
-    }
-}
-
-/* Applies f to every element 8 at a time; the tail goes through f too (masked), so an
- * element's result does not depend on where it sits in the array. */
+/* Runs the body for every 8 elements; the tail goes through the same arithmetic with masked
+ * loads and stores, so an element's result does not depend on where it sits in the array. */
 #define MAP_AVX2(n, ...)                                                                                          \
     for (int i = 0; i < (n); i += 8) {                                                                            \
-        __m256i m = tail_mask((n) - i);                                                                           \
+        const int full = (n) - i >= 8;                                                                            \
+        const __m256i m = tail_mask((n) - i);                                                                     \
         __VA_ARGS__                                                                                               \
     }
+
+AVX2_INLINE __m256 ld8(const float *p, int full, __m256i m)
+{
+    return full ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, m);
+}
+
+AVX2_INLINE void st8(float *p, int full, __m256i m, __m256 v)
+{
+    if (full)
+        _mm256_storeu_ps(p, v);
+    else
+        _mm256_maskstore_ps(p, m, v);
+}
+
+/* y[c] = Σ_j w[j]·x[j·ldx + c], 8 columns at a time; keys j go round-robin into four
+ * accumulators (summed (a0 + a1) + (a2 + a3)) so the chain of dependent FMAs is short. */
+AVX2 static void wsum_rows_avx2(const float *w, int n, const float *x, size_t ldx, float *y, int d)
+{
+    MAP_AVX2(d, {
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        const float *xc = x + i;
+        int j = 0;
+        for (; j + 4 <= n; j += 4, xc += 4 * ldx) {
+            a0 = _mm256_fmadd_ps(_mm256_set1_ps(w[j]), ld8(xc, full, m), a0);
+            a1 = _mm256_fmadd_ps(_mm256_set1_ps(w[j + 1]), ld8(xc + ldx, full, m), a1);
+            a2 = _mm256_fmadd_ps(_mm256_set1_ps(w[j + 2]), ld8(xc + 2 * ldx, full, m), a2);
+            a3 = _mm256_fmadd_ps(_mm256_set1_ps(w[j + 3]), ld8(xc + 3 * ldx, full, m), a3);
+        }
+        for (; j < n; j++, xc += ldx)
+            a0 = _mm256_fmadd_ps(_mm256_set1_ps(w[j]), ld8(xc, full, m), a0);
+        st8(y + i, full, m, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+    })
+}
 
 AVX2 static void softmax_avx2(float *x, int n)
 {
     __m256 mx = _mm256_set1_ps(-INFINITY);
     MAP_AVX2(n, {
-        __m256 v = _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), _mm256_maskload_ps(x + i, m), _mm256_castsi256_ps(m));
+        __m256 v = _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), ld8(x + i, full, m), _mm256_castsi256_ps(m));
         mx = _mm256_max_ps(mx, v);
     })
     __m128 h = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
@@ -267,34 +299,34 @@ AVX2 static void softmax_avx2(float *x, int n)
     const __m256 vmax = _mm256_set1_ps(_mm_cvtss_f32(_mm_max_ss(h, _mm_shuffle_ps(h, h, 1))));
     __m256 sum = _mm256_setzero_ps();
     MAP_AVX2(n, {
-        __m256 e = exp_ps(_mm256_sub_ps(_mm256_maskload_ps(x + i, m), vmax));
+        __m256 e = exp_ps(_mm256_sub_ps(ld8(x + i, full, m), vmax));
         e = _mm256_and_ps(e, _mm256_castsi256_ps(m));
-        _mm256_maskstore_ps(x + i, m, e);
+        st8(x + i, full, m, e);
         sum = _mm256_add_ps(sum, e);
     })
     const __m256 inv = _mm256_set1_ps(1.0f / hsum8(sum));
-    MAP_AVX2(n, { _mm256_maskstore_ps(x + i, m, _mm256_mul_ps(_mm256_maskload_ps(x + i, m), inv)); })
+    MAP_AVX2(n, { st8(x + i, full, m, _mm256_mul_ps(ld8(x + i, full, m), inv)); })
 }
 
 /* gelu_tanh(x) = 0.5x(1 + tanh(u)) = x / (1 + exp(−2u)): no cancellation near u = 0. */
 AVX2 static void gelu_avx2(float *x, int n)
 {
     MAP_AVX2(n, {
-        __m256 v = _mm256_maskload_ps(x + i, m);
+        __m256 v = ld8(x + i, full, m);
         __m256 v3 = _mm256_mul_ps(_mm256_mul_ps(v, v), v);
         __m256 u = _mm256_mul_ps(_mm256_set1_ps(GELU_C), _mm256_add_ps(v, _mm256_mul_ps(_mm256_set1_ps(0.044715f), v3)));
         __m256 e = exp_ps(_mm256_mul_ps(_mm256_set1_ps(-2.0f), u));
-        _mm256_maskstore_ps(x + i, m, _mm256_div_ps(v, _mm256_add_ps(_mm256_set1_ps(1.0f), e)));
+        st8(x + i, full, m, _mm256_div_ps(v, _mm256_add_ps(_mm256_set1_ps(1.0f), e)));
     })
 }
 
 AVX2 static void silu_mul_avx2(float *g, const float *u, int n)
 {
     MAP_AVX2(n, {
-        __m256 v = _mm256_maskload_ps(g + i, m);
+        __m256 v = ld8(g + i, full, m);
         __m256 e = exp_ps(_mm256_sub_ps(_mm256_setzero_ps(), v));
         __m256 s = _mm256_div_ps(v, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
-        _mm256_maskstore_ps(g + i, m, _mm256_mul_ps(s, _mm256_maskload_ps(u + i, m)));
+        st8(g + i, full, m, _mm256_mul_ps(s, ld8(u + i, full, m)));
     })
 }
 
@@ -302,7 +334,7 @@ AVX2 static int row_stats_avx2(const float *l, int n, rt_rowstat *st)
 {
     __m256 mx = _mm256_set1_ps(-INFINITY), bad = _mm256_setzero_ps();
     MAP_AVX2(n, {
-        __m256 v = _mm256_blendv_ps(_mm256_setzero_ps(), _mm256_maskload_ps(l + i, m), _mm256_castsi256_ps(m));
+        __m256 v = _mm256_blendv_ps(_mm256_setzero_ps(), ld8(l + i, full, m), _mm256_castsi256_ps(m));
         bad = _mm256_or_ps(bad, _mm256_cmp_ps(_mm256_sub_ps(v, v), _mm256_setzero_ps(), _CMP_NEQ_UQ)); /* inf, NaN */
         mx = _mm256_max_ps(mx, _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), v, _mm256_castsi256_ps(m)));
     })
@@ -315,7 +347,7 @@ AVX2 static int row_stats_avx2(const float *l, int n, rt_rowstat *st)
     int arg = -1;
     __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
     MAP_AVX2(n, {
-        __m256 v = _mm256_maskload_ps(l + i, m);
+        __m256 v = ld8(l + i, full, m);
         int eq = _mm256_movemask_ps(_mm256_and_ps(_mm256_cmp_ps(v, vmax, _CMP_EQ_OQ), _mm256_castsi256_ps(m)));
         if (arg < 0 && eq)
             arg = i + __builtin_ctz((unsigned)eq);
@@ -347,7 +379,7 @@ AVX2 static double kl_row_avx2(const float *lr, const rt_rowstat *sr, const floa
     const __m256 vmax = _mm256_set1_ps(sr->max);
     __m256d m0 = _mm256_setzero_pd(), m1 = _mm256_setzero_pd();
     MAP_AVX2(n, {
-        __m256 r = _mm256_maskload_ps(lr + i, m), q = _mm256_maskload_ps(lq + i, m);
+        __m256 r = ld8(lr + i, full, m), q = ld8(lq + i, full, m);
         __m256 e = _mm256_and_ps(exp_ps(_mm256_sub_ps(r, vmax)), _mm256_castsi256_ps(m));
         m0 = _mm256_fmadd_pd(LO_PD(e), _mm256_sub_pd(LO_PD(r), LO_PD(q)), m0);
         m1 = _mm256_fmadd_pd(HI_PD(e), _mm256_sub_pd(HI_PD(r), HI_PD(q)), m1);
@@ -356,7 +388,7 @@ AVX2 static double kl_row_avx2(const float *lr, const rt_rowstat *sr, const floa
     const __m256d small = _mm256_set1_pd(KL_SMALL), sign = _mm256_set1_pd(-0.0);
     __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
     MAP_AVX2(n, {
-        __m256 r = _mm256_maskload_ps(lr + i, m), q = _mm256_maskload_ps(lq + i, m);
+        __m256 r = ld8(lr + i, full, m), q = ld8(lq + i, full, m);
         __m256 a = _mm256_sub_ps(r, vmax);
         __m256 e = _mm256_and_ps(exp_ps(a), _mm256_castsi256_ps(m));
         __m256d d0 = _mm256_sub_pd(_mm256_sub_pd(LO_PD(r), LO_PD(q)), mu);
@@ -392,17 +424,9 @@ void rt_gemm_nt(rt_isa isa, const float *x, size_t ldx, const float *w, size_t l
              gemm_nt_scalar(x, ldx, w, ldw, b, y, ldy, m, cols, k));
 }
 
-void rt_axpy(rt_isa isa, float a, const float *x, float *y, int n)
+void rt_wsum_rows(rt_isa isa, const float *w, int n, const float *x, size_t ldx, float *y, int d)
 {
-#if HAVE_X86
-    if (isa == RT_ISA_AVX2) {
-        axpy_avx2(a, x, y, n);
-        return;
-    }
-#endif
-    (void)isa;
-    for (int i = 0; i < n; i++)
-        y[i] += a * x[i];
+    DISPATCH(isa, wsum_rows_avx2(w, n, x, ldx, y, d), wsum_rows_scalar(w, n, x, ldx, y, d));
 }
 
 void rt_softmax(rt_isa isa, float *x, int n)

@@ -40,8 +40,8 @@ void rt_linear(const rt_exec *ex, const float *x, int n, const rt_weight *W, flo
 void rt_gemm_nt(rt_isa isa, const float *x, size_t ldx, const float *w, size_t ldw, const float *b,
                 float *y, size_t ldy, int m, int cols, int k);
 
-/* y[i] += a·x[i], i < n. */
-void rt_axpy(rt_isa isa, float a, const float *x, float *y, int n);
+/* y[c] = Σ_{j<n} w[j]·x[j·ldx + c] for c < d: attention's weighted sum of value rows. */
+void rt_wsum_rows(rt_isa isa, const float *w, int n, const float *x, size_t ldx, float *y, int d);
 
 /* In place: x ← softmax(x) over n values (float sums, fixed order). */
 void rt_softmax(rt_isa isa, float *x, int n);
