@@ -1,0 +1,115 @@
+/* Shared inside the tokenizers: the tokenizer object, hash maps, and the BPE merge engine. */
+#ifndef LMQ_TOK_INTERNAL_H
+#define LMQ_TOK_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "runtime/tokenizer.h"
+
+/* Byte strings -> id, open addressing. Keys live outside the map: key i is
+ * arena[off[i] .. off[i+1]). Lookups may give the key in two parts (a concatenation). */
+typedef struct {
+    uint32_t *slot; /* id + 1; 0 = empty */
+    size_t mask;
+    const uint8_t *arena;
+    const size_t *off;
+} tok_strmap;
+
+/* Build over ids 0..n-1; for equal keys the lowest id wins. */
+lmq_code tok_strmap_build(tok_strmap *m, const uint8_t *arena, const size_t *off, int n);
+int32_t tok_strmap_get2(const tok_strmap *m, const uint8_t *a, size_t na, const uint8_t *b,
+                        size_t nb); /* -1 when absent */
+void tok_strmap_free(tok_strmap *m);
+
+/* (left id, right id) -> (rank, merged id), open addressing. */
+typedef struct {
+    uint64_t key;
+    int32_t rank, merged; /* rank -1 = empty slot */
+} tok_pair_slot;
+
+typedef struct {
+    tok_pair_slot *slot;
+    size_t mask;
+} tok_pairmap;
+
+lmq_code tok_pairmap_init(tok_pairmap *m, size_t expected);
+/* Sets (a, b), replacing an earlier rank for the same pair. */
+void tok_pairmap_put(tok_pairmap *m, int32_t a, int32_t b, int32_t rank, int32_t merged);
+const tok_pair_slot *tok_pairmap_get(const tok_pairmap *m, int32_t a, int32_t b);
+void tok_pairmap_free(tok_pairmap *m);
+
+/* A special token matched literally inside text before pre-tokenisation. */
+typedef struct {
+    uint8_t *text;
+    size_t len;
+    int32_t id;
+} tok_special;
+
+struct tok_tokenizer {
+    lmq_tok_kind kind;
+    int n_vocab;
+    int32_t bos_id, eos_id;
+    /* What each token decodes to: bytes[off[i] .. off[i+1]). llama2c: the piece as stored
+     * (byte tokens are mapped at decode time); byte-level: the raw bytes. */
+    uint8_t *bytes;
+    size_t *off;
+    int16_t *byte_piece; /* llama2c: the byte a "<0xHH>" piece stands for, or -1 */
+    uint8_t byte_value[256];
+
+    /* llama2c */
+    float *score;
+    tok_strmap pieces;
+    int32_t space_id; /* the dummy prefix " ", -1 when absent */
+
+    /* byte-level BPE */
+    tok_pairmap merges;
+    int32_t byte_token[256];
+    tok_special *special;
+    int n_special;
+    uint8_t special_first[32]; /* bit set of the first bytes of the specials */
+};
+
+tok_tokenizer *tok_alloc(lmq_tok_kind kind);
+
+/* The merge engine. For an adjacent pair (a, b) the callback says whether it merges, into
+ * which id, and with which priority (lower key first; equal keys: the leftmost pair). */
+typedef int (*tok_pair_fn)(const tok_tokenizer *t, int32_t a, int32_t b, int32_t *merged,
+                           double *key);
+
+typedef struct {
+    double key;
+    uint32_t left, right;
+    int32_t a, b, merged;
+} tok_heap_entry;
+
+/* Scratch space reused across calls (a linked list over the symbols and a heap of pairs). */
+typedef struct {
+    uint32_t *prev, *next;
+    size_t cap;
+    tok_heap_entry *heap;
+    size_t heap_n, heap_cap;
+} tok_bpe_work;
+
+/* Applies merges to sym[0..*n) until none applies; *n becomes the new count. Same result as
+ * repeatedly scanning for the lowest (key, position) pair and merging it, in O(n log n). */
+lmq_code tok_bpe_merge(tok_bpe_work *w, const tok_tokenizer *t, tok_pair_fn pair, int32_t *sym,
+                       size_t *n, lmq_err *err);
+void tok_bpe_work_free(tok_bpe_work *w);
+
+/* A growable id array. */
+typedef struct {
+    int32_t *v;
+    size_t n, cap;
+} tok_ids;
+
+lmq_code tok_ids_reserve(tok_ids *a, size_t extra, lmq_err *err);
+lmq_code tok_ids_push(tok_ids *a, int32_t id, lmq_err *err);
+
+/* Encoders of each family; text is valid UTF-8 (checked by tok_encode). */
+lmq_code tok_llama2c_encode(const tok_tokenizer *t, const uint8_t *text, size_t len, tok_ids *out,
+                            lmq_err *err);
+lmq_code tok_bytelevel_encode(const tok_tokenizer *t, const uint8_t *text, size_t len,
+                              tok_ids *out, lmq_err *err);
+
+#endif

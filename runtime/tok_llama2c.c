@@ -1,0 +1,172 @@
+/* llama2.c's tokenizer: tokenizer.bin, and encode(text, bos=1, eos=0) with the same result as
+ * llama2.c's O(n^2) merge loop, computed with the heap-based engine. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/tok_internal.h"
+#include "runtime/unicode.h"
+
+enum { L2C_BOS = 1, L2C_EOS = 2, L2C_BYTE0 = 3, L2C_MIN_VOCAB = L2C_BYTE0 + 256 };
+
+static int32_t rd_i32(const uint8_t *p)
+{
+    uint32_t v = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+    int32_t s;
+    memcpy(&s, &v, sizeof s);
+    return s;
+}
+
+static float rd_f32(const uint8_t *p)
+{
+    int32_t v = rd_i32(p);
+    float f;
+    memcpy(&f, &v, sizeof f);
+    return f;
+}
+
+static int hex_digit(uint8_t c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    c |= 0x20;
+    return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* "<0xHH>" stands for the byte 0xHH; anything else is literal text. */
+static int byte_piece(const uint8_t *p, size_t n)
+{
+    if (n != 6 || memcmp(p, "<0x", 3) != 0 || p[5] != '>')
+        return -1;
+    int hi = hex_digit(p[3]), lo = hex_digit(p[4]);
+    return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
+}
+
+/* Walks the entries: counts them (want = 0: up to the end of the file) and checks every
+ * length against the bytes left. */
+static lmq_code scan_entries(const uint8_t *data, size_t size, int want, int *count,
+                             size_t *text_bytes, lmq_err *err)
+{
+    size_t pos = 4, total = 0;
+    int n = 0;
+    while (want ? n < want : pos < size) {
+        if (size - pos < 8)
+            return lmq_fail(err, LMQ_E_FORMAT,
+                            "tokenizer.bin: token %d at byte %zu is truncated (%zu bytes left, "
+                            "an entry needs at least 8)", n, pos, size - pos);
+        int32_t len = rd_i32(data + pos + 4);
+        if (len < 0 || (size_t)len > size - pos - 8)
+            return lmq_fail(err, LMQ_E_FORMAT,
+                            "tokenizer.bin: token %d at byte %zu has length %d but %zu bytes are "
+                            "left", n, pos, (int)len, size - pos - 8);
+        pos += 8 + (size_t)len;
+        total += (size_t)len;
+        if (++n == INT32_MAX)
+            return lmq_fail(err, LMQ_E_FORMAT, "tokenizer.bin: too many tokens");
+    }
+    if (pos != size)
+        return lmq_fail(err, LMQ_E_FORMAT,
+                        "tokenizer.bin: %zu bytes left over after %d tokens (is the vocabulary "
+                        "size %d right?)", size - pos, n, want);
+    *count = n;
+    *text_bytes = total;
+    return LMQ_OK;
+}
+
+lmq_code tok_open_llama2c(const uint8_t *data, size_t size, int vocab_size, tok_tokenizer **out,
+                          lmq_err *err)
+{
+    if (vocab_size < 0)
+        return lmq_fail(err, LMQ_E_ARG, "tokenizer.bin: negative vocabulary size %d", vocab_size);
+    if (size < 4)
+        return lmq_fail(err, LMQ_E_FORMAT, "tokenizer.bin: %zu bytes, too short for its header",
+                        size);
+    int32_t max_len = rd_i32(data);
+    if (max_len < 0)
+        return lmq_fail(err, LMQ_E_FORMAT, "tokenizer.bin: negative max_token_length %d",
+                        (int)max_len);
+    int n = 0;
+    size_t text_bytes = 0;
+    lmq_code c = scan_entries(data, size, vocab_size, &n, &text_bytes, err);
+    if (c)
+        return c;
+    if (n < L2C_MIN_VOCAB)
+        return lmq_fail(err, LMQ_E_FORMAT,
+                        "tokenizer.bin: %d tokens; a llama2.c vocabulary has at least %d "
+                        "(<unk>, BOS, EOS, 256 byte tokens)", n, L2C_MIN_VOCAB);
+
+    tok_tokenizer *t = tok_alloc(LMQ_TOK_LLAMA2C);
+    if (!t)
+        return lmq_fail(err, LMQ_E_NOMEM, "tokenizer.bin: out of memory");
+    t->n_vocab = n;
+    t->bos_id = L2C_BOS;
+    t->eos_id = L2C_EOS;
+    t->bytes = malloc(text_bytes ? text_bytes : 1);
+    t->off = malloc(((size_t)n + 1) * sizeof *t->off);
+    t->score = malloc((size_t)n * sizeof *t->score);
+    t->byte_piece = malloc((size_t)n * sizeof *t->byte_piece);
+    if (!t->bytes || !t->off || !t->score || !t->byte_piece) {
+        tok_free(t);
+        return lmq_fail(err, LMQ_E_NOMEM, "tokenizer.bin: out of memory (%d tokens)", n);
+    }
+    size_t pos = 4, at = 0;
+    for (int i = 0; i < n; i++) {
+        size_t len = (size_t)rd_i32(data + pos + 4);
+        t->score[i] = rd_f32(data + pos);
+        t->off[i] = at;
+        memcpy(t->bytes + at, data + pos + 8, len);
+        t->byte_piece[i] = (int16_t)byte_piece(data + pos + 8, len);
+        at += len;
+        pos += 8 + len;
+    }
+    t->off[n] = at;
+    if (tok_strmap_build(&t->pieces, t->bytes, t->off, n)) {
+        tok_free(t);
+        return lmq_fail(err, LMQ_E_NOMEM, "tokenizer.bin: out of memory (%d tokens)", n);
+    }
+    t->space_id = tok_strmap_get2(&t->pieces, (const uint8_t *)" ", 1, NULL, 0);
+    *out = t;
+    return LMQ_OK;
+}
+
+/* llama2.c merges a pair when its concatenation is a token whose score beats the initial
+ * best_score of -1e10 (so NaN and very low scores never merge); highest score first. */
+static int l2c_pair(const tok_tokenizer *t, int32_t a, int32_t b, int32_t *merged, double *key)
+{
+    int32_t id = tok_strmap_get2(&t->pieces, t->bytes + t->off[a], t->off[a + 1] - t->off[a],
+                                 t->bytes + t->off[b], t->off[b + 1] - t->off[b]);
+    if (id < 0 || !(t->score[id] > -1e10f))
+        return 0;
+    *merged = id;
+    *key = -(double)t->score[id];
+    return 1;
+}
+
+lmq_code tok_llama2c_encode(const tok_tokenizer *t, const uint8_t *text, size_t len, tok_ids *out,
+                            lmq_err *err)
+{
+    lmq_code c = tok_ids_reserve(out, len + 2, err);
+    if (c)
+        return c;
+    out->v[out->n++] = L2C_BOS;
+    if (len > 0) {
+        if (t->space_id < 0)
+            return lmq_fail(err, LMQ_E_FORMAT,
+                            "tokenizer.bin has no \" \" token for the dummy prefix");
+        out->v[out->n++] = t->space_id;
+    }
+    for (size_t i = 0; i < len;) {
+        uint32_t cp;
+        size_t k = (size_t)tok_utf8_decode(text + i, len - i, &cp); /* valid: checked by caller */
+        int32_t id = tok_strmap_get2(&t->pieces, text + i, k, NULL, 0);
+        if (id >= 0)
+            out->v[out->n++] = id;
+        else
+            for (size_t j = 0; j < k; j++)
+                out->v[out->n++] = L2C_BYTE0 + text[i + j];
+        i += k;
+    }
+    tok_bpe_work w = { 0 };
+    c = tok_bpe_merge(&w, t, l2c_pair, out->v, &out->n, err);
+    tok_bpe_work_free(&w);
+    return c;
+}

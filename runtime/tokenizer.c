@@ -1,0 +1,155 @@
+/* What both tokenizer families share: the object, encode's entry, decoding, model lookup. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/tok_internal.h"
+#include "runtime/unicode.h"
+
+tok_tokenizer *tok_alloc(lmq_tok_kind kind)
+{
+    tok_tokenizer *t = calloc(1, sizeof *t);
+    if (!t)
+        return NULL;
+    t->kind = kind;
+    t->bos_id = t->eos_id = t->space_id = -1;
+    for (int b = 0; b < 256; b++)
+        t->byte_value[b] = (uint8_t)b;
+    return t;
+}
+
+void tok_free(tok_tokenizer *t)
+{
+    if (!t)
+        return;
+    free(t->bytes);
+    free(t->off);
+    free(t->byte_piece);
+    free(t->score);
+    tok_strmap_free(&t->pieces);
+    tok_pairmap_free(&t->merges);
+    for (int i = 0; i < t->n_special; i++)
+        free(t->special[i].text);
+    free(t->special);
+    free(t);
+}
+
+lmq_tok_kind tok_kind(const tok_tokenizer *t) { return t->kind; }
+int tok_vocab_size(const tok_tokenizer *t) { return t->n_vocab; }
+int tok_bos_id(const tok_tokenizer *t) { return t->bos_id; }
+int tok_eos_id(const tok_tokenizer *t) { return t->eos_id; }
+
+lmq_code tok_encode(const tok_tokenizer *t, const char *text, size_t len, int32_t **ids,
+                    size_t *n, lmq_err *err)
+{
+    const uint8_t *s = (const uint8_t *)text;
+    size_t valid = tok_utf8_valid_prefix(s, len);
+    if (valid != len)
+        return lmq_fail(err, LMQ_E_FORMAT, "text is not valid UTF-8 at byte offset %zu", valid);
+    tok_ids out = { 0 };
+    lmq_code c = tok_ids_reserve(&out, len / 2 + 2, err);
+    if (!c)
+        c = t->kind == LMQ_TOK_LLAMA2C ? tok_llama2c_encode(t, s, len, &out, err)
+                                       : tok_bytelevel_encode(t, s, len, &out, err);
+    if (c) {
+        free(out.v);
+        return c;
+    }
+    *ids = out.v;
+    *n = out.n;
+    return LMQ_OK;
+}
+
+lmq_code tok_decode_token(const tok_tokenizer *t, int32_t prev_id, int32_t id,
+                          const uint8_t **bytes, size_t *len, lmq_err *err)
+{
+    if (id < 0 || id >= t->n_vocab)
+        return lmq_fail(err, LMQ_E_ARG, "token id %d is outside the vocabulary [0, %d)", (int)id,
+                        t->n_vocab);
+    const uint8_t *p = t->bytes + t->off[id];
+    size_t n = t->off[id + 1] - t->off[id];
+    if (t->kind == LMQ_TOK_LLAMA2C) {
+        if (id == t->bos_id) {
+            n = 0; /* llama2.c never prints BOS: it starts or delimits a sequence */
+        } else if (prev_id == t->bos_id && n > 0 && p[0] == ' ') {
+            p++, n--; /* the dummy prefix */
+        } else if (t->byte_piece[id] >= 0) {
+            p = &t->byte_value[t->byte_piece[id]], n = 1;
+        }
+    }
+    *bytes = p;
+    *len = n;
+    return LMQ_OK;
+}
+
+lmq_code tok_decode(const tok_tokenizer *t, const int32_t *ids, size_t n, char **text,
+                    size_t *len, lmq_err *err)
+{
+    size_t cap = 64, used = 0;
+    char *buf = malloc(cap);
+    if (!buf)
+        return lmq_fail(err, LMQ_E_NOMEM, "tokenizer: out of memory");
+    for (size_t i = 0; i < n; i++) {
+        const uint8_t *p;
+        size_t k;
+        lmq_code c = tok_decode_token(t, i ? ids[i - 1] : -1, ids[i], &p, &k, err);
+        if (c) {
+            free(buf);
+            return lmq_err_prefix(err, "position %zu: ", i);
+        }
+        if (cap - used <= k) {
+            while (cap - used <= k)
+                cap *= 2;
+            char *nb = realloc(buf, cap);
+            if (!nb) {
+                free(buf);
+                return lmq_fail(err, LMQ_E_NOMEM, "tokenizer: out of memory");
+            }
+            buf = nb;
+        }
+        memcpy(buf + used, p, k);
+        used += k;
+    }
+    buf[used] = '\0';
+    *text = buf;
+    *len = used;
+    return LMQ_OK;
+}
+
+static lmq_code need_file(const lmq_model *m, const char *name, const lmq_file **f, lmq_err *err)
+{
+    *f = lmq_model_find_file(m, name);
+    return *f ? LMQ_OK : lmq_fail(err, LMQ_E_FORMAT, "model carries no %s for its tokenizer", name);
+}
+
+lmq_code tok_open_model(const lmq_model *m, tok_tokenizer **out, lmq_err *err)
+{
+    const lmq_file *a, *b;
+    lmq_code c;
+    switch (m->arch.tokenizer) {
+    case LMQ_TOK_LLAMA2C:
+        if (!(c = need_file(m, "tokenizer.bin", &a, err)))
+            c = tok_open_llama2c(a->data, a->size, m->arch.vocab_size, out, err);
+        break;
+    case LMQ_TOK_GPT2:
+        if (!(c = need_file(m, "vocab.json", &a, err)) && !(c = need_file(m, "merges.txt", &b, err)))
+            c = tok_open_gpt2(a->data, a->size, b->data, b->size, out, err);
+        break;
+    case LMQ_TOK_HF_JSON:
+        if (!(c = need_file(m, "tokenizer.json", &a, err)))
+            c = tok_open_hf_json(a->data, a->size, out, err);
+        break;
+    default:
+        return lmq_fail(err, LMQ_E_UNSUPPORTED, "model has no tokenizer (kind %d)",
+                        (int)m->arch.tokenizer);
+    }
+    if (c)
+        return c;
+    if (m->arch.vocab_size > 0 && tok_vocab_size(*out) > m->arch.vocab_size) {
+        int n = tok_vocab_size(*out);
+        tok_free(*out);
+        *out = NULL;
+        return lmq_fail(err, LMQ_E_FORMAT, "tokenizer has %d tokens but the model only %d", n,
+                        m->arch.vocab_size);
+    }
+    return LMQ_OK;
+}

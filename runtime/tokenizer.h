@@ -1,0 +1,68 @@
+/* Tokenizers: llama2.c's SentencePiece-BPE (tokenizer.bin) and GPT-2's byte-level BPE
+ * (vocab.json + merges.txt, or a Hugging Face tokenizer.json with a byte-level BPE model).
+ *
+ * Constructors take the files' bytes, not paths: tokenizer files travel inside the artefact
+ * (lmq_file). A tokenizer is immutable once opened; encode and decode may run concurrently on
+ * one tokenizer. Token ids are int32_t. Text must be valid UTF-8.
+ */
+#ifndef LMQ_TOKENIZER_H
+#define LMQ_TOKENIZER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+#include "formats/model.h"
+
+typedef struct tok_tokenizer tok_tokenizer;
+
+/* llama2.c tokenizer.bin: int32 max_token_length, then vocab_size x (float32 score, int32 len,
+ * len bytes). The file does not store vocab_size: pass the model's (the file must then hold
+ * exactly that many entries, no byte more), or 0 to read entries until the file ends. */
+lmq_code tok_open_llama2c(const uint8_t *data, size_t size, int vocab_size, tok_tokenizer **out,
+                          lmq_err *err);
+
+/* GPT-2 vocab.json (token -> id, ids 0..n-1 each once) and merges.txt ("#version" line
+ * optional, then one "a b" merge per line in rank order). "<|endoftext|>", when in the
+ * vocabulary, is the end-of-text token and is recognised as one token inside text. */
+lmq_code tok_open_gpt2(const uint8_t *vocab_json, size_t vocab_size, const uint8_t *merges_txt,
+                       size_t merges_size, tok_tokenizer **out, lmq_err *err);
+
+/* Hugging Face tokenizer.json whose model is byte-level BPE (GPT-2 style): model.vocab,
+ * model.merges ("a b" strings or [a, b] pairs) and added_tokens, which are recognised inside
+ * text. Other models, normalizers and pre-tokenisers give LMQ_E_UNSUPPORTED. */
+lmq_code tok_open_hf_json(const uint8_t *json, size_t size, tok_tokenizer **out, lmq_err *err);
+
+/* Opens the tokenizer a model carries, chosen by m->arch.tokenizer: "tokenizer.bin" (with
+ * m->arch.vocab_size entries), "vocab.json" + "merges.txt", or "tokenizer.json". */
+lmq_code tok_open_model(const lmq_model *m, tok_tokenizer **out, lmq_err *err);
+
+void tok_free(tok_tokenizer *t);
+
+lmq_tok_kind tok_kind(const tok_tokenizer *t); /* the kind it was opened as */
+int tok_vocab_size(const tok_tokenizer *t);    /* ids are 0..vocab_size-1 */
+int tok_bos_id(const tok_tokenizer *t);        /* llama2c: 1 (tok_encode adds it); gpt2: -1 */
+int tok_eos_id(const tok_tokenizer *t);        /* llama2c: 2; gpt2: <|endoftext|>, or -1 */
+
+/* Encodes text[0..len) into a malloc'd array (*ids, *n; free() it).
+ * llama2c: exactly llama2.c's encode(text, bos=1, eos=0): BOS, the dummy-prefix " " when the
+ *   text is not empty, code points as tokens or byte-fallback tokens (byte + 3), then merges
+ *   of the adjacent pair with the highest-scoring concatenation, leftmost on ties.
+ * gpt2: GPT-2's pre-tokeniser and rank-ordered merges, special tokens recognised; no BOS.
+ * Text that is not valid UTF-8 gives LMQ_E_FORMAT naming the byte offset. */
+lmq_code tok_encode(const tok_tokenizer *t, const char *text, size_t len, int32_t **ids,
+                    size_t *n, lmq_err *err);
+
+/* The bytes token id stands for when it follows prev_id (-1: nothing before it), as llama2.c's
+ * decode: after BOS a leading space (the dummy prefix) is dropped, "<0xHH>" pieces are the raw
+ * byte, and BOS itself is empty. *bytes points into t. Byte-level BPE ignores prev_id.
+ * A token may hold part of a UTF-8 sequence; concatenate before treating bytes as text. */
+lmq_code tok_decode_token(const tok_tokenizer *t, int32_t prev_id, int32_t id,
+                          const uint8_t **bytes, size_t *len, lmq_err *err);
+
+/* Decodes ids[0..n) into a malloc'd, NUL-terminated buffer (*len excludes the NUL).
+ * decode(encode(text)) == text for valid UTF-8 text, for both kinds. */
+lmq_code tok_decode(const tok_tokenizer *t, const int32_t *ids, size_t n, char **text,
+                    size_t *len, lmq_err *err);
+
+#endif

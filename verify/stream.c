@@ -1,0 +1,129 @@
+#include "verify/stream.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/unicode.h"
+
+#define SEPARATOR "<|endoftext|>"
+
+static int ascii_space(char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
+
+static int is_separator(const char *line, size_t n)
+{
+    size_t k = sizeof SEPARATOR - 1;
+    if (n == k + 1 && line[k] == '\r')
+        n = k;
+    return n == k && memcmp(line, SEPARATOR, k) == 0;
+}
+
+/* Appends the stripped text[a..b) unless it is empty. */
+static lmq_code add_doc(const char *text, size_t a, size_t b, vf_doc **docs, int *n, int *cap,
+                        lmq_err *err)
+{
+    while (a < b && ascii_space(text[a]))
+        a++;
+    while (b > a && ascii_space(text[b - 1]))
+        b--;
+    if (a == b)
+        return LMQ_OK;
+    if (*n == *cap) {
+        int nc = *cap ? *cap * 2 : 16;
+        vf_doc *d = realloc(*docs, (size_t)nc * sizeof *d);
+        if (!d)
+            return lmq_fail(err, LMQ_E_NOMEM, "documents: out of memory");
+        *docs = d;
+        *cap = nc;
+    }
+    (*docs)[(*n)++] = (vf_doc){ a, b - a };
+    return LMQ_OK;
+}
+
+lmq_code vf_docs_split(const char *text, size_t len, vf_doc **docs, int *n_docs, lmq_err *err)
+{
+    vf_doc *d = NULL;
+    int n = 0, cap = 0;
+    size_t start = 0; /* where the current document begins */
+    lmq_code c = LMQ_OK;
+    for (size_t line = 0; !c && line < len;) {
+        const char *nl = memchr(text + line, '\n', len - line);
+        size_t end = nl ? (size_t)(nl - text) : len;
+        if (is_separator(text + line, end - line)) {
+            c = add_doc(text, start, line, &d, &n, &cap, err);
+            start = end + 1 < len ? end + 1 : len;
+        }
+        line = end + 1;
+    }
+    if (!c)
+        c = add_doc(text, start, len, &d, &n, &cap, err);
+    if (c) {
+        free(d);
+        return c;
+    }
+    *docs = d;
+    *n_docs = n;
+    return LMQ_OK;
+}
+
+lmq_code vf_stream_build(const tok_tokenizer *t, const char *text, size_t len, int32_t **ids,
+                         size_t *n_ids, int *n_docs, lmq_err *err)
+{
+    size_t valid = tok_utf8_valid_prefix((const uint8_t *)text, len);
+    if (valid != len)
+        return lmq_fail(err, LMQ_E_FORMAT, "text is not valid UTF-8 at byte offset %zu", valid);
+    vf_doc *docs;
+    int nd;
+    lmq_code c = vf_docs_split(text, len, &docs, &nd, err);
+    if (c)
+        return c;
+    if (nd == 0)
+        return lmq_fail(err, LMQ_E_FORMAT,
+                        "text holds no document (it is empty, whitespace or separators only)");
+    int joined = tok_kind(t) != LMQ_TOK_LLAMA2C;
+    if (joined && nd > 1 && tok_eos_id(t) < 0) {
+        free(docs);
+        return lmq_fail(err, LMQ_E_FORMAT,
+                        "the tokenizer has no <|endoftext|> token to join %d documents", nd);
+    }
+    int32_t *all = NULL;
+    size_t n = 0, cap = 0;
+    for (int i = 0; !c && i < nd; i++) {
+        int32_t *d;
+        size_t k;
+        if ((c = tok_encode(t, text + docs[i].off, docs[i].len, &d, &k, err))) {
+            lmq_err_prefix(err, "document %d (byte %zu): ", i + 1, docs[i].off);
+            break;
+        }
+        size_t need = n + k + 1;
+        if (need > cap) {
+            size_t nc = cap ? cap : 4096;
+            while (nc < need)
+                nc *= 2;
+            int32_t *a = realloc(all, nc * sizeof *a);
+            if (!a) {
+                free(d);
+                c = lmq_fail(err, LMQ_E_NOMEM, "token stream: out of memory");
+                break;
+            }
+            all = a;
+            cap = nc;
+        }
+        if (joined && i > 0)
+            all[n++] = tok_eos_id(t);
+        memcpy(all + n, d, k * sizeof *d);
+        n += k;
+        free(d);
+    }
+    free(docs);
+    if (c) {
+        free(all);
+        return c;
+    }
+    *ids = all;
+    *n_ids = n;
+    *n_docs = nd;
+    return LMQ_OK;
+}

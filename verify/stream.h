@@ -1,0 +1,27 @@
+/* Protocol P1, steps 1-2: a text becomes documents, the documents one token stream.
+ * (Windows of ctx tokens are cut by the caller: n_ids / ctx of them, the rest dropped.) */
+#ifndef LMQ_STREAM_H
+#define LMQ_STREAM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+#include "runtime/tokenizer.h"
+
+typedef struct {
+    size_t off, len; /* bytes of the text */
+} vf_doc;
+
+/* Splits text into documents: lines equal to "<|endoftext|>" (a trailing \r ignored) separate
+ * them, each is stripped of leading and trailing ASCII whitespace, empty ones are dropped.
+ * *docs is malloc'd (free() it; NULL when there are none). */
+lmq_code vf_docs_split(const char *text, size_t len, vf_doc **docs, int *n_docs, lmq_err *err);
+
+/* The P1 token stream: the text must be valid UTF-8 (errors name the byte offset) and hold at
+ * least one document. llama2c: every document encoded with its own BOS and dummy prefix,
+ * concatenated. Byte-level BPE: documents joined by one <|endoftext|> token. *ids malloc'd. */
+lmq_code vf_stream_build(const tok_tokenizer *t, const char *text, size_t len, int32_t **ids,
+                         size_t *n_ids, int *n_docs, lmq_err *err);
+
+#endif
