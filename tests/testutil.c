@@ -1,5 +1,7 @@
+#define _XOPEN_SOURCE 700 /* nftw */
 #include "tests/testutil.h"
 
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -20,6 +22,19 @@ const char *test_tmpdir(void)
         abort();
     }
     return buf;
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+void test_rmtree(const char *dir)
+{
+    nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 int run_suite(Suite *s)

@@ -10,6 +10,8 @@
 const char *fixture(const char *rel);
 /* A fresh empty directory under /tmp for this test's outputs. */
 const char *test_tmpdir(void);
+/* Removes dir and everything under it (test outputs only). */
+void test_rmtree(const char *dir);
 /* Runs a suite and returns the process exit status. */
 int run_suite(Suite *s);
 

@@ -1,0 +1,31 @@
+/* Checkpoint import: turns a source checkpoint into an lmq_model (canonical names, [out, in],
+ * arch descriptor, tokenizer files carried) that the container can store.
+ *
+ * Sources, decided by what src is:
+ *   a directory          Hugging Face layout: config.json plus model.safetensors, or
+ *                        model.safetensors.index.json and the shards it names
+ *   *.safetensors        one Hugging Face weights file, config.json beside it
+ *   *.index.json         a sharded checkpoint's index, config.json beside it
+ *   *.bin                a llama2.c checkpoint (formats/llama2c.h)
+ * Supported Hugging Face architectures: GPT2LMHeadModel (model_type gpt2) and
+ * LlamaForCausalLM (model_type llama). */
+#ifndef LMQ_CONVERT_H
+#define LMQ_CONVERT_H
+
+#include "common/err.h"
+#include "formats/model.h"
+
+typedef struct {
+    /* A tokenizer file (vocab.json with merges.txt beside it, tokenizer.json, or a llama2.c
+     * tokenizer .bin) or a directory holding one; NULL: look beside the checkpoint. */
+    const char *tokenizer;
+} lmq_convert_opts;
+
+/* Fills out (initialised here; freed again on failure). opts may be NULL. */
+lmq_code lmq_convert(const char *src, const lmq_convert_opts *opts, lmq_model *out, lmq_err *err);
+
+/* The Hugging Face importer behind lmq_convert, for a directory, a .safetensors file or an
+ * index.json. */
+lmq_code lmq_convert_hf(const char *src, const lmq_convert_opts *opts, lmq_model *out, lmq_err *err);
+
+#endif

@@ -1,0 +1,821 @@
+/* Hugging Face checkpoints (config.json + safetensors, single or sharded) to an lmq_model.
+ * Tensor names go through one table per architecture (Hugging Face pattern → canonical name,
+ * how to copy it); config.json goes through one reader per architecture. */
+#include "convert/convert.h"
+
+#include <dirent.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <xxhash.h>
+
+#include "common/file.h"
+#include "formats/safetensors.h"
+
+#define PATH_CAP 4096
+
+typedef enum {
+    MAP_COPY,       /* same layout */
+    MAP_TRANSPOSE,  /* GPT-2 Conv1D: stored [in, out], canonical [out, in] */
+    MAP_IGNORE,     /* a buffer, not a weight */
+    MAP_CLASSIFIER, /* lm_head: output.weight unless it merely repeats the tied embedding */
+} map_kind;
+
+/* "{L}" in a pattern stands for the layer index. */
+typedef struct {
+    const char *hf, *canon;
+    map_kind kind;
+} name_row;
+
+static const name_row GPT2_NAMES[] = {
+    { "wte.weight", "tok_embd.weight", MAP_COPY },
+    { "wpe.weight", "pos_embd.weight", MAP_COPY },
+    { "h.{L}.ln_1.weight", "blk.{L}.attn_norm.weight", MAP_COPY },
+    { "h.{L}.ln_1.bias", "blk.{L}.attn_norm.bias", MAP_COPY },
+    { "h.{L}.attn.c_attn.weight", "blk.{L}.attn_qkv.weight", MAP_TRANSPOSE },
+    { "h.{L}.attn.c_attn.bias", "blk.{L}.attn_qkv.bias", MAP_COPY },
+    { "h.{L}.attn.c_proj.weight", "blk.{L}.attn_out.weight", MAP_TRANSPOSE },
+    { "h.{L}.attn.c_proj.bias", "blk.{L}.attn_out.bias", MAP_COPY },
+    { "h.{L}.ln_2.weight", "blk.{L}.ffn_norm.weight", MAP_COPY },
+    { "h.{L}.ln_2.bias", "blk.{L}.ffn_norm.bias", MAP_COPY },
+    { "h.{L}.mlp.c_fc.weight", "blk.{L}.ffn_up.weight", MAP_TRANSPOSE },
+    { "h.{L}.mlp.c_fc.bias", "blk.{L}.ffn_up.bias", MAP_COPY },
+    { "h.{L}.mlp.c_proj.weight", "blk.{L}.ffn_down.weight", MAP_TRANSPOSE },
+    { "h.{L}.mlp.c_proj.bias", "blk.{L}.ffn_down.bias", MAP_COPY },
+    { "ln_f.weight", "out_norm.weight", MAP_COPY },
+    { "ln_f.bias", "out_norm.bias", MAP_COPY },
+    { "lm_head.weight", "output.weight", MAP_CLASSIFIER },
+    { "h.{L}.attn.bias", NULL, MAP_IGNORE },        /* causal mask */
+    { "h.{L}.attn.masked_bias", NULL, MAP_IGNORE }, /* mask fill value */
+};
+
+static const name_row LLAMA_NAMES[] = {
+    { "embed_tokens.weight", "tok_embd.weight", MAP_COPY },
+    { "layers.{L}.input_layernorm.weight", "blk.{L}.attn_norm.weight", MAP_COPY },
+    { "layers.{L}.self_attn.q_proj.weight", "blk.{L}.attn_q.weight", MAP_COPY },
+    { "layers.{L}.self_attn.k_proj.weight", "blk.{L}.attn_k.weight", MAP_COPY },
+    { "layers.{L}.self_attn.v_proj.weight", "blk.{L}.attn_v.weight", MAP_COPY },
+    { "layers.{L}.self_attn.o_proj.weight", "blk.{L}.attn_out.weight", MAP_COPY },
+    { "layers.{L}.post_attention_layernorm.weight", "blk.{L}.ffn_norm.weight", MAP_COPY },
+    { "layers.{L}.mlp.gate_proj.weight", "blk.{L}.ffn_gate.weight", MAP_COPY },
+    { "layers.{L}.mlp.up_proj.weight", "blk.{L}.ffn_up.weight", MAP_COPY },
+    { "layers.{L}.mlp.down_proj.weight", "blk.{L}.ffn_down.weight", MAP_COPY },
+    { "norm.weight", "out_norm.weight", MAP_COPY },
+    { "lm_head.weight", "output.weight", MAP_CLASSIFIER },
+    { "layers.{L}.self_attn.rotary_emb.inv_freq", NULL, MAP_IGNORE }, /* recomputed from rope_theta */
+};
+
+/* ---- config.json ---------------------------------------------------------------------- */
+
+#define CFG_REQUIRED (-1)
+#define CFG_MAX_INT (1 << 24) /* bounds every dimension so products of two fit comfortably */
+
+/* A positive integer field; absent or null gives def (CFG_REQUIRED: an error). */
+static lmq_code cfg_int(json_t *cfg, const char *key, int def, int *out, lmq_err *err)
+{
+    json_t *v = json_object_get(cfg, key);
+    if (!v || json_is_null(v)) {
+        if (def == CFG_REQUIRED)
+            return lmq_fail(err, LMQ_E_FORMAT, "config.json: %s is missing", key);
+        *out = def;
+        return LMQ_OK;
+    }
+    if (!json_is_integer(v) || json_integer_value(v) <= 0 || json_integer_value(v) > CFG_MAX_INT)
+        return lmq_fail(err, LMQ_E_FORMAT, "config.json: %s is not a positive integer up to %d", key, CFG_MAX_INT);
+    *out = (int)json_integer_value(v);
+    return LMQ_OK;
+}
+
+static lmq_code cfg_num(json_t *cfg, const char *key, double def, float *out, lmq_err *err)
+{
+    json_t *v = json_object_get(cfg, key);
+    if (!v || json_is_null(v)) {
+        *out = (float)def;
+        return LMQ_OK;
+    }
+    if (!json_is_number(v) || !(json_number_value(v) > 0) || json_number_value(v) > 1e30)
+        return lmq_fail(err, LMQ_E_FORMAT, "config.json: %s is not a positive number", key);
+    *out = (float)json_number_value(v);
+    return LMQ_OK;
+}
+
+static lmq_code cfg_bool(json_t *cfg, const char *key, int def, int *out, lmq_err *err)
+{
+    json_t *v = json_object_get(cfg, key);
+    if (!v || json_is_null(v))
+        *out = def;
+    else if (json_is_boolean(v))
+        *out = json_is_true(v);
+    else
+        return lmq_fail(err, LMQ_E_FORMAT, "config.json: %s is not true or false", key);
+    return LMQ_OK;
+}
+
+/* A string field that must equal want when present (want is also the default). */
+static lmq_code cfg_expect(json_t *cfg, const char *key, const char *want, lmq_err *err)
+{
+    json_t *v = json_object_get(cfg, key);
+    if (!v || json_is_null(v))
+        return LMQ_OK;
+    if (!json_is_string(v))
+        return lmq_fail(err, LMQ_E_FORMAT, "config.json: %s is not a string", key);
+    if (strcmp(json_string_value(v), want))
+        return lmq_fail(err, LMQ_E_UNSUPPORTED, "config.json: %s \"%s\" is not supported (lmq runs \"%s\")", key,
+                        json_string_value(v), want);
+    return LMQ_OK;
+}
+
+/* A token id: an integer, the first of a list of them, or null (none: -1). */
+static lmq_code cfg_token(json_t *cfg, const char *key, int def, int *out, lmq_err *err)
+{
+    json_t *v = json_object_get(cfg, key);
+    if (json_is_array(v))
+        v = json_array_get(v, 0);
+    if (!json_object_get(cfg, key))
+        *out = def;
+    else if (!v || json_is_null(v))
+        *out = -1;
+    else if (json_is_integer(v) && json_integer_value(v) >= 0 && json_integer_value(v) <= CFG_MAX_INT)
+        *out = (int)json_integer_value(v);
+    else
+        return lmq_fail(err, LMQ_E_FORMAT, "config.json: %s is not a token id", key);
+    return LMQ_OK;
+}
+
+static lmq_code gpt2_config(json_t *cfg, lmq_arch *a, lmq_err *err)
+{
+    lmq_code c;
+    int ctx; /* older configs name the context n_ctx; n_positions wins when both are given */
+    a->family = LMQ_FAMILY_GPT2;
+    a->rope = LMQ_ROPE_NONE;
+    if ((c = cfg_int(cfg, "n_embd", CFG_REQUIRED, &a->dim, err)) ||
+        (c = cfg_int(cfg, "n_layer", CFG_REQUIRED, &a->n_layers, err)) ||
+        (c = cfg_int(cfg, "n_head", CFG_REQUIRED, &a->n_heads, err)) ||
+        (c = cfg_int(cfg, "vocab_size", CFG_REQUIRED, &a->vocab_size, err)) ||
+        (c = cfg_int(cfg, "n_ctx", 0, &ctx, err)) ||
+        (c = cfg_int(cfg, "n_positions", ctx ? ctx : CFG_REQUIRED, &a->max_seq, err)) ||
+        (c = cfg_int(cfg, "n_inner", 4 * a->dim, &a->hidden_dim, err)) ||
+        (c = cfg_num(cfg, "layer_norm_epsilon", 1e-5, &a->norm_eps, err)) ||
+        (c = cfg_bool(cfg, "tie_word_embeddings", 1, &a->tied_embedding, err)) ||
+        (c = cfg_expect(cfg, "activation_function", "gelu_new", err)) ||
+        (c = cfg_token(cfg, "bos_token_id", 50256, &a->bos_id, err)) ||
+        (c = cfg_token(cfg, "eos_token_id", 50256, &a->eos_id, err)))
+        return c;
+    a->n_kv_heads = a->n_heads;
+    return LMQ_OK;
+}
+
+/* Options that change the computation and that the runtime does not implement. */
+static lmq_code llama_unsupported(json_t *cfg, const lmq_arch *a, lmq_err *err)
+{
+    static const char *flags[] = { "attention_bias", "mlp_bias" };
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
+        if (json_is_true(json_object_get(cfg, flags[i])))
+            return lmq_fail(err, LMQ_E_UNSUPPORTED, "config.json: %s = true is not supported", flags[i]);
+    json_t *rs = json_object_get(cfg, "rope_scaling");
+    if (rs && !json_is_null(rs))
+        return lmq_fail(err, LMQ_E_UNSUPPORTED, "config.json: rope_scaling is not supported");
+    json_t *hd = json_object_get(cfg, "head_dim");
+    if (hd && !json_is_null(hd) &&
+        (!json_is_integer(hd) || json_integer_value(hd) * a->n_heads != a->dim))
+        return lmq_fail(err, LMQ_E_UNSUPPORTED, "config.json: head_dim is not hidden_size / num_attention_heads");
+    return LMQ_OK;
+}
+
+static lmq_code llama_config(json_t *cfg, lmq_arch *a, lmq_err *err)
+{
+    lmq_code c;
+    a->family = LMQ_FAMILY_LLAMA;
+    a->rope = LMQ_ROPE_HALF; /* HF Llama rotates (i, i + hd/2) pairs: rotate_half */
+    if ((c = cfg_int(cfg, "hidden_size", CFG_REQUIRED, &a->dim, err)) ||
+        (c = cfg_int(cfg, "intermediate_size", CFG_REQUIRED, &a->hidden_dim, err)) ||
+        (c = cfg_int(cfg, "num_hidden_layers", CFG_REQUIRED, &a->n_layers, err)) ||
+        (c = cfg_int(cfg, "num_attention_heads", CFG_REQUIRED, &a->n_heads, err)) ||
+        (c = cfg_int(cfg, "num_key_value_heads", a->n_heads, &a->n_kv_heads, err)) ||
+        (c = cfg_int(cfg, "vocab_size", CFG_REQUIRED, &a->vocab_size, err)) ||
+        (c = cfg_int(cfg, "max_position_embeddings", CFG_REQUIRED, &a->max_seq, err)) ||
+        (c = cfg_num(cfg, "rms_norm_eps", 1e-6, &a->norm_eps, err)) ||
+        (c = cfg_num(cfg, "rope_theta", 10000.0, &a->rope_theta, err)) ||
+        (c = cfg_bool(cfg, "tie_word_embeddings", 0, &a->tied_embedding, err)) ||
+        (c = cfg_expect(cfg, "hidden_act", "silu", err)) ||
+        (c = cfg_token(cfg, "bos_token_id", 1, &a->bos_id, err)) ||
+        (c = cfg_token(cfg, "eos_token_id", 2, &a->eos_id, err)))
+        return c;
+    return llama_unsupported(cfg, a, err);
+}
+
+typedef struct {
+    const char *model_type, *architecture, *prefix;
+    const name_row *names;
+    size_t n_names;
+    lmq_code (*config)(json_t *cfg, lmq_arch *a, lmq_err *err);
+    const char *notes;
+} hf_family;
+
+static const hf_family FAMILIES[] = {
+    { "gpt2", "GPT2LMHeadModel", "transformer.", GPT2_NAMES, sizeof GPT2_NAMES / sizeof GPT2_NAMES[0],
+      gpt2_config,
+      "gpt2 Conv1D weights (c_attn, attn.c_proj, c_fc, mlp.c_proj) transposed to [out, in]; fused c_attn kept as "
+      "attn_qkv (q|k|v rows)" },
+    { "llama", "LlamaForCausalLM", "model.", LLAMA_NAMES, sizeof LLAMA_NAMES / sizeof LLAMA_NAMES[0],
+      llama_config, "rope: half (HF rotate_half), q/k rows kept as stored" },
+};
+#define N_FAMILIES (sizeof FAMILIES / sizeof FAMILIES[0])
+
+static lmq_code pick_family(json_t *cfg, const hf_family **out, lmq_err *err)
+{
+    json_t *mt = json_object_get(cfg, "model_type"), *archs = json_object_get(cfg, "architectures");
+    const char *arch = json_string_value(json_array_get(archs, 0));
+    if (mt && !json_is_string(mt))
+        return lmq_fail(err, LMQ_E_FORMAT, "config.json: model_type is not a string");
+    if (!mt && !arch)
+        return lmq_fail(err, LMQ_E_FORMAT, "config.json: neither model_type nor architectures is given");
+    for (size_t i = 0; i < N_FAMILIES; i++) {
+        const hf_family *f = &FAMILIES[i];
+        if (mt ? strcmp(json_string_value(mt), f->model_type) : strcmp(arch, f->architecture))
+            continue;
+        if (arch && strcmp(arch, f->architecture))
+            return lmq_fail(err, LMQ_E_UNSUPPORTED,
+                            "config.json: architecture %s is not supported for model_type %s (lmq reads %s)", arch,
+                            f->model_type, f->architecture);
+        *out = f;
+        return LMQ_OK;
+    }
+    return lmq_fail(err, LMQ_E_UNSUPPORTED,
+                    "config.json: unsupported %s \"%s\" (lmq reads gpt2 / GPT2LMHeadModel and llama / "
+                    "LlamaForCausalLM)",
+                    mt ? "model_type" : "architecture", mt ? json_string_value(mt) : arch);
+}
+
+/* ---- name patterns ------------------------------------------------------------------------ */
+
+/* Matches name against pattern; *layer gets the "{L}" value (-1 when the pattern has none). */
+static int pattern_match(const char *pat, const char *name, int *layer)
+{
+    const char *ph = strstr(pat, "{L}");
+    *layer = -1;
+    if (!ph)
+        return !strcmp(pat, name);
+    size_t pre = (size_t)(ph - pat);
+    if (strncmp(pat, name, pre))
+        return 0;
+    const char *d = name + pre;
+    long v = 0;
+    int n = 0;
+    while (d[n] >= '0' && d[n] <= '9' && n < 7)
+        v = v * 10 + (d[n++] - '0');
+    if (n == 0 || (n > 1 && d[0] == '0') || strcmp(d + n, ph + 3))
+        return 0;
+    *layer = (int)v;
+    return 1;
+}
+
+static void pattern_expand(const char *pat, int layer, char *out, size_t cap)
+{
+    const char *ph = strstr(pat, "{L}");
+    if (ph)
+        snprintf(out, cap, "%.*s%d%s", (int)(ph - pat), pat, layer, ph + 3);
+    else
+        snprintf(out, cap, "%s", pat);
+}
+
+/* ---- the import ------------------------------------------------------------------------ */
+
+typedef struct {
+    const char *src;
+    const hf_family *fam;
+    char dir[PATH_CAP];    /* where config.json, the index and the shards are */
+    char index[PATH_CAP];  /* empty for a single file */
+    lmq_blob config, index_blob;
+    st_file *shards; /* sorted by file name */
+    int n_shards;
+    char **origin; /* origin[i]: the source name of model tensor i */
+    int n_origin;
+    int prefixed;  /* the checkpoint's names carry the family prefix */
+    unsigned dtypes_seen;
+} hf_ctx;
+
+static lmq_code join(char *out, const char *dir, const char *name, lmq_err *err)
+{
+    if (snprintf(out, PATH_CAP, "%s/%s", dir, name) >= PATH_CAP)
+        return lmq_fail(err, LMQ_E_ARG, "%s/%s: path too long", dir, name);
+    return LMQ_OK;
+}
+
+static int is_file(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && !strcmp(s + n - k, suffix);
+}
+
+static void dir_of(const char *path, char *out)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(out, PATH_CAP, ".");
+    else if (slash == path)
+        snprintf(out, PATH_CAP, "/");
+    else
+        snprintf(out, PATH_CAP, "%.*s", (int)(slash - path), path);
+}
+
+static void append_note(lmq_model *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void append_note(lmq_model *m, const char *fmt, ...)
+{
+    size_t n = strlen(m->notes);
+    if (n + 3 >= sizeof m->notes)
+        return;
+    if (n)
+        n += (size_t)snprintf(m->notes + n, sizeof m->notes - n, "; ");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(m->notes + n, sizeof m->notes - n, fmt, ap);
+    va_end(ap);
+}
+
+static lmq_code open_shard(hf_ctx *x, const char *name, lmq_err *err)
+{
+    char path[PATH_CAP];
+    lmq_code c = join(path, x->dir, name, err);
+    if (!c && !(c = st_open(path, &x->shards[x->n_shards], err)))
+        x->n_shards++;
+    return c;
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The shards an index names, each opened once, checked against the weight map both ways. */
+static lmq_code open_sharded(hf_ctx *x, lmq_err *err)
+{
+    lmq_code c = lmq_blob_open(x->index, &x->index_blob, err);
+    if (c)
+        return c;
+    json_error_t je;
+    json_t *root = json_loadb((const char *)x->index_blob.data, x->index_blob.size, JSON_REJECT_DUPLICATES, &je);
+    json_t *wm = json_object_get(root, "weight_map");
+    const char **names = NULL;
+    size_t n_names = 0;
+    if (!root)
+        c = lmq_fail(err, LMQ_E_FORMAT, "%s: not valid JSON: %s (line %d)", x->index, je.text, je.line);
+    else if (!json_is_object(wm) || json_object_size(wm) == 0)
+        c = lmq_fail(err, LMQ_E_FORMAT, "%s: no weight_map object (tensor name -> shard file)", x->index);
+    else if (!(names = calloc(json_object_size(wm), sizeof *names)))
+        c = lmq_fail(err, LMQ_E_NOMEM, "out of memory");
+    const char *key;
+    json_t *v;
+    if (!c)
+        json_object_foreach(wm, key, v) {
+            const char *s = json_string_value(v);
+            if (!s || !*s || strchr(s, '/') || !strcmp(s, ".") || !strcmp(s, "..")) {
+                c = lmq_fail(err, LMQ_E_FORMAT, "%s: weight_map entry %s is not a plain shard file name", x->index,
+                             key);
+                break;
+            }
+            size_t k = 0;
+            while (k < n_names && strcmp(names[k], s))
+                k++;
+            if (k < n_names)
+                continue;
+            char path[PATH_CAP];
+            if ((c = join(path, x->dir, s, err)))
+                break;
+            if (!is_file(path)) {
+                c = lmq_fail(err, LMQ_E_IO, "%s: shard %s (holding tensor %s) is missing: no file %s", x->index,
+                             s, key, path);
+                break;
+            }
+            names[n_names++] = s;
+        }
+    if (!c) {
+        qsort(names, n_names, sizeof *names, by_name);
+        if (!(x->shards = calloc(n_names, sizeof *x->shards)))
+            c = lmq_fail(err, LMQ_E_NOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < n_names && !c; i++)
+        c = open_shard(x, names[i], err);
+    if (!c)
+        json_object_foreach(wm, key, v) {
+            size_t k = 0;
+            while (strcmp(names[k], json_string_value(v)))
+                k++;
+            if (!st_find(&x->shards[k], key)) {
+                c = lmq_fail(err, LMQ_E_FORMAT, "%s: tensor %s is mapped to shard %s, which does not hold it",
+                             x->index, key, names[k]);
+                break;
+            }
+        }
+    for (int s = 0; s < x->n_shards && !c; s++)
+        for (int i = 0; i < x->shards[s].n_tensors && !c; i++) {
+            const char *t = x->shards[s].tensors[i].name;
+            const char *mapped = json_string_value(json_object_get(wm, t));
+            if (!mapped)
+                c = lmq_fail(err, LMQ_E_FORMAT, "%s: tensor %s is not listed in the index %s", x->shards[s].path, t,
+                             x->index);
+            else if (strcmp(mapped, names[s]))
+                c = lmq_fail(err, LMQ_E_FORMAT, "%s: tensor %s is in two shards: %s (where the index puts it) and %s",
+                             x->index, t, mapped, names[s]);
+        }
+    free(names);
+    json_decref(root);
+    return c;
+}
+
+/* Decides what src is and opens config.json and the weights. */
+static lmq_code open_source(hf_ctx *x, lmq_err *err)
+{
+    struct stat st;
+    if (stat(x->src, &st) != 0)
+        return lmq_fail(err, LMQ_E_IO, "%s: no such file or directory", x->src);
+    char single[PATH_CAP] = "";
+    lmq_code c = LMQ_OK;
+    if (S_ISDIR(st.st_mode)) {
+        snprintf(x->dir, sizeof x->dir, "%s", x->src);
+        if ((c = join(x->index, x->dir, "model.safetensors.index.json", err)) ||
+            (c = join(single, x->dir, "model.safetensors", err)))
+            return c;
+        if (!is_file(x->index)) {
+            x->index[0] = '\0';
+            if (!is_file(single))
+                return lmq_fail(err, LMQ_E_IO,
+                                "%s: no model.safetensors or model.safetensors.index.json in it (for a llama2.c "
+                                "checkpoint, name its .bin file)",
+                                x->src);
+        }
+    } else {
+        dir_of(x->src, x->dir);
+        snprintf(ends_with(x->src, ".index.json") ? x->index : single, PATH_CAP, "%s", x->src);
+    }
+    char config[PATH_CAP];
+    if ((c = join(config, x->dir, "config.json", err)))
+        return c;
+    if (!is_file(config))
+        return lmq_fail(err, LMQ_E_IO, "%s: no config.json beside the weights (looked for %s)", x->src, config);
+    if ((c = lmq_blob_open(config, &x->config, err)))
+        return c;
+    if (x->index[0])
+        return open_sharded(x, err);
+    if (!(x->shards = calloc(1, sizeof *x->shards)))
+        return lmq_fail(err, LMQ_E_NOMEM, "out of memory");
+    if ((c = st_open(single, &x->shards[0], err)))
+        return c;
+    x->n_shards = 1;
+    return LMQ_OK;
+}
+
+static lmq_code read_config(hf_ctx *x, lmq_model *m, lmq_err *err)
+{
+    json_error_t je;
+    json_t *cfg = json_loadb((const char *)x->config.data, x->config.size, JSON_REJECT_DUPLICATES, &je);
+    lmq_code c;
+    if (!cfg)
+        c = lmq_fail(err, LMQ_E_FORMAT, "config.json: not valid JSON: %s (line %d)", je.text, je.line);
+    else if (!json_is_object(cfg))
+        c = lmq_fail(err, LMQ_E_FORMAT, "config.json: not a JSON object");
+    else if (!(c = pick_family(cfg, &x->fam, err)))
+        c = x->fam->config(cfg, &m->arch, err);
+    json_decref(cfg);
+    return c ? lmq_err_prefix(err, "%s: ", x->dir) : LMQ_OK;
+}
+
+/* The table row for a source tensor name (family prefix optional), or NULL. */
+static const name_row *lookup(const hf_ctx *x, const char *name, int *layer)
+{
+    size_t plen = strlen(x->fam->prefix);
+    const char *bare = strncmp(name, x->fam->prefix, plen) ? name : name + plen;
+    for (size_t i = 0; i < x->fam->n_names; i++)
+        if (pattern_match(x->fam->names[i].hf, bare, layer))
+            return &x->fam->names[i];
+    return NULL;
+}
+
+/* Reads t as fp32 in canonical orientation into a new model tensor named canon. */
+static lmq_code load_tensor(hf_ctx *x, lmq_model *m, const st_file *f, const st_tensor *t, const char *canon,
+                            int transpose, lmq_err *err)
+{
+    if (t->ndim < 1 || t->ndim > LMQ_MAX_DIMS || (transpose && t->ndim != 2))
+        return lmq_fail(err, LMQ_E_FORMAT, "%s: tensor %s: %d dimensions, expected %s", f->path, t->name, t->ndim,
+                        transpose ? "2 (a Conv1D weight)" : "1 to 4");
+    int64_t dims[LMQ_MAX_DIMS];
+    for (int i = 0; i < t->ndim; i++)
+        dims[i] = t->shape[transpose ? 1 - i : i];
+    const lmq_tensor *dup = lmq_model_find(m, canon);
+    if (dup)
+        return lmq_fail(err, LMQ_E_FORMAT, "%s: tensors %s and %s are both %s", f->path, x->origin[dup - m->tensors],
+                        t->name, canon);
+    lmq_tensor *out;
+    lmq_code c = lmq_model_add(m, canon, t->ndim, dims, &out, err);
+    if (c)
+        return lmq_err_prefix(err, "%s: tensor %s: ", f->path, t->name);
+    if (!(x->origin[m->n_tensors - 1] = strdup(t->name)))
+        return lmq_fail(err, LMQ_E_NOMEM, "out of memory");
+    x->dtypes_seen |= 1u << t->dtype;
+    if (!transpose)
+        return st_read_f32(f, t, out->data, err);
+    float *tmp = malloc((size_t)t->numel * sizeof *tmp);
+    if (!tmp)
+        return lmq_fail(err, LMQ_E_NOMEM, "%s: tensor %s: out of memory", f->path, t->name);
+    if (!(c = st_read_f32(f, t, tmp, err))) {
+        const int64_t rows = t->shape[0], cols = t->shape[1]; /* stored [in, out] */
+        for (int64_t i = 0; i < rows; i++)
+            for (int64_t j = 0; j < cols; j++)
+                out->data[j * rows + i] = tmp[i * cols + j];
+    }
+    free(tmp);
+    return c;
+}
+
+/* lm_head.weight: kept as output.weight unless the config ties it and it repeats tok_embd. */
+static lmq_code load_classifier(hf_ctx *x, lmq_model *m, const st_file *f, const st_tensor *t, lmq_err *err)
+{
+    lmq_code c = load_tensor(x, m, f, t, "output.weight", 0, err);
+    if (c || !m->arch.tied_embedding)
+        return c;
+    const lmq_tensor *out = &m->tensors[m->n_tensors - 1], *emb = lmq_model_find(m, "tok_embd.weight");
+    if (emb && out->ndim == emb->ndim && !memcmp(out->shape, emb->shape, sizeof out->shape) &&
+        !memcmp(out->data, emb->data, (size_t)lmq_tensor_numel(out) * sizeof(float))) {
+        free(m->tensors[--m->n_tensors].data);
+        free(x->origin[m->n_tensors]);
+        x->origin[m->n_tensors] = NULL;
+        append_note(m, "%s equals the token embedding: tied, dropped", t->name);
+    } else {
+        m->arch.tied_embedding = 0;
+        append_note(m, "%s differs from the token embedding: untied, kept as output.weight", t->name);
+    }
+    return LMQ_OK;
+}
+
+static lmq_code load_weights(hf_ctx *x, lmq_model *m, lmq_err *err)
+{
+    int total = 0;
+    for (int s = 0; s < x->n_shards; s++)
+        total += x->shards[s].n_tensors;
+    if (!(x->origin = calloc((size_t)total + 1, sizeof *x->origin)))
+        return lmq_fail(err, LMQ_E_NOMEM, "out of memory");
+    x->n_origin = total + 1;
+    const st_file *cf = NULL;
+    const st_tensor *ct = NULL;
+    int ignored = 0;
+    for (int s = 0; s < x->n_shards; s++) {
+        const st_file *f = &x->shards[s];
+        for (int i = 0; i < f->n_tensors; i++) {
+            const st_tensor *t = &f->tensors[i];
+            int layer;
+            const name_row *row = lookup(x, t->name, &layer);
+            if (!row)
+                return lmq_fail(err, LMQ_E_FORMAT, "%s: unexpected tensor %s (not part of %s)", f->path, t->name,
+                                x->fam->architecture);
+            if (layer >= m->arch.n_layers)
+                return lmq_fail(err, LMQ_E_FORMAT, "%s: unexpected tensor %s: layer %d, but config.json has %d",
+                                f->path, t->name, layer, m->arch.n_layers);
+            x->prefixed |= !strncmp(t->name, x->fam->prefix, strlen(x->fam->prefix));
+            if (row->kind == MAP_IGNORE) {
+                ignored++;
+                continue;
+            }
+            if (row->kind == MAP_CLASSIFIER) {
+                if (ct)
+                    return lmq_fail(err, LMQ_E_FORMAT, "%s: tensors %s and %s are both the classifier", f->path,
+                                    ct->name, t->name);
+                cf = f;
+                ct = t;
+                continue;
+            }
+            char canon[LMQ_NAME_MAX];
+            pattern_expand(row->canon, layer, canon, sizeof canon);
+            lmq_code c = load_tensor(x, m, f, t, canon, row->kind == MAP_TRANSPOSE, err);
+            if (c)
+                return c;
+        }
+    }
+    if (ignored)
+        append_note(m, "%d non-weight buffers ignored", ignored);
+    /* Last, so that the tied embedding it may repeat is already loaded. */
+    if (ct)
+        return load_classifier(x, m, cf, ct, err);
+    if (m->arch.tied_embedding)
+        append_note(m, "classifier tied to the token embedding");
+    return LMQ_OK;
+}
+
+/* Adds the source tensor's name to a validation error about a canonical tensor. */
+static void name_origin(const hf_ctx *x, const lmq_model *m, lmq_err *err)
+{
+    char canon[LMQ_NAME_MAX];
+    if (sscanf(err->msg, "tensor %127[^:]:", canon) != 1)
+        return;
+    char hf[2 * LMQ_NAME_MAX] = "";
+    for (int i = 0; i < m->n_tensors; i++)
+        if (!strcmp(m->tensors[i].name, canon))
+            snprintf(hf, sizeof hf, "%s", x->origin[i]);
+    for (size_t i = 0; i < x->fam->n_names && !hf[0]; i++) {
+        int layer;
+        const name_row *r = &x->fam->names[i];
+        if (r->canon && pattern_match(r->canon, canon, &layer)) {
+            char bare[LMQ_NAME_MAX];
+            pattern_expand(r->hf, layer, bare, sizeof bare);
+            snprintf(hf, sizeof hf, "%s%s", x->prefixed && r->kind != MAP_CLASSIFIER ? x->fam->prefix : "", bare);
+        }
+    }
+    if (hf[0]) {
+        size_t n = strlen(err->msg);
+        snprintf(err->msg + n, sizeof err->msg - n, " (checkpoint tensor %s)", hf);
+    }
+}
+
+/* XXH3-64 over config.json, the index and the shards in order: what the model came from. */
+static void checksum(hf_ctx *x, lmq_model *m)
+{
+    XXH3_state_t *s = XXH3_createState();
+    if (!s)
+        return;
+    XXH3_64bits_reset(s);
+    XXH3_64bits_update(s, x->config.data, x->config.size);
+    if (x->index[0])
+        XXH3_64bits_update(s, x->index_blob.data, x->index_blob.size);
+    for (int i = 0; i < x->n_shards; i++)
+        XXH3_64bits_update(s, x->shards[i].blob.data, x->shards[i].blob.size);
+    m->source_checksum = XXH3_64bits_digest(s);
+    XXH3_freeState(s);
+}
+
+/* ---- tokenizer files ------------------------------------------------------------------- */
+
+/* A tokenizer file by name (suffix), the kind it implies, what it is stored as, and the file
+ * that must come with it. Rows with `searched` are looked for (as `stored`) beside a
+ * checkpoint, in this order; a llama2.c tokenizer may also be a lone tok*.bin. */
+static const struct {
+    const char *suffix;
+    lmq_tok_kind kind;
+    const char *stored, *companion;
+    int searched;
+} TOKENIZERS[] = {
+    { "vocab.json", LMQ_TOK_GPT2, "vocab.json", "merges.txt", 1 },
+    { "merges.txt", LMQ_TOK_GPT2, "merges.txt", "vocab.json", 0 },
+    { "tokenizer.json", LMQ_TOK_HF_JSON, "tokenizer.json", NULL, 1 },
+    { ".bin", LMQ_TOK_LLAMA2C, "tokenizer.bin", NULL, 1 },
+};
+#define N_TOKENIZERS (sizeof TOKENIZERS / sizeof TOKENIZERS[0])
+#define TOK_LLAMA2C_ROW (N_TOKENIZERS - 1)
+
+static lmq_code carry_file(lmq_model *m, const char *path, const char *stored, lmq_err *err)
+{
+    lmq_blob b;
+    lmq_code c = lmq_blob_open(path, &b, err);
+    if (c)
+        return c;
+    uint8_t *copy = b.size ? malloc(b.size) : NULL;
+    if (!b.size)
+        c = lmq_fail(err, LMQ_E_FORMAT, "%s: tokenizer file is empty", path);
+    else if (!copy)
+        c = lmq_fail(err, LMQ_E_NOMEM, "%s: out of memory", path);
+    else {
+        memcpy(copy, b.data, b.size);
+        c = lmq_model_add_file(m, stored, copy, b.size, err);
+    }
+    lmq_blob_close(&b);
+    return c;
+}
+
+/* Carries the tokenizer file at path (and its companion beside it), as TOKENIZERS[k] says. */
+static lmq_code carry_tokenizer(lmq_model *m, const char *path, size_t k, lmq_err *err)
+{
+    const char *comp = TOKENIZERS[k].companion;
+    lmq_code c = carry_file(m, path, TOKENIZERS[k].stored, err);
+    if (!c && comp) {
+        char dir[PATH_CAP], other[PATH_CAP];
+        dir_of(path, dir);
+        if (!(c = join(other, dir, comp, err)))
+            c = is_file(other) ? carry_file(m, other, comp, err)
+                               : lmq_fail(err, LMQ_E_IO, "%s: found without %s beside it", path, comp);
+    }
+    if (c)
+        return c;
+    m->arch.tokenizer = TOKENIZERS[k].kind;
+    const char *base = strrchr(path, '/');
+    append_note(m, "tokenizer: %s%s%s (from %s)", TOKENIZERS[k].stored, comp ? " + " : "", comp ? comp : "",
+                base ? base + 1 : path);
+    return LMQ_OK;
+}
+
+/* A llama2.c tokenizer named tok*.bin in dir, when exactly one is there (out untouched if none). */
+static lmq_code find_tok_bin(const char *dir, char *out, lmq_err *err)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return LMQ_OK;
+    struct dirent *e;
+    int found = 0;
+    char first[256] = "";
+    lmq_code c = LMQ_OK;
+    while ((e = readdir(d)) && !c) {
+        if (strncmp(e->d_name, "tok", 3) || !ends_with(e->d_name, ".bin"))
+            continue;
+        if (found++)
+            c = lmq_fail(err, LMQ_E_ARG, "%s: several tokenizers (%s, %s): choose one with --tokenizer", dir, first,
+                         e->d_name);
+        else
+            snprintf(first, sizeof first, "%s", e->d_name);
+    }
+    closedir(d);
+    if (!c && found)
+        c = join(out, dir, first, err);
+    return c;
+}
+
+static lmq_code tokenizer_in_dir(lmq_model *m, const char *dir, const char *what, lmq_err *err)
+{
+    char path[PATH_CAP];
+    lmq_code c;
+    for (size_t k = 0; k < N_TOKENIZERS; k++) {
+        if (!TOKENIZERS[k].searched)
+            continue;
+        if ((c = join(path, dir, TOKENIZERS[k].stored, err)))
+            return c;
+        if (is_file(path))
+            return carry_tokenizer(m, path, k, err);
+    }
+    path[0] = '\0';
+    if ((c = find_tok_bin(dir, path, err)))
+        return c;
+    if (path[0])
+        return carry_tokenizer(m, path, TOK_LLAMA2C_ROW, err);
+    return lmq_fail(err, LMQ_E_ARG,
+                    "%s: no tokenizer found (vocab.json + merges.txt, tokenizer.json, tokenizer.bin or tok*.bin); "
+                    "pass --tokenizer FILE",
+                    what);
+}
+
+static lmq_code add_tokenizer(hf_ctx *x, lmq_model *m, const char *given, lmq_err *err)
+{
+    struct stat st;
+    if (!given)
+        return tokenizer_in_dir(m, x->dir, x->src, err);
+    if (stat(given, &st) != 0)
+        return lmq_fail(err, LMQ_E_IO, "%s: tokenizer not found", given);
+    if (S_ISDIR(st.st_mode))
+        return tokenizer_in_dir(m, given, given, err);
+    for (size_t k = 0; k < N_TOKENIZERS; k++)
+        if (ends_with(given, TOKENIZERS[k].suffix))
+            return carry_tokenizer(m, given, k, err);
+    return lmq_fail(err, LMQ_E_ARG,
+                    "%s: not a tokenizer lmq knows (vocab.json, merges.txt, tokenizer.json or a llama2.c .bin)", given);
+}
+
+static void close_ctx(hf_ctx *x)
+{
+    for (int i = 0; i < x->n_shards; i++)
+        st_close(&x->shards[i]);
+    free(x->shards);
+    for (int i = 0; i < x->n_origin; i++)
+        free(x->origin[i]);
+    free(x->origin);
+    if (x->config.data)
+        lmq_blob_close(&x->config);
+    if (x->index_blob.data)
+        lmq_blob_close(&x->index_blob);
+}
+
+lmq_code lmq_convert_hf(const char *src, const lmq_convert_opts *opts, lmq_model *out, lmq_err *err)
+{
+    lmq_model_init(out);
+    hf_ctx x = { .src = src };
+    lmq_code c;
+    if ((c = open_source(&x, err)) || (c = read_config(&x, out, err)))
+        goto done;
+    append_note(out, "%s", x.fam->notes);
+    if ((c = load_weights(&x, out, err)))
+        goto done;
+    if ((c = lmq_model_validate(out, err))) {
+        name_origin(&x, out, err);
+        lmq_err_prefix(err, "%s: ", src);
+        goto done;
+    }
+    char widened[64] = "";
+    for (int d = 0; d < ST_DTYPE_COUNT; d++)
+        if (d != ST_F32 && (x.dtypes_seen & (1u << d)))
+            snprintf(widened + strlen(widened), sizeof widened - strlen(widened), "%s%s", widened[0] ? "+" : "",
+                     st_dtype_name((st_dtype)d));
+    if (widened[0])
+        append_note(out, "%s weights widened to fp32 exactly", widened);
+    if ((c = add_tokenizer(&x, out, opts ? opts->tokenizer : NULL, err)))
+        goto done;
+    snprintf(out->source, sizeof out->source, "%s", src);
+    checksum(&x, out);
+done:
+    close_ctx(&x);
+    if (c)
+        lmq_model_free(out);
+    return c;
+}

@@ -1,0 +1,87 @@
+/* safetensors files: an 8-byte little-endian header length N, N bytes of JSON
+ * ({"name": {"dtype", "shape", "data_offsets": [begin, end]}, ..., "__metadata__": {str: str}}),
+ * then the data region the offsets point into, row-major, little-endian.
+ * st_open validates the whole header (lengths, offsets, sizes, overlaps) before anything is
+ * read; st_read_f32 converts F32/F16/BF16 exactly to fp32. Every error names the file and,
+ * where there is one, the tensor. */
+#ifndef LMQ_SAFETENSORS_H
+#define LMQ_SAFETENSORS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+#include "common/file.h"
+
+#define ST_MAX_DIMS 8
+#define ST_MAX_HEADER 100000000u /* bytes of JSON; larger headers are refused */
+
+/* Every dtype the safetensors format defines. The first three are the ones lmq reads and
+ * writes; the others are recognised (so their byte sizes are checked) but not converted. */
+typedef enum {
+    ST_F32 = 0,
+    ST_F16,
+    ST_BF16,
+    ST_F64,
+    ST_I64,
+    ST_U64,
+    ST_I32,
+    ST_U32,
+    ST_I16,
+    ST_U16,
+    ST_I8,
+    ST_U8,
+    ST_BOOL,
+    ST_F8_E4M3,
+    ST_F8_E5M2,
+    ST_F8_E8M0,
+    ST_F6_E2M3,
+    ST_F6_E3M2,
+    ST_F4,
+    ST_DTYPE_COUNT
+} st_dtype;
+
+typedef struct {
+    char *name; /* owned */
+    st_dtype dtype;
+    int ndim; /* 0 for a scalar */
+    int64_t shape[ST_MAX_DIMS];
+    int64_t numel;
+    uint64_t begin, end; /* byte offsets into the data region */
+} st_tensor;
+
+typedef struct {
+    char *path; /* owned copy, for messages */
+    lmq_blob blob;
+    const uint8_t *data; /* the data region */
+    uint64_t data_size;
+    st_tensor *tensors; /* in header order */
+    int n_tensors;
+    int n_metadata; /* entries of __metadata__ */
+} st_file;
+
+const char *st_dtype_name(st_dtype t);
+
+/* Maps path and validates its header. On failure f is left closed. */
+lmq_code st_open(const char *path, st_file *f, lmq_err *err);
+void st_close(st_file *f);
+
+const st_tensor *st_find(const st_file *f, const char *name);
+
+/* Converts tensor t (of f) to fp32 into out[t->numel]. Unsupported dtypes fail here. */
+lmq_code st_read_f32(const st_file *f, const st_tensor *t, float *out, lmq_err *err);
+
+/* A tensor to write: data is fp32 and is rounded to dtype (round-to-nearest-even). */
+typedef struct {
+    const char *name;
+    st_dtype dtype; /* ST_F32, ST_F16 or ST_BF16 */
+    int ndim;
+    const int64_t *shape;
+    const float *data;
+} st_out;
+
+/* Writes a safetensors file atomically: tensors in the given order, packed, the header padded
+ * with spaces to a multiple of 8 bytes, "__metadata__": {"format": "pt"}. */
+lmq_code st_write(const char *path, const st_out *tensors, int n, lmq_err *err);
+
+#endif

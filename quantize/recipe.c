@@ -1,0 +1,658 @@
+/* Recipe parser (libyaml's document API, which keeps every node's line) and resolver. */
+#include "quantize/recipe.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+#include <yaml.h>
+
+#include "common/file.h"
+
+/* ---- schemes ---- */
+
+/* What a scheme allows: float schemes store no scales; fp8 stores one scale per row;
+ * integer schemes choose their granularity and symmetry. */
+typedef enum { KIND_FLOAT, KIND_FP8, KIND_INT } scheme_kind;
+
+static const struct {
+    const char *name;
+    lmq_dtype dtype;
+    scheme_kind kind;
+} SCHEMES[] = {
+    { "f32", LMQ_T_F32, KIND_FLOAT },          { "fp16", LMQ_T_F16, KIND_FLOAT },
+    { "bf16", LMQ_T_BF16, KIND_FLOAT },        { "fp8_e4m3", LMQ_T_F8_E4M3, KIND_FP8 },
+    { "fp8_e5m2", LMQ_T_F8_E5M2, KIND_FP8 },   { "int8", LMQ_T_INT8, KIND_INT },
+    { "int4", LMQ_T_INT4, KIND_INT },          { "int3", LMQ_T_INT3, KIND_INT },
+    { "int2", LMQ_T_INT2, KIND_INT },
+};
+#define N_SCHEMES (int)(sizeof SCHEMES / sizeof SCHEMES[0])
+#define SCHEME_LIST "f32, fp16, bf16, fp8_e4m3, fp8_e5m2, int8, int4, int3, int2"
+
+static const struct {
+    const char *name;  /* as a recipe writes it */
+    const char *label; /* as q_scheme_label writes it (group: "g<size>") */
+    lmq_gran gran;
+} GRANS[] = {
+    { "tensor", "per-tensor", LMQ_GRAN_TENSOR },
+    { "channel", "per-channel", LMQ_GRAN_CHANNEL },
+    { "group", NULL, LMQ_GRAN_GROUP },
+};
+#define N_GRANS (int)(sizeof GRANS / sizeof GRANS[0])
+
+static int scheme_index(lmq_dtype dtype)
+{
+    for (int i = 0; i < N_SCHEMES; i++)
+        if (SCHEMES[i].dtype == dtype)
+            return i;
+    return -1;
+}
+
+const char *q_scheme_name(lmq_dtype dtype)
+{
+    int i = scheme_index(dtype);
+    return i < 0 ? NULL : SCHEMES[i].name;
+}
+
+int q_scheme_from_name(const char *name, lmq_dtype *dtype)
+{
+    for (int i = 0; i < N_SCHEMES; i++)
+        if (strcmp(SCHEMES[i].name, name) == 0) {
+            *dtype = SCHEMES[i].dtype;
+            return 1;
+        }
+    return 0;
+}
+
+const char *q_scheme_label(const lmq_qparams *qp, char *buf, size_t cap)
+{
+    if (!cap)
+        return buf;
+    const char *name = q_scheme_name((lmq_dtype)qp->dtype);
+    int len = name ? snprintf(buf, cap, "%s", name) : snprintf(buf, cap, "dtype-%u", qp->dtype);
+    for (int i = 0; i < N_GRANS && len >= 0 && (size_t)len < cap; i++)
+        if (GRANS[i].gran == qp->gran)
+            len += GRANS[i].label ? snprintf(buf + len, cap - (size_t)len, " %s", GRANS[i].label)
+                                  : snprintf(buf + len, cap - (size_t)len, " g%u", (unsigned)qp->group);
+    int k = scheme_index((lmq_dtype)qp->dtype);
+    if (k >= 0 && SCHEMES[k].kind == KIND_INT && len >= 0 && (size_t)len < cap)
+        snprintf(buf + len, cap - (size_t)len, " %s", qp->asym ? "asym" : "sym");
+    return buf;
+}
+
+/* ---- glob ---- */
+
+int q_glob_match(const char *p, const char *s)
+{
+    /* Greedy with one backtrack point: on a mismatch after a '*', let that '*' eat one more
+     * character. Linear in practice, never exponential. */
+    const char *star = NULL, *resume = NULL;
+    while (*s) {
+        if (*p == '*') {
+            star = ++p;
+            resume = s;
+        } else if (*p == '?' || *p == *s) {
+            p++;
+            s++;
+        } else if (star) {
+            p = star;
+            s = ++resume;
+        } else {
+            return 0;
+        }
+    }
+    while (*p == '*')
+        p++;
+    return *p == '\0';
+}
+
+/* ---- parser ---- */
+
+typedef struct {
+    yaml_document_t *doc;
+    const char *path;
+    lmq_err *err;
+} pctx;
+
+static int line_of(const yaml_node_t *n) { return (int)n->start_mark.line + 1; }
+
+/* "<path>:<line>: <key>: <message>" */
+__attribute__((format(printf, 4, 5))) static lmq_code perr(pctx *c, int line, const char *key,
+                                                           const char *fmt, ...)
+{
+    char msg[640];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return lmq_fail(c->err, LMQ_E_RECIPE, "%s:%d: %s: %s", c->path, line, key, msg);
+}
+
+static const char *type_name(const yaml_node_t *n)
+{
+    return n->type == YAML_SEQUENCE_NODE ? "a list" : n->type == YAML_MAPPING_NODE ? "a mapping" : "a string";
+}
+
+static const char *scalar(const yaml_node_t *n) { return (const char *)n->data.scalar.value; }
+
+static int is_plain(const yaml_node_t *n) { return n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE; }
+
+/* A scalar's text; a NUL inside it (a "\0" escape) is refused so C strings stay whole. */
+static lmq_code get_string(pctx *c, const yaml_node_t *n, const char *key, const char **out)
+{
+    if (n->type != YAML_SCALAR_NODE)
+        return perr(c, line_of(n), key, "expected a string, got %s", type_name(n));
+    if (strlen(scalar(n)) != n->data.scalar.length)
+        return perr(c, line_of(n), key, "contains a NUL character");
+    *out = scalar(n);
+    return LMQ_OK;
+}
+
+static lmq_code get_bool(pctx *c, const yaml_node_t *n, const char *key, int *out)
+{
+    static const char *const T[] = { "true", "True", "TRUE" }, *const F[] = { "false", "False", "FALSE" };
+    if (n->type != YAML_SCALAR_NODE)
+        return perr(c, line_of(n), key, "expected true or false, got %s", type_name(n));
+    for (int i = 0; i < 3 && is_plain(n); i++)
+        if (strcmp(scalar(n), T[i]) == 0 || strcmp(scalar(n), F[i]) == 0) {
+            *out = strcmp(scalar(n), T[i]) == 0;
+            return LMQ_OK;
+        }
+    return perr(c, line_of(n), key, "expected true or false, got '%s'", scalar(n));
+}
+
+/* A plain unsigned decimal integer up to 2^32 - 1. */
+static lmq_code get_uint(pctx *c, const yaml_node_t *n, const char *key, uint32_t *out)
+{
+    if (n->type != YAML_SCALAR_NODE)
+        return perr(c, line_of(n), key, "expected an integer, got %s", type_name(n));
+    const char *s = scalar(n);
+    uint64_t v = 0;
+    size_t len = strlen(s);
+    int ok = is_plain(n) && len > 0 && len <= 10 && len == n->data.scalar.length;
+    for (size_t i = 0; ok && i < len; i++) {
+        ok = s[i] >= '0' && s[i] <= '9';
+        v = v * 10 + (uint64_t)(s[i] - '0');
+    }
+    if (!ok || v > UINT32_MAX)
+        return perr(c, line_of(n), key, "expected an integer, got '%s'", s);
+    *out = (uint32_t)v;
+    return LMQ_OK;
+}
+
+static char *dup_str(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d)
+        memcpy(d, s, n);
+    return d;
+}
+
+/* Names are canonical tensor names; anything outside their alphabet is a typo or a wildcard
+ * lmq does not have ([...], {...}), and is better refused than left to match nothing. */
+static int pattern_char_ok(char ch)
+{
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+           ch == '.' || ch == '_' || ch == '-' || ch == '*' || ch == '?';
+}
+
+static lmq_code add_pattern(pctx *c, const yaml_node_t *n, const char *key, q_pattern **arr, int *count)
+{
+    const char *s;
+    lmq_code rc = get_string(c, n, key, &s);
+    if (rc)
+        return rc;
+    if (!*s)
+        return perr(c, line_of(n), key, "empty pattern");
+    if (strlen(s) >= LMQ_NAME_MAX)
+        return perr(c, line_of(n), key, "pattern longer than %d characters", LMQ_NAME_MAX - 1);
+    for (const char *p = s; *p; p++)
+        if (!pattern_char_ok(*p))
+            return perr(c, line_of(n), key,
+                        "pattern '%s': character '%c' cannot appear in a tensor name pattern "
+                        "(names use letters, digits, '.', '_'; the wildcards are '*' and '?')",
+                        s, *p);
+    q_pattern *grown = realloc(*arr, (size_t)(*count + 1) * sizeof **arr);
+    if (!grown)
+        return lmq_fail(c->err, LMQ_E_NOMEM, "%s: out of memory", c->path);
+    *arr = grown;
+    grown[*count].line = line_of(n);
+    if (!(grown[*count].text = dup_str(s)))
+        return lmq_fail(c->err, LMQ_E_NOMEM, "%s: out of memory", c->path);
+    (*count)++;
+    return LMQ_OK;
+}
+
+/* A pattern or a list of patterns. */
+static lmq_code get_patterns(pctx *c, const yaml_node_t *n, const char *key, q_pattern **arr, int *count)
+{
+    if (n->type == YAML_SCALAR_NODE)
+        return add_pattern(c, n, key, arr, count);
+    if (n->type != YAML_SEQUENCE_NODE)
+        return perr(c, line_of(n), key, "expected a pattern or a list of patterns, got %s", type_name(n));
+    for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top; it++) {
+        const yaml_node_t *item = yaml_document_get_node(c->doc, *it);
+        if (!item)
+            return perr(c, line_of(n), key, "malformed list");
+        if (item->type != YAML_SCALAR_NODE)
+            return perr(c, line_of(item), key, "expected a pattern (string), got %s", type_name(item));
+        lmq_code rc = add_pattern(c, item, key, arr, count);
+        if (rc)
+            return rc;
+    }
+    return LMQ_OK;
+}
+
+/* Reads a mapping's pairs into vals[] by key (NULL when absent), refusing keys not in keys[]
+ * and keys given twice. where is the key path of the mapping ("" at the top). */
+static lmq_code collect(pctx *c, const yaml_node_t *map, const char *where, const char *const *keys,
+                        int n_keys, const yaml_node_t **vals, int *key_lines)
+{
+    char path[96];
+    for (yaml_node_pair_t *pr = map->data.mapping.pairs.start; pr < map->data.mapping.pairs.top; pr++) {
+        const yaml_node_t *k = yaml_document_get_node(c->doc, pr->key);
+        const yaml_node_t *v = yaml_document_get_node(c->doc, pr->value);
+        if (!k || !v)
+            return perr(c, line_of(map), *where ? where : "(top)", "malformed mapping");
+        if (k->type != YAML_SCALAR_NODE)
+            return perr(c, line_of(k), *where ? where : "(top)", "a key must be a plain name, got %s",
+                        type_name(k));
+        snprintf(path, sizeof path, "%s%s%.40s", where, *where ? "." : "", scalar(k));
+        int i = 0;
+        while (i < n_keys && strcmp(keys[i], scalar(k)) != 0)
+            i++;
+        if (i == n_keys) {
+            char known[128] = "";
+            for (int j = 0; j < n_keys; j++)
+                snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", j ? ", " : "", keys[j]);
+            return perr(c, line_of(k), path, "unknown key (known keys: %s)", known);
+        }
+        if (vals[i])
+            return perr(c, line_of(k), path, "duplicate key (first given at line %d)", key_lines[i]);
+        vals[i] = v;
+        key_lines[i] = line_of(k);
+    }
+    return LMQ_OK;
+}
+
+enum { RK_MATCH, RK_SCHEME, RK_GRAN, RK_GROUP, RK_SYM, RK_N };
+static const char *const RULE_KEYS[RK_N] = { "match", "scheme", "granularity", "group", "symmetric" };
+
+static lmq_code parse_rule(pctx *c, const yaml_node_t *n, int index, q_rule *rule)
+{
+    char where[32], key[64];
+    snprintf(where, sizeof where, "rules[%d]", index);
+#define KEY(k) (snprintf(key, sizeof key, "%s.%s", where, RULE_KEYS[k]), key)
+    rule->line = line_of(n);
+    if (n->type != YAML_MAPPING_NODE)
+        return perr(c, line_of(n), where, "expected a rule (a mapping with match and scheme), got %s",
+                    type_name(n));
+    const yaml_node_t *v[RK_N] = { 0 };
+    int kl[RK_N] = { 0 };
+    lmq_code rc = collect(c, n, where, RULE_KEYS, RK_N, v, kl);
+    if (rc)
+        return rc;
+    if (!v[RK_MATCH])
+        return perr(c, rule->line, KEY(RK_MATCH), "required key is missing");
+    if ((rc = get_patterns(c, v[RK_MATCH], KEY(RK_MATCH), &rule->match, &rule->n_match)))
+        return rc;
+    if (rule->n_match == 0)
+        return perr(c, line_of(v[RK_MATCH]), KEY(RK_MATCH), "empty list: a rule must match something");
+
+    if (!v[RK_SCHEME])
+        return perr(c, rule->line, KEY(RK_SCHEME), "required key is missing");
+    const char *s;
+    if ((rc = get_string(c, v[RK_SCHEME], KEY(RK_SCHEME), &s)))
+        return rc;
+    lmq_dtype dtype;
+    if (!q_scheme_from_name(s, &dtype))
+        return perr(c, line_of(v[RK_SCHEME]), key, "unknown scheme '%s' (known: " SCHEME_LIST ")", s);
+    scheme_kind kind = SCHEMES[scheme_index(dtype)].kind;
+    rule->qp.dtype = (uint16_t)dtype;
+
+    /* granularity: integer schemes must say; fp8 has one scale per row; float schemes none. */
+    rule->qp.gran = (uint8_t)(kind == KIND_FLOAT ? LMQ_GRAN_NONE : kind == KIND_FP8 ? LMQ_GRAN_CHANNEL : 0);
+    if (v[RK_GRAN]) {
+        if (kind == KIND_FLOAT)
+            return perr(c, kl[RK_GRAN], KEY(RK_GRAN),
+                        "does not apply to %s (float schemes store no scales; granularity is for "
+                        "integer and fp8 schemes)", s);
+        const char *g;
+        if ((rc = get_string(c, v[RK_GRAN], KEY(RK_GRAN), &g)))
+            return rc;
+        int i = 0;
+        while (i < N_GRANS && strcmp(GRANS[i].name, g) != 0)
+            i++;
+        if (i == N_GRANS)
+            return perr(c, line_of(v[RK_GRAN]), key, "unknown granularity '%s' (tensor, channel or group)", g);
+        if (kind == KIND_FP8 && GRANS[i].gran != LMQ_GRAN_CHANNEL)
+            return perr(c, line_of(v[RK_GRAN]), key, "%s takes granularity channel only, not '%s'", s, g);
+        rule->qp.gran = (uint8_t)GRANS[i].gran;
+    } else if (kind == KIND_INT) {
+        return perr(c, rule->line, KEY(RK_GRAN), "required for %s (tensor, channel or group)", s);
+    }
+
+    if (rule->qp.gran == LMQ_GRAN_GROUP) {
+        if (!v[RK_GROUP])
+            return perr(c, kl[RK_GRAN], KEY(RK_GROUP), "granularity group needs a group size");
+        if ((rc = get_uint(c, v[RK_GROUP], KEY(RK_GROUP), &rule->qp.group)))
+            return rc;
+        uint32_t g = rule->qp.group;
+        if (g < 16 || (g & (g - 1)) != 0 || g > Q_GROUP_MAX)
+            return perr(c, line_of(v[RK_GROUP]), key, "%u is not a power of two from 16 to %u", g, Q_GROUP_MAX);
+    } else if (v[RK_GROUP]) {
+        return perr(c, kl[RK_GROUP], KEY(RK_GROUP), "given without granularity: group");
+    }
+
+    if (v[RK_SYM]) {
+        if (kind != KIND_INT)
+            return perr(c, kl[RK_SYM], KEY(RK_SYM), "applies to integer schemes only, not %s", s);
+        int sym = 1;
+        if ((rc = get_bool(c, v[RK_SYM], KEY(RK_SYM), &sym)))
+            return rc;
+        rule->qp.asym = (uint8_t)!sym;
+    }
+#undef KEY
+    return LMQ_OK;
+}
+
+static int name_ok(const char *s)
+{
+    if (!*s)
+        return 0;
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '.' || *s == '_' || *s == '-'))
+            return 0;
+    return 1;
+}
+
+enum { TK_NAME, TK_DESC, TK_RULES, TK_IGNORE, TK_N };
+static const char *const TOP_KEYS[TK_N] = { "name", "description", "rules", "ignore" };
+
+static lmq_code parse_root(pctx *c, const yaml_node_t *root, q_recipe *r)
+{
+    if (root->type != YAML_MAPPING_NODE)
+        return perr(c, line_of(root), "(top)", "a recipe is a mapping with keys name, rules, ...; got %s",
+                    type_name(root));
+    const yaml_node_t *v[TK_N] = { 0 };
+    int kl[TK_N] = { 0 };
+    lmq_code rc = collect(c, root, "", TOP_KEYS, TK_N, v, kl);
+    if (rc)
+        return rc;
+
+    const char *s;
+    if (!v[TK_NAME])
+        return perr(c, line_of(root), "name", "required key is missing");
+    if ((rc = get_string(c, v[TK_NAME], "name", &s)))
+        return rc;
+    if (!name_ok(s) || strlen(s) >= Q_RECIPE_NAME_MAX)
+        return perr(c, line_of(v[TK_NAME]), "name", "'%s' is not a recipe name ([a-z0-9._-]+, at most %d characters)",
+                    s, Q_RECIPE_NAME_MAX - 1);
+    snprintf(r->name, sizeof r->name, "%s", s);
+
+    if (v[TK_DESC]) {
+        if ((rc = get_string(c, v[TK_DESC], "description", &s)))
+            return rc;
+        if (!(r->description = dup_str(s)))
+            return lmq_fail(c->err, LMQ_E_NOMEM, "%s: out of memory", c->path);
+    }
+
+    if (!v[TK_RULES])
+        return perr(c, line_of(root), "rules", "required key is missing");
+    const yaml_node_t *rules = v[TK_RULES];
+    if (rules->type != YAML_SEQUENCE_NODE)
+        return perr(c, line_of(rules), "rules", "expected a list of rules, got %s", type_name(rules));
+    int n = (int)(rules->data.sequence.items.top - rules->data.sequence.items.start);
+    if (n == 0)
+        return perr(c, kl[TK_RULES], "rules", "empty: a recipe needs at least one rule");
+    if (!(r->rules = calloc((size_t)n, sizeof *r->rules)))
+        return lmq_fail(c->err, LMQ_E_NOMEM, "%s: out of memory", c->path);
+    for (int i = 0; i < n; i++) {
+        const yaml_node_t *item = yaml_document_get_node(c->doc, rules->data.sequence.items.start[i]);
+        if (!item)
+            return perr(c, line_of(rules), "rules", "malformed list");
+        r->n_rules = i + 1; /* so q_recipe_free sees this rule's patterns */
+        if ((rc = parse_rule(c, item, i, &r->rules[i])))
+            return rc;
+    }
+
+    if (v[TK_IGNORE])
+        return get_patterns(c, v[TK_IGNORE], "ignore", &r->ignore, &r->n_ignore);
+    return LMQ_OK;
+}
+
+static lmq_code yaml_error(pctx *c, const yaml_parser_t *p)
+{
+    char ctx[256] = "";
+    if (p->context)
+        snprintf(ctx, sizeof ctx, " (%s at line %zu)", p->context, p->context_mark.line + 1);
+    return lmq_fail(c->err, LMQ_E_RECIPE, "%s:%zu:%zu: malformed YAML: %s%s", c->path, p->problem_mark.line + 1,
+                    p->problem_mark.column + 1, p->problem ? p->problem : "parse error", ctx);
+}
+
+static lmq_code parse_text(pctx *c, q_recipe *r)
+{
+    yaml_parser_t parser;
+    yaml_document_t doc, extra;
+    if (!yaml_parser_initialize(&parser))
+        return lmq_fail(c->err, LMQ_E_NOMEM, "%s: out of memory", c->path);
+    yaml_parser_set_input_string(&parser, (const unsigned char *)r->text, r->text_len);
+    lmq_code rc;
+    if (!yaml_parser_load(&parser, &doc)) {
+        rc = yaml_error(c, &parser);
+        yaml_parser_delete(&parser);
+        return rc;
+    }
+    c->doc = &doc;
+    const yaml_node_t *root = yaml_document_get_root_node(&doc);
+    if (!root) {
+        rc = lmq_fail(c->err, LMQ_E_RECIPE, "%s:1: (top): empty recipe (needs name and rules)", c->path);
+    } else if (!(rc = parse_root(c, root, r))) {
+        /* One recipe per file: a second document would be silently dropped otherwise. */
+        if (!yaml_parser_load(&parser, &extra)) {
+            rc = yaml_error(c, &parser);
+        } else {
+            const yaml_node_t *second = yaml_document_get_root_node(&extra);
+            if (second)
+                rc = perr(c, line_of(second), "(top)", "a second YAML document; a recipe file holds one");
+            yaml_document_delete(&extra);
+        }
+    }
+    yaml_document_delete(&doc);
+    yaml_parser_delete(&parser);
+    return rc;
+}
+
+static void free_patterns(q_pattern *p, int n)
+{
+    for (int i = 0; i < n; i++)
+        free(p[i].text);
+    free(p);
+}
+
+void q_recipe_free(q_recipe *r)
+{
+    for (int i = 0; i < r->n_rules; i++)
+        free_patterns(r->rules[i].match, r->rules[i].n_match);
+    free(r->rules);
+    free_patterns(r->ignore, r->n_ignore);
+    free(r->description);
+    free(r->text);
+    free(r->path);
+    memset(r, 0, sizeof *r);
+}
+
+lmq_code q_recipe_parse(const char *text, size_t len, const char *label, q_recipe *r, lmq_err *err)
+{
+    memset(r, 0, sizeof *r);
+    if (len > Q_RECIPE_MAX_BYTES)
+        return lmq_fail(err, LMQ_E_RECIPE, "%s: %zu bytes; a recipe may have at most %u", label, len,
+                        Q_RECIPE_MAX_BYTES);
+    r->path = dup_str(label);
+    r->text = malloc(len + 1);
+    if (!r->path || !r->text) {
+        q_recipe_free(r);
+        return lmq_fail(err, LMQ_E_NOMEM, "%s: out of memory", label);
+    }
+    memcpy(r->text, text, len);
+    r->text[len] = '\0';
+    r->text_len = len;
+    r->checksum = XXH3_64bits(r->text, len);
+    pctx c = { NULL, r->path, err };
+    lmq_code rc = parse_text(&c, r);
+    if (rc)
+        q_recipe_free(r);
+    return rc;
+}
+
+lmq_code q_recipe_load(const char *path, q_recipe *r, lmq_err *err)
+{
+    memset(r, 0, sizeof *r);
+    lmq_blob b;
+    lmq_code rc = lmq_blob_open(path, &b, err);
+    if (rc)
+        return rc;
+    rc = q_recipe_parse((const char *)b.data, b.size, path, r, err);
+    lmq_blob_close(&b);
+    return rc;
+}
+
+/* ---- resolver ---- */
+
+static int needs_matrix(lmq_dtype dtype) { return SCHEMES[scheme_index(dtype)].kind != KIND_FLOAT; }
+
+static int any_match(const q_pattern *p, int n, const char *name)
+{
+    for (int i = 0; i < n; i++)
+        if (q_glob_match(p[i].text, name))
+            return 1;
+    return 0;
+}
+
+/* Every pattern must match a tensor; a pattern of a matrix-only rule must match a matrix (its
+ * 1-D matches are passed over, but one that matches only 1-D tensors is a mistake). */
+static lmq_code check_pattern(const q_recipe *r, const q_pattern *p, const char *key, int rule,
+                              const q_tensor_ref *t, int n, lmq_err *err)
+{
+    int first = -1, matrices = 0;
+    for (int i = 0; i < n; i++)
+        if (q_glob_match(p->text, t[i].name)) {
+            if (first < 0)
+                first = i;
+            matrices += t[i].ndim >= 2;
+        }
+    if (first < 0)
+        return lmq_fail(err, LMQ_E_RECIPE, "%s:%d: pattern '%s' matches no tensor (%s)", r->path, p->line,
+                        p->text, key);
+    if (rule >= 0 && !matrices && needs_matrix((lmq_dtype)r->rules[rule].qp.dtype)) {
+        const char *s = q_scheme_name((lmq_dtype)r->rules[rule].qp.dtype);
+        return lmq_fail(err, LMQ_E_RECIPE,
+                        "%s:%d: pattern '%s' gives %s to 1-D tensor '%s' and matches no matrix (%s, rule at "
+                        "line %d); %s applies to matrices only; 1-D tensors (norms, biases) take f32, fp16 "
+                        "or bf16",
+                        r->path, p->line, p->text, s, t[first].name, key, r->rules[rule].line, s);
+    }
+    return LMQ_OK;
+}
+
+static void decide(const q_recipe *r, const q_tensor_ref *t, q_plan_entry *e)
+{
+    snprintf(e->name, sizeof e->name, "%s", t->name);
+    e->qp = (lmq_qparams){ .dtype = LMQ_T_F32, .gran = LMQ_GRAN_NONE };
+    if (any_match(r->ignore, r->n_ignore, t->name)) {
+        e->keep_reason = Q_KEEP_IGNORED;
+        return;
+    }
+    for (int i = 0; i < r->n_rules; i++) {
+        const q_rule *rule = &r->rules[i];
+        if (!any_match(rule->match, rule->n_match, t->name))
+            continue;
+        if (t->ndim < 2 && needs_matrix((lmq_dtype)rule->qp.dtype)) {
+            if (!e->rule_line)
+                e->rule_line = rule->line; /* passed over; a later rule may still take it */
+            continue;
+        }
+        e->qp = rule->qp;
+        e->rule_line = rule->line;
+        return;
+    }
+    e->keep_reason = e->rule_line ? Q_KEEP_ONLY_MATRICES : Q_KEEP_NO_RULE;
+}
+
+void q_plan_free(q_plan *plan)
+{
+    free(plan->entries);
+    plan->entries = NULL;
+    plan->n = 0;
+}
+
+lmq_code q_recipe_resolve(const q_recipe *r, const q_tensor_ref *tensors, int n_tensors, int tied,
+                          q_plan *plan, lmq_err *err)
+{
+    memset(plan, 0, sizeof *plan);
+    int tok = -1;
+    if (n_tensors < 0)
+        return lmq_fail(err, LMQ_E_ARG, "%s: negative tensor count", r->path);
+    for (int i = 0; i < n_tensors; i++) {
+        if (!tensors[i].name || strlen(tensors[i].name) >= LMQ_NAME_MAX)
+            return lmq_fail(err, LMQ_E_ARG, "%s: tensor %d has no name or one too long", r->path, i);
+        if (tied && strcmp(tensors[i].name, "output.weight") == 0)
+            return lmq_fail(err, LMQ_E_ARG, "%s: a tied model has no separate output.weight", r->path);
+        if (strcmp(tensors[i].name, "tok_embd.weight") == 0)
+            tok = i;
+    }
+    if (tied && tok < 0)
+        return lmq_fail(err, LMQ_E_ARG, "%s: tied model without tok_embd.weight", r->path);
+
+    /* The classifier use of a tied embedding is addressed as output.weight. */
+    int n = n_tensors + (tied ? 1 : 0);
+    q_tensor_ref *all = malloc((size_t)(n ? n : 1) * sizeof *all);
+    q_plan_entry *entries = calloc((size_t)(n ? n : 1), sizeof *entries);
+    if (!all || !entries) {
+        free(all);
+        free(entries);
+        return lmq_fail(err, LMQ_E_NOMEM, "%s: out of memory", r->path);
+    }
+    if (n_tensors)
+        memcpy(all, tensors, (size_t)n_tensors * sizeof *all);
+    if (tied)
+        all[n_tensors] = (q_tensor_ref){ "output.weight", tensors[tok].ndim };
+
+    lmq_code rc = LMQ_OK;
+    char key[32];
+    for (int i = 0; i < r->n_ignore && !rc; i++)
+        rc = check_pattern(r, &r->ignore[i], "ignore", -1, all, n, err);
+    for (int k = 0; k < r->n_rules && !rc; k++)
+        for (int i = 0; i < r->rules[k].n_match && !rc; i++) {
+            snprintf(key, sizeof key, "rules[%d].match", k);
+            rc = check_pattern(r, &r->rules[k].match[i], key, k, all, n, err);
+        }
+    if (!rc) {
+        for (int i = 0; i < n; i++)
+            decide(r, &all[i], &entries[i]);
+        if (tied)
+            entries[n_tensors].derived_from_tied = 1;
+        plan->entries = entries;
+        plan->n = n;
+    } else {
+        free(entries);
+    }
+    free(all);
+    return rc;
+}
+
+lmq_code q_recipe_resolve_model(const q_recipe *r, const lmq_model *m, q_plan *plan, lmq_err *err)
+{
+    q_tensor_ref *refs = malloc((size_t)(m->n_tensors ? m->n_tensors : 1) * sizeof *refs);
+    if (!refs) {
+        memset(plan, 0, sizeof *plan);
+        return lmq_fail(err, LMQ_E_NOMEM, "%s: out of memory", r->path);
+    }
+    for (int i = 0; i < m->n_tensors; i++)
+        refs[i] = (q_tensor_ref){ m->tensors[i].name, m->tensors[i].ndim };
+    lmq_code rc = q_recipe_resolve(r, refs, m->n_tensors, m->arch.tied_embedding, plan, err);
+    free(refs);
+    return rc;
+}

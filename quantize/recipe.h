@@ -1,0 +1,106 @@
+/* Recipes: which scheme applies to which tensor, by glob pattern over canonical names.
+ * recipes/README.md documents the YAML format for users; this is its parser and resolver.
+ *
+ * q_recipe_load/q_recipe_parse check everything that can be checked without a model (keys,
+ * types, values, combinations) and keep the raw text and its XXH3-64 checksum for the
+ * manifest. q_recipe_resolve applies the recipe to a model's tensor names and checks what
+ * needs the names (every pattern matches something, integer schemes only on matrices).
+ * Every error names the recipe file, the line and the key. */
+#ifndef LMQ_RECIPE_H
+#define LMQ_RECIPE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+#include "formats/dtype.h"
+#include "formats/model.h"
+
+#define Q_RECIPE_NAME_MAX 64
+#define Q_RECIPE_MAX_BYTES (1u << 20) /* recipes are small; a larger file is refused */
+#define Q_GROUP_MAX 65536u
+#define Q_LABEL_MAX 48
+
+typedef struct {
+    char *text; /* owned, as written (only * and ? are special) */
+    int line;   /* 1-based line in the recipe file */
+} q_pattern;
+
+typedef struct {
+    q_pattern *match;
+    int n_match;
+    lmq_qparams qp;
+    int line; /* line of the rule (its list item) */
+} q_rule;
+
+typedef struct {
+    char *path; /* as given to q_recipe_load, or the label given to q_recipe_parse */
+    char name[Q_RECIPE_NAME_MAX];
+    char *description; /* NULL when absent */
+    q_rule *rules;
+    int n_rules;
+    q_pattern *ignore;
+    int n_ignore;
+    char *text; /* the raw recipe text, NUL-terminated; embedded in the manifest */
+    size_t text_len;
+    uint64_t checksum; /* XXH3_64bits over text[0..text_len) */
+} q_recipe;
+
+/* Reads and parses the recipe file at path. On failure *r is left empty (q_recipe_free is
+ * harmless on it). */
+lmq_code q_recipe_load(const char *path, q_recipe *r, lmq_err *err);
+/* Parses recipe text held in memory; label stands for the file name in messages. */
+lmq_code q_recipe_parse(const char *text, size_t len, const char *label, q_recipe *r, lmq_err *err);
+void q_recipe_free(q_recipe *r);
+
+/* One tensor of the model, as the resolver needs it. */
+typedef struct {
+    const char *name; /* canonical name (formats/model.h) */
+    int ndim;         /* 1: norm weight or bias, which only float schemes may take */
+} q_tensor_ref;
+
+/* Reasons a tensor keeps its source precision (keep_reason below). */
+#define Q_KEEP_IGNORED "ignored by recipe"
+#define Q_KEEP_NO_RULE "no rule matches"
+#define Q_KEEP_ONLY_MATRICES "1-D tensor; the rules that match it apply to matrices only"
+
+typedef struct {
+    char name[LMQ_NAME_MAX];
+    lmq_qparams qp;          /* f32 (source precision) when keep_reason is set */
+    const char *keep_reason; /* NULL: qp comes from a rule; else one of Q_KEEP_* */
+    int rule_line;           /* the rule that decided (or, for Q_KEEP_ONLY_MATRICES, the first
+                                one that passed the tensor over); 0 for none */
+    int derived_from_tied;   /* 1: output.weight, the classifier use of the tied tok_embd.weight */
+} q_plan_entry;
+
+typedef struct {
+    q_plan_entry *entries; /* entries[i] is tensors[i] for i < n_tensors; a tied model adds
+                              output.weight last */
+    int n;
+} q_plan;
+
+/* Resolves the recipe against a model's tensors. tied: the classifier is tok_embd.weight;
+ * then tok_embd.weight must be among the tensors and output.weight must not, and the plan
+ * gets an entry for each use. On failure *plan is left empty. */
+lmq_code q_recipe_resolve(const q_recipe *r, const q_tensor_ref *tensors, int n_tensors, int tied,
+                          q_plan *plan, lmq_err *err);
+/* The same over a model in memory (its tensors in order, arch.tied_embedding). */
+lmq_code q_recipe_resolve_model(const q_recipe *r, const lmq_model *m, q_plan *plan, lmq_err *err);
+void q_plan_free(q_plan *plan);
+
+/* fnmatch-style glob without FNM_PATHNAME: '*' matches any run of characters (dots too),
+ * '?' one character, everything else itself. */
+int q_glob_match(const char *pattern, const char *name);
+
+/* Scheme names as recipes and manifests write them ("int4", "fp8_e4m3", "fp16", ...).
+ * q_scheme_name returns NULL for a dtype that is no scheme; q_scheme_from_name returns 0 for
+ * an unknown name. */
+const char *q_scheme_name(lmq_dtype dtype);
+int q_scheme_from_name(const char *name, lmq_dtype *dtype);
+
+/* A human label for qparams: "fp16", "int8 per-channel sym", "int4 g128 asym",
+ * "int8 per-tensor sym", "fp8_e4m3 per-channel". Writes at most cap bytes (Q_LABEL_MAX is
+ * always enough for valid qparams) and returns buf. */
+const char *q_scheme_label(const lmq_qparams *qp, char *buf, size_t cap);
+
+#endif

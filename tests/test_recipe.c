@@ -1,0 +1,837 @@
+/* quantize/recipe: parser errors (file, line, key), resolution semantics (first match, ignore,
+ * 1-D tensors, tied embeddings) and every shipped recipe against both fixture architectures. */
+#include <dirent.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "common/file.h"
+#include "formats/llama2c.h"
+#include "quantize/recipe.h"
+#include "tests/testutil.h"
+
+/* ---- canonical name lists, written out from formats/model.h's header comment ---- */
+
+typedef struct {
+    char names[160][LMQ_NAME_MAX];
+    q_tensor_ref refs[160];
+    int n;
+} names_t;
+
+static void add(names_t *m, int ndim, const char *fmt, ...)
+{
+    ck_assert_int_lt(m->n, 160);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(m->names[m->n], LMQ_NAME_MAX, fmt, ap);
+    va_end(ap);
+    m->refs[m->n] = (q_tensor_ref){ m->names[m->n], ndim };
+    m->n++;
+}
+
+static void llama_names(names_t *m, int layers)
+{
+    m->n = 0;
+    add(m, 2, "tok_embd.weight");
+    for (int i = 0; i < layers; i++) {
+        add(m, 1, "blk.%d.attn_norm.weight", i);
+        add(m, 2, "blk.%d.attn_q.weight", i);
+        add(m, 2, "blk.%d.attn_k.weight", i);
+        add(m, 2, "blk.%d.attn_v.weight", i);
+        add(m, 2, "blk.%d.attn_out.weight", i);
+        add(m, 1, "blk.%d.ffn_norm.weight", i);
+        add(m, 2, "blk.%d.ffn_gate.weight", i);
+        add(m, 2, "blk.%d.ffn_up.weight", i);
+        add(m, 2, "blk.%d.ffn_down.weight", i);
+    }
+    add(m, 1, "out_norm.weight");
+}
+
+static void gpt2_names(names_t *m, int layers)
+{
+    static const char *const kinds[] = { "attn_norm", "attn_qkv", "attn_out", "ffn_norm", "ffn_up", "ffn_down" };
+    static const int weight_ndim[] = { 1, 2, 2, 1, 2, 2 };
+    m->n = 0;
+    add(m, 2, "tok_embd.weight");
+    add(m, 2, "pos_embd.weight");
+    for (int i = 0; i < layers; i++)
+        for (int k = 0; k < 6; k++) {
+            add(m, weight_ndim[k], "blk.%d.%s.weight", i, kinds[k]);
+            add(m, 1, "blk.%d.%s.bias", i, kinds[k]);
+        }
+    add(m, 1, "out_norm.weight");
+    add(m, 1, "out_norm.bias");
+}
+
+/* ---- helpers ---- */
+
+static lmq_code parse(const char *text, q_recipe *r, lmq_err *e)
+{
+    return q_recipe_parse(text, strlen(text), "recipe.yaml", r, e);
+}
+
+/* The text must fail to parse with a message holding every given substring (NULL-ended). */
+static void parse_fails(const char *text, ...)
+{
+    q_recipe r;
+    lmq_err e = { 0 };
+    lmq_code rc = parse(text, &r, &e);
+    ck_assert_msg(rc == LMQ_E_RECIPE, "parsed (rc %d) but should not:\n%s", rc, text);
+    ck_assert_ptr_null(r.rules);
+    va_list ap;
+    va_start(ap, text);
+    for (const char *s; (s = va_arg(ap, const char *));)
+        ck_assert_msg(strstr(e.msg, s), "message '%s' lacks '%s'", e.msg, s);
+    va_end(ap);
+    q_recipe_free(&r);
+}
+
+/* Parses text (which must be valid) and resolves it against m; returns the resolver's code. */
+static lmq_code resolve(const char *text, const names_t *m, int tied, q_plan *plan, lmq_err *e)
+{
+    q_recipe r;
+    ck_assert_msg(parse(text, &r, e) == LMQ_OK, "%s", e->msg);
+    lmq_code rc = q_recipe_resolve(&r, m->refs, m->n, tied, plan, e);
+    q_recipe_free(&r);
+    return rc;
+}
+
+static const q_plan_entry *entry(const q_plan *p, const char *name)
+{
+    for (int i = 0; i < p->n; i++)
+        if (strcmp(p->entries[i].name, name) == 0)
+            return &p->entries[i];
+    ck_abort_msg("no plan entry %s", name);
+    return NULL;
+}
+
+static void expect_qp(const q_plan_entry *e, lmq_dtype dtype, lmq_gran gran, uint32_t group, int asym)
+{
+    ck_assert_msg(e->keep_reason == NULL, "%s kept: %s", e->name, e->keep_reason);
+    ck_assert_int_eq(e->qp.dtype, dtype);
+    ck_assert_int_eq(e->qp.gran, gran);
+    ck_assert_uint_eq(e->qp.group, group);
+    ck_assert_int_eq(e->qp.asym, asym);
+}
+
+static void expect_kept(const q_plan_entry *e, const char *reason)
+{
+    ck_assert_ptr_nonnull(e->keep_reason);
+    ck_assert_str_eq(e->keep_reason, reason);
+    ck_assert_int_eq(e->qp.dtype, LMQ_T_F32);
+    ck_assert_int_eq(e->qp.gran, LMQ_GRAN_NONE);
+}
+
+/* ---- parser errors: file, line and key in every message ---- */
+
+START_TEST(err_unknown_keys)
+{
+    parse_fails("name: x\nrules:\n  - match: \"*\"\n    scheme: fp16\nfoo: 1\n", "recipe.yaml:5: foo: unknown key",
+                NULL);
+    parse_fails("name: x\nrules:\n  - match: \"*\"\n    scheme: int8\n    granularity: channel\n    sym: true\n",
+                "recipe.yaml:6: rules[0].sym: unknown key", "symmetric", NULL);
+    parse_fails("name: x\nrules:\n  - match: \"*\"\n    scheme: fp16\n  - match: \"*\"\n    scheem: fp16\n",
+                "recipe.yaml:6: rules[1].scheem: unknown key", NULL);
+}
+END_TEST
+
+START_TEST(err_wrong_types)
+{
+    parse_fails("name: [a]\nrules:\n  - match: \"*\"\n    scheme: fp16\n", "recipe.yaml:1: name: expected a string, got a list",
+                NULL);
+    parse_fails("name: x\nrules: int4\n", "recipe.yaml:2: rules: expected a list of rules, got a string", NULL);
+    parse_fails("name: x\nrules:\n  - \"*\"\n", "recipe.yaml:3: rules[0]: expected a rule", NULL);
+    parse_fails("name: x\nrules:\n  - match: {a: b}\n    scheme: fp16\n",
+                "recipe.yaml:3: rules[0].match: expected a pattern or a list of patterns, got a mapping", NULL);
+    parse_fails("name: x\nrules:\n  - match:\n      - \"*.weight\"\n      - [a]\n    scheme: fp16\n",
+                "recipe.yaml:5: rules[0].match: expected a pattern (string), got a list", NULL);
+    parse_fails("name: x\nrules:\n  - match: \"*\"\n    scheme: int8\n    granularity: channel\n    symmetric: yes\n",
+                "recipe.yaml:6: rules[0].symmetric: expected true or false, got 'yes'", NULL);
+    parse_fails("name: x\nrules:\n  - match: \"*\"\n    scheme: int8\n    granularity: group\n    group: \"128\"\n",
+                "recipe.yaml:6: rules[0].group: expected an integer, got '128'", NULL);
+    parse_fails("name: x\nrules:\n  - match: \"*\"\n    scheme: int8\n    granularity: group\n    group: 12a\n",
+                "recipe.yaml:6: rules[0].group: expected an integer", NULL);
+    parse_fails("name: x\nrules:\n  - match: \"*\"\n    scheme: int8\n    granularity: group\n    group: -32\n",
+                "recipe.yaml:6: rules[0].group: expected an integer", NULL);
+    parse_fails("name: x\nrules:\n  - match: \"*\"\n    scheme: [int8]\n", "recipe.yaml:4: rules[0].scheme: expected a string",
+                NULL);
+    parse_fails("name: x\nrules:\n  - match: \"*\"\n    scheme: fp16\nignore: {a: 1}\n",
+                "recipe.yaml:5: ignore: expected a pattern or a list of patterns, got a mapping", NULL);
+    parse_fails("- name: x\n", "recipe.yaml:1: (top): a recipe is a mapping", NULL);
+    parse_fails("name: x\ndescription: \"a\\0b\"\nrules:\n  - match: \"*\"\n    scheme: fp16\n",
+                "recipe.yaml:2: description: contains a NUL", NULL);
+    parse_fails("? [a]\n: 1\n", "recipe.yaml:1: (top): a key must be a plain name, got a list", NULL);
+}
+END_TEST
+
+START_TEST(err_bad_values)
+{
+    parse_fails("name: x\nrules:\n  - match: \"*\"\n    scheme: int5\n", "recipe.yaml:4: rules[0].scheme: unknown scheme 'int5'",
+                NULL);
+    const char *bad_groups[] = { "100", "8", "0", "1", "131072", "4294967296" };
+    for (size_t i = 0; i < sizeof bad_groups / sizeof *bad_groups; i++) {
+        char text[256];
+        snprintf(text, sizeof text, "name: x\nrules:\n  - match: \"*\"\n    scheme: int4\n    granularity: group\n"
+                                    "    group: %s\n", bad_groups[i]);
+        parse_fails(text, "recipe.yaml:6: rules[0].group: ", NULL);
+    }
+    parse_fails("name: x\nrules:\n  - match: \"*\"\n    scheme: int4\n    granularity: group\n    group: 100\n",
+                "not a power of two from 16", NULL);
+    parse_fails("name: x\nrules:\n  - match: \"*\"\n    scheme: int4\n    granularity: channel\n    group: 128\n",
+                "recipe.yaml:6: rules[0].group: given without granularity: group", NULL);
+    parse_fails("name: x\nrules:\n  - match: \"*\"\n    scheme: fp16\n    group: 128\n",
+                "recipe.yaml:5: rules[0].group: given without granularity: group", NULL);
+    parse_fails("name: x\nrules:\n  - match: \"*\"\n    scheme: fp16\n    symmetric: true\n",
+                "recipe.yaml:5: rules[0].symmetric: applies to integer schemes only, not fp16", NULL);
+    parse_fails("name: x\nrules:\n  - match: \"*\"\n    scheme: fp8_e4m3\n    symmetric: false\n",
+                "recipe.yaml:5: rules[0].symmetric: applies to integer schemes only, not fp8_e4m3", NULL);
+    parse_fails("name: x\nrules:\n  - match: \"*\"\n    scheme: fp16\n    granularity: channel\n",
+                "recipe.yaml:5: rules[0].granularity: does not apply to fp16", NULL);
+    parse_fails("name: x\nrules:\n  - match: \"*\"\n    scheme: bf16\n    granularity: tensor\n",
+                "recipe.yaml:5: rules[0].granularity: does not apply to bf16", NULL);
+    parse_fails("name: x\nrules:\n  - match: \"*\"\n    scheme: fp8_e5m2\n    granularity: group\n    group: 32\n",
+                "recipe.yaml:5: rules[0].granularity: fp8_e5m2 takes granularity channel only", NULL);
+    parse_fails("name: x\nrules:\n  - match: \"*\"\n    scheme: int8\n    granularity: row\n",
+                "recipe.yaml:5: rules[0].granularity: unknown granularity 'row'", NULL);
+    parse_fails("name: Int4 G128\nrules:\n  - match: \"*\"\n    scheme: fp16\n", "recipe.yaml:1: name: 'Int4 G128' is not",
+                NULL);
+    parse_fails("name: \"\"\nrules:\n  - match: \"*\"\n    scheme: fp16\n", "recipe.yaml:1: name:", NULL);
+    parse_fails("name: x\nrules:\n  - match: \"blk.[0-3].*\"\n    scheme: fp16\n",
+                "recipe.yaml:3: rules[0].match: pattern 'blk.[0-3].*': character '['", NULL);
+    parse_fails("name: x\nrules:\n  - match: \"*\"\n    scheme: fp16\nignore: [\"a\", \"\"]\n",
+                "recipe.yaml:5: ignore: empty pattern", NULL);
+}
+END_TEST
+
+START_TEST(err_missing_and_empty)
+{
+    parse_fails("name: x\nrules: []\n", "recipe.yaml:2: rules: empty", NULL);
+    parse_fails("name: x\ndescription: no rules\n", "recipe.yaml:1: rules: required key is missing", NULL);
+    parse_fails("rules:\n  - match: \"*\"\n    scheme: fp16\n", "recipe.yaml:1: name: required key is missing", NULL);
+    parse_fails("name: x\nrules:\n  - match: \"*\"\n", "recipe.yaml:3: rules[0].scheme: required key is missing", NULL);
+    parse_fails("name: x\nrules:\n  - scheme: fp16\n", "recipe.yaml:3: rules[0].match: required key is missing", NULL);
+    parse_fails("name: x\nrules:\n  - match: []\n    scheme: fp16\n", "recipe.yaml:3: rules[0].match: empty list", NULL);
+    parse_fails("name: x\nrules:\n  - match: \"*\"\n    scheme: int4\n", "recipe.yaml:3: rules[0].granularity: required for int4",
+                NULL);
+    parse_fails("name: x\nrules:\n  - match: \"*\"\n    scheme: int4\n    granularity: group\n",
+                "recipe.yaml:5: rules[0].group: granularity group needs a group size", NULL);
+    parse_fails("", "recipe.yaml:1: (top): empty recipe", NULL);
+    parse_fails("# only a comment\n", "recipe.yaml:1: (top): empty recipe", NULL);
+}
+END_TEST
+
+START_TEST(err_duplicates)
+{
+    parse_fails("name: x\nrules:\n  - match: \"*\"\n    scheme: fp16\nname: y\n",
+                "recipe.yaml:5: name: duplicate key (first given at line 1)", NULL);
+    parse_fails("name: x\nrules:\n  - match: \"*\"\n    scheme: fp16\n    scheme: bf16\n",
+                "recipe.yaml:5: rules[0].scheme: duplicate key (first given at line 4)", NULL);
+}
+END_TEST
+
+START_TEST(err_malformed_yaml)
+{
+    /* libyaml's own position (line:column) comes through. */
+    parse_fails("name: x\nrules:\n  - match: a: b\n    scheme: fp16\n", "recipe.yaml:3:", "malformed YAML",
+                "mapping values are not allowed", NULL);
+    parse_fails("name: x\nrules: [\n", "recipe.yaml:3:", "malformed YAML", NULL);
+    parse_fails("name: x\nrules:\n  - match: \"*\"\n    scheme: fp16\n---\nname: y\n",
+                "recipe.yaml:6: (top): a second YAML document", NULL);
+    parse_fails("name: x\nrules:\n  - match: \"*\"\n    scheme: fp16\n---\n- : : :\n", "recipe.yaml:6:", "malformed YAML",
+                NULL);
+}
+END_TEST
+
+/* ---- what a valid recipe holds ---- */
+
+START_TEST(parse_fields_and_defaults)
+{
+    const char *text = "name: mix-1.0_a\n"
+                       "description: a test\n"
+                       "rules:\n"
+                       "  - match: [\"blk.*.attn_q.weight\", \"blk.*.attn_k.weight\"]\n"
+                       "    scheme: int4\n"
+                       "    granularity: group\n"
+                       "    group: 64\n"
+                       "    symmetric: false\n"
+                       "  - match: \"blk.*\"\n"
+                       "    scheme: fp8_e4m3\n"
+                       "  - match:\n"
+                       "      - \"*\"\n"
+                       "    scheme: int8\n"
+                       "    granularity: tensor\n"
+                       "ignore: \"blk.0.*\"\n";
+    q_recipe r;
+    lmq_err e;
+    ck_assert_msg(parse(text, &r, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_str_eq(r.name, "mix-1.0_a");
+    ck_assert_str_eq(r.description, "a test");
+    ck_assert_int_eq(r.n_rules, 3);
+    ck_assert_int_eq(r.rules[0].line, 4);
+    ck_assert_int_eq(r.rules[0].n_match, 2);
+    ck_assert_str_eq(r.rules[0].match[1].text, "blk.*.attn_k.weight");
+    ck_assert_int_eq(r.rules[0].match[1].line, 4);
+    ck_assert_int_eq(r.rules[0].qp.dtype, LMQ_T_INT4);
+    ck_assert_int_eq(r.rules[0].qp.gran, LMQ_GRAN_GROUP);
+    ck_assert_uint_eq(r.rules[0].qp.group, 64);
+    ck_assert_int_eq(r.rules[0].qp.asym, 1);
+    /* fp8: one scale per row by default. */
+    ck_assert_int_eq(r.rules[1].qp.dtype, LMQ_T_F8_E4M3);
+    ck_assert_int_eq(r.rules[1].qp.gran, LMQ_GRAN_CHANNEL);
+    ck_assert_int_eq(r.rules[1].line, 9);
+    /* symmetric by default. */
+    ck_assert_int_eq(r.rules[2].qp.asym, 0);
+    ck_assert_int_eq(r.rules[2].qp.gran, LMQ_GRAN_TENSOR);
+    ck_assert_uint_eq(r.rules[2].qp.group, 0);
+    ck_assert_int_eq(r.rules[2].match[0].line, 12);
+    ck_assert_int_eq(r.n_ignore, 1);
+    ck_assert_int_eq(r.ignore[0].line, 15);
+    /* The raw text is kept byte for byte, with its checksum. */
+    ck_assert_uint_eq(r.text_len, strlen(text));
+    ck_assert_str_eq(r.text, text);
+    ck_assert_uint_eq(r.checksum, XXH3_64bits(text, strlen(text)));
+    q_recipe_free(&r);
+    q_recipe_free(&r); /* harmless twice */
+}
+END_TEST
+
+START_TEST(load_file)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/r.yaml", test_tmpdir());
+    const char *text = "# comment kept in the text\nname: t\nrules:\n  - match: \"*\"\n    scheme: bf16\n";
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+    q_recipe r;
+    lmq_err e;
+    ck_assert_msg(q_recipe_load(path, &r, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_str_eq(r.text, text);
+    ck_assert_str_eq(r.path, path);
+    ck_assert_uint_eq(r.checksum, XXH3_64bits(text, strlen(text)));
+    ck_assert_int_eq(r.rules[0].line, 4);
+    q_recipe_free(&r);
+
+    /* Errors carry the path as given. */
+    f = fopen(path, "wb");
+    fputs("name: t\nrules:\n  - match: \"*\"\n    scheme: fp17\n", f);
+    fclose(f);
+    ck_assert_int_eq(q_recipe_load(path, &r, &e), LMQ_E_RECIPE);
+    char want[300];
+    snprintf(want, sizeof want, "%s:4: rules[0].scheme: unknown scheme 'fp17'", path);
+    ck_assert_msg(strncmp(e.msg, want, strlen(want)) == 0, "%s", e.msg);
+    ck_assert_ptr_null(r.text);
+
+    ck_assert_int_eq(q_recipe_load("/nonexistent/r.yaml", &r, &e), LMQ_E_IO);
+    ck_assert_ptr_nonnull(strstr(e.msg, "/nonexistent/r.yaml"));
+
+    char big[64];
+    ck_assert_int_eq(q_recipe_parse(big, (size_t)Q_RECIPE_MAX_BYTES + 1, "big.yaml", &r, &e), LMQ_E_RECIPE);
+    ck_assert_ptr_nonnull(strstr(e.msg, "big.yaml"));
+}
+END_TEST
+
+/* Hostile input: every prefix of a real recipe, and copies with bytes changed, parse or fail
+ * cleanly with a message that starts with the file's label. */
+START_TEST(hostile_text)
+{
+    lmq_blob b;
+    lmq_err e;
+    ck_assert_int_eq(lmq_blob_open("recipes/w4a16.yaml", &b, &e), LMQ_OK);
+    char *buf = malloc(b.size);
+    ck_assert_ptr_nonnull(buf);
+    int ok = 0;
+    for (size_t len = 0; len <= b.size; len++) {
+        q_recipe r;
+        lmq_code rc = q_recipe_parse((const char *)b.data, len, "t.yaml", &r, &e);
+        ck_assert(rc == LMQ_OK || (rc == LMQ_E_RECIPE && strncmp(e.msg, "t.yaml:", 7) == 0));
+        ok += rc == LMQ_OK;
+        q_recipe_free(&r);
+    }
+    ck_assert_int_gt(ok, 0); /* the whole file, at least */
+    static const char junk[] = { '\0', ':', '-', '[', '{', '&', '*', '!', '\t', '\n', '"', '\'', '#', '\xff', '9' };
+    uint32_t x = 12345;
+    for (int k = 0; k < 3000; k++) {
+        memcpy(buf, b.data, b.size);
+        for (int j = 0; j < 3; j++) {
+            x = x * 1664525u + 1013904223u;
+            buf[(x >> 8) % b.size] = junk[(x >> 24) % sizeof junk];
+        }
+        q_recipe r;
+        lmq_code rc = q_recipe_parse(buf, b.size, "t.yaml", &r, &e);
+        ck_assert(rc == LMQ_OK || (rc == LMQ_E_RECIPE && strncmp(e.msg, "t.yaml:", 7) == 0));
+        q_recipe_free(&r);
+    }
+    free(buf);
+    lmq_blob_close(&b);
+}
+END_TEST
+
+/* ---- glob and labels ---- */
+
+START_TEST(glob)
+{
+    ck_assert(q_glob_match("*", ""));
+    ck_assert(q_glob_match("*", "blk.0.attn_q.weight"));
+    ck_assert(q_glob_match("blk.*.attn_q.weight", "blk.10.attn_q.weight"));
+    ck_assert(!q_glob_match("blk.?.attn_q.weight", "blk.10.attn_q.weight"));
+    ck_assert(q_glob_match("blk.??.attn_q.weight", "blk.10.attn_q.weight"));
+    ck_assert(q_glob_match("*.weight", "tok_embd.weight"));
+    ck_assert(!q_glob_match("*.weight", "blk.0.attn_qkv.bias"));
+    ck_assert(!q_glob_match("*.weight", "a.weight.x"));
+    ck_assert(q_glob_match("a*b*c", "aXbYbZc"));
+    ck_assert(q_glob_match("a*b*c", "abc"));
+    ck_assert(!q_glob_match("a*b*c", "aXbYbZ"));
+    ck_assert(q_glob_match("**x", "abx"));
+    ck_assert(!q_glob_match("?", ""));
+    ck_assert(q_glob_match("", ""));
+    ck_assert(!q_glob_match("", "a"));
+    ck_assert(!q_glob_match("blk.*.attn_q.weight", "blk.0.attn_qkv.weight"));
+    ck_assert(q_glob_match("blk.*.ffn_*.weight", "blk.3.ffn_norm.weight")); /* why 1-D pass-over exists */
+}
+END_TEST
+
+START_TEST(labels)
+{
+    const struct {
+        lmq_qparams qp;
+        const char *want;
+    } cases[] = {
+        { { LMQ_T_F16, LMQ_GRAN_NONE, 0, 0 }, "fp16" },
+        { { LMQ_T_F32, LMQ_GRAN_NONE, 0, 0 }, "f32" },
+        { { LMQ_T_BF16, LMQ_GRAN_NONE, 0, 0 }, "bf16" },
+        { { LMQ_T_INT4, LMQ_GRAN_GROUP, 0, 128 }, "int4 g128 sym" },
+        { { LMQ_T_INT4, LMQ_GRAN_GROUP, 1, 32 }, "int4 g32 asym" },
+        { { LMQ_T_INT8, LMQ_GRAN_CHANNEL, 0, 0 }, "int8 per-channel sym" },
+        { { LMQ_T_INT8, LMQ_GRAN_TENSOR, 0, 0 }, "int8 per-tensor sym" },
+        { { LMQ_T_F8_E4M3, LMQ_GRAN_CHANNEL, 0, 0 }, "fp8_e4m3 per-channel" },
+        { { LMQ_T_INT2, LMQ_GRAN_GROUP, 1, 65536 }, "int2 g65536 asym" },
+    };
+    char buf[Q_LABEL_MAX];
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        ck_assert_str_eq(q_scheme_label(&cases[i].qp, buf, sizeof buf), cases[i].want);
+    char tiny[6];
+    ck_assert_str_eq(q_scheme_label(&cases[3].qp, tiny, sizeof tiny), "int4 ");
+    lmq_qparams bytes = { LMQ_T_BYTES, LMQ_GRAN_NONE, 0, 0 };
+    ck_assert_ptr_null(q_scheme_name(LMQ_T_BYTES));
+    ck_assert_str_eq(q_scheme_label(&bytes, buf, sizeof buf), "dtype-9");
+    lmq_dtype d;
+    ck_assert(q_scheme_from_name("fp8_e5m2", &d) && d == LMQ_T_F8_E5M2);
+    ck_assert(!q_scheme_from_name("int5", &d));
+}
+END_TEST
+
+/* ---- resolution ---- */
+
+START_TEST(resolve_unmatched_pattern)
+{
+    names_t m;
+    llama_names(&m, 2);
+    q_plan plan;
+    lmq_err e;
+    const char *text = "name: x\n"
+                       "rules:\n"
+                       "  - match: \"blk.*.ffn_*.weight\"\n"
+                       "    scheme: int8\n"
+                       "    granularity: channel\n"
+                       "  - match:\n"
+                       "      - \"blk.*.attn_qq.weight\"\n"
+                       "    scheme: int8\n"
+                       "    granularity: channel\n";
+    ck_assert_int_eq(resolve(text, &m, 1, &plan, &e), LMQ_E_RECIPE);
+    ck_assert_msg(strstr(e.msg, "recipe.yaml:7: pattern 'blk.*.attn_qq.weight' matches no tensor (rules[1].match)"),
+                  "%s", e.msg);
+    ck_assert_ptr_null(plan.entries);
+    ck_assert_int_eq(resolve("name: x\nrules:\n  - match: \"*\"\n    scheme: fp16\nignore:\n  - \"blk.0.*\"\n"
+                             "  - \"blk.9.*\"\n",
+                             &m, 1, &plan, &e),
+                     LMQ_E_RECIPE);
+    ck_assert_msg(strstr(e.msg, "recipe.yaml:7: pattern 'blk.9.*' matches no tensor (ignore)"), "%s", e.msg);
+    /* A pattern shadowed by an earlier rule still matches tensors: no error. */
+    ck_assert_int_eq(resolve("name: x\nrules:\n  - match: \"*\"\n    scheme: fp16\n  - match: \"blk.*\"\n    scheme: bf16\n",
+                             &m, 0, &plan, &e),
+                     LMQ_OK);
+    q_plan_free(&plan);
+}
+END_TEST
+
+/* An integer rule that can only reach 1-D tensors is an error naming the tensor and the rule. */
+START_TEST(resolve_int_on_1d)
+{
+    names_t m;
+    gpt2_names(&m, 2);
+    q_plan plan;
+    lmq_err e;
+    ck_assert_int_eq(resolve("name: x\nrules:\n  - match: \"*\"\n    scheme: fp16\n"
+                             "  - match: [\"blk.*.attn_q.weight\", \"*.bias\"]\n    scheme: int8\n    granularity: channel\n",
+                             &m, 1, &plan, &e),
+                     LMQ_E_RECIPE);
+    ck_assert_msg(strstr(e.msg, "recipe.yaml:5: pattern 'blk.*.attn_q.weight' matches no tensor"), "%s", e.msg);
+    ck_assert_int_eq(resolve("name: x\nrules:\n  - match: \"*.weight\"\n    scheme: fp16\n"
+                             "  - match: [\"blk.*.attn_qkv.weight\", \"*.bias\"]\n    scheme: int8\n"
+                             "    granularity: channel\n",
+                             &m, 1, &plan, &e),
+                     LMQ_E_RECIPE);
+    ck_assert_msg(strstr(e.msg, "recipe.yaml:5: pattern '*.bias' gives int8 to 1-D tensor 'blk.0.attn_norm.bias'"),
+                  "%s", e.msg);
+    ck_assert_msg(strstr(e.msg, "rules[1].match, rule at line 5"), "%s", e.msg);
+    ck_assert_int_eq(resolve("name: x\nrules:\n  - match: out_norm.weight\n    scheme: fp8_e4m3\n", &m, 1, &plan, &e),
+                     LMQ_E_RECIPE);
+    ck_assert_msg(strstr(e.msg, "recipe.yaml:3: pattern 'out_norm.weight' gives fp8_e4m3 to 1-D tensor 'out_norm.weight'"),
+                  "%s", e.msg);
+    /* Float schemes take 1-D tensors. */
+    ck_assert_int_eq(resolve("name: x\nrules:\n  - match: out_norm.weight\n    scheme: bf16\n", &m, 1, &plan, &e), LMQ_OK);
+    expect_qp(entry(&plan, "out_norm.weight"), LMQ_T_BF16, LMQ_GRAN_NONE, 0, 0);
+    q_plan_free(&plan);
+}
+END_TEST
+
+/* A wildcard integer rule passes over the 1-D tensors it matches; later rules may take them. */
+START_TEST(resolve_1d_pass_over)
+{
+    names_t m;
+    llama_names(&m, 2);
+    q_plan plan;
+    lmq_err e;
+    const char *text = "name: x\nrules:\n  - match: \"*\"\n    scheme: int8\n    granularity: channel\n"
+                       "  - match: \"*\"\n    scheme: fp16\n";
+    ck_assert_int_eq(resolve(text, &m, 1, &plan, &e), LMQ_OK);
+    for (int i = 0; i < plan.n; i++) {
+        const q_plan_entry *p = &plan.entries[i];
+        int ndim = i < m.n ? m.refs[i].ndim : 2;
+        if (ndim == 1) {
+            expect_qp(p, LMQ_T_F16, LMQ_GRAN_NONE, 0, 0);
+            ck_assert_int_eq(p->rule_line, 6);
+        } else {
+            expect_qp(p, LMQ_T_INT8, LMQ_GRAN_CHANNEL, 0, 0);
+            ck_assert_int_eq(p->rule_line, 3);
+        }
+    }
+    q_plan_free(&plan);
+
+    ck_assert_int_eq(resolve("name: x\nrules:\n  - match: \"blk.*.attn_*.weight\"\n    scheme: int4\n"
+                             "    granularity: channel\n",
+                             &m, 1, &plan, &e),
+                     LMQ_OK);
+    expect_qp(entry(&plan, "blk.1.attn_v.weight"), LMQ_T_INT4, LMQ_GRAN_CHANNEL, 0, 0);
+    const q_plan_entry *norm = entry(&plan, "blk.1.attn_norm.weight");
+    expect_kept(norm, Q_KEEP_ONLY_MATRICES);
+    ck_assert_int_eq(norm->rule_line, 3);
+    const q_plan_entry *ffn = entry(&plan, "blk.1.ffn_up.weight");
+    expect_kept(ffn, Q_KEEP_NO_RULE);
+    ck_assert_int_eq(ffn->rule_line, 0);
+    q_plan_free(&plan);
+}
+END_TEST
+
+START_TEST(resolve_first_match)
+{
+    names_t m;
+    llama_names(&m, 3);
+    q_plan plan;
+    lmq_err e;
+    const char *text = "name: x\n"
+                       "rules:\n"
+                       "  - match: \"blk.1.*\"\n"
+                       "    scheme: int8\n"
+                       "    granularity: channel\n"
+                       "  - match: [\"blk.*.attn_*.weight\", \"blk.*.ffn_*.weight\"]\n"
+                       "    scheme: int4\n"
+                       "    granularity: group\n"
+                       "    group: 32\n"
+                       "  - match: \"blk.*.attn_q.weight\"\n" /* shadowed entirely: never wins */
+                       "    scheme: int2\n"
+                       "    granularity: tensor\n";
+    ck_assert_int_eq(resolve(text, &m, 0, &plan, &e), LMQ_OK);
+    ck_assert_int_eq(plan.n, m.n);
+    for (int i = 0; i < m.n; i++)
+        ck_assert_str_eq(plan.entries[i].name, m.names[i]);
+    expect_qp(entry(&plan, "blk.1.attn_q.weight"), LMQ_T_INT8, LMQ_GRAN_CHANNEL, 0, 0);
+    expect_qp(entry(&plan, "blk.1.ffn_down.weight"), LMQ_T_INT8, LMQ_GRAN_CHANNEL, 0, 0);
+    expect_qp(entry(&plan, "blk.0.attn_q.weight"), LMQ_T_INT4, LMQ_GRAN_GROUP, 32, 0);
+    expect_qp(entry(&plan, "blk.2.ffn_gate.weight"), LMQ_T_INT4, LMQ_GRAN_GROUP, 32, 0);
+    ck_assert_int_eq(entry(&plan, "blk.2.ffn_gate.weight")->rule_line, 6);
+    ck_assert_int_eq(entry(&plan, "blk.1.attn_q.weight")->rule_line, 3);
+    /* blk.1's norm: rule 1 passes it over (1-D), rule 2 likewise; nothing else matches. */
+    expect_kept(entry(&plan, "blk.1.attn_norm.weight"), Q_KEEP_ONLY_MATRICES);
+    ck_assert_int_eq(entry(&plan, "blk.1.attn_norm.weight")->rule_line, 3);
+    expect_kept(entry(&plan, "tok_embd.weight"), Q_KEEP_NO_RULE);
+    for (int i = 0; i < plan.n; i++)
+        ck_assert_int_ne(plan.entries[i].qp.dtype, LMQ_T_INT2);
+    q_plan_free(&plan);
+}
+END_TEST
+
+/* Ignore wins over every rule, whatever their order. */
+START_TEST(resolve_ignore)
+{
+    names_t m;
+    gpt2_names(&m, 3);
+    q_plan plan;
+    lmq_err e;
+    const char *text = "name: x\nrules:\n  - match: \"*\"\n    scheme: fp16\nignore: [\"blk.0.*\", \"pos_embd.weight\"]\n";
+    ck_assert_int_eq(resolve(text, &m, 1, &plan, &e), LMQ_OK);
+    int ignored = 0;
+    for (int i = 0; i < plan.n; i++) {
+        const q_plan_entry *p = &plan.entries[i];
+        if (strncmp(p->name, "blk.0.", 6) == 0 || strcmp(p->name, "pos_embd.weight") == 0) {
+            expect_kept(p, Q_KEEP_IGNORED);
+            ck_assert_int_eq(p->rule_line, 0);
+            ignored++;
+        } else {
+            expect_qp(p, LMQ_T_F16, LMQ_GRAN_NONE, 0, 0);
+            ck_assert_int_eq(p->rule_line, 3);
+        }
+    }
+    ck_assert_int_eq(ignored, 12 + 1);
+    q_plan_free(&plan);
+}
+END_TEST
+
+/* Tied embedding: two uses, two entries, each resolved on its own. */
+START_TEST(resolve_tied)
+{
+    names_t m;
+    llama_names(&m, 2);
+    q_plan plan;
+    lmq_err e;
+    const char *split = "name: x\nrules:\n  - match: output.weight\n    scheme: int8\n    granularity: channel\n"
+                        "  - match: tok_embd.weight\n    scheme: fp16\n";
+    ck_assert_int_eq(resolve(split, &m, 1, &plan, &e), LMQ_OK);
+    ck_assert_int_eq(plan.n, m.n + 1);
+    for (int i = 0; i < m.n; i++) {
+        ck_assert_str_eq(plan.entries[i].name, m.names[i]);
+        ck_assert_int_eq(plan.entries[i].derived_from_tied, 0);
+    }
+    const q_plan_entry *out = &plan.entries[m.n];
+    ck_assert_str_eq(out->name, "output.weight");
+    ck_assert_int_eq(out->derived_from_tied, 1);
+    expect_qp(out, LMQ_T_INT8, LMQ_GRAN_CHANNEL, 0, 0);
+    ck_assert_int_eq(out->rule_line, 3);
+    expect_qp(entry(&plan, "tok_embd.weight"), LMQ_T_F16, LMQ_GRAN_NONE, 0, 0);
+    ck_assert_int_eq(entry(&plan, "tok_embd.weight")->rule_line, 6);
+    q_plan_free(&plan);
+
+    /* One rule for the lookup only: the classifier use stays at source precision. */
+    ck_assert_int_eq(resolve("name: x\nrules:\n  - match: tok_embd.weight\n    scheme: int8\n    granularity: channel\n",
+                             &m, 1, &plan, &e),
+                     LMQ_OK);
+    expect_qp(entry(&plan, "tok_embd.weight"), LMQ_T_INT8, LMQ_GRAN_CHANNEL, 0, 0);
+    expect_kept(entry(&plan, "output.weight"), Q_KEEP_NO_RULE);
+    q_plan_free(&plan);
+
+    /* Ignoring one use leaves the other to the rules. */
+    ck_assert_int_eq(resolve("name: x\nrules:\n  - match: \"*\"\n    scheme: bf16\nignore: output.weight\n", &m, 1, &plan, &e),
+                     LMQ_OK);
+    expect_kept(entry(&plan, "output.weight"), Q_KEEP_IGNORED);
+    expect_qp(entry(&plan, "tok_embd.weight"), LMQ_T_BF16, LMQ_GRAN_NONE, 0, 0);
+    q_plan_free(&plan);
+
+    /* Untied: output.weight is a tensor of its own, no derived entry. */
+    add(&m, 2, "output.weight");
+    ck_assert_int_eq(resolve(split, &m, 0, &plan, &e), LMQ_OK);
+    ck_assert_int_eq(plan.n, m.n);
+    ck_assert_int_eq(entry(&plan, "output.weight")->derived_from_tied, 0);
+    expect_qp(entry(&plan, "output.weight"), LMQ_T_INT8, LMQ_GRAN_CHANNEL, 0, 0);
+    q_plan_free(&plan);
+    /* A tied model must not list output.weight, and must have tok_embd.weight. */
+    ck_assert_int_eq(resolve(split, &m, 1, &plan, &e), LMQ_E_ARG);
+    ck_assert_ptr_nonnull(strstr(e.msg, "output.weight"));
+    gpt2_names(&m, 1);
+    m.refs[0].name = "wte";
+    ck_assert_int_eq(resolve("name: x\nrules:\n  - match: \"*\"\n    scheme: fp16\n", &m, 1, &plan, &e), LMQ_E_ARG);
+    ck_assert_ptr_nonnull(strstr(e.msg, "tok_embd.weight"));
+    llama_names(&m, 1);
+    /* An untied model without output.weight: the pattern matches nothing. */
+    ck_assert_int_eq(resolve(split, &m, 0, &plan, &e), LMQ_E_RECIPE);
+    ck_assert_msg(strstr(e.msg, "recipe.yaml:3: pattern 'output.weight' matches no tensor"), "%s", e.msg);
+}
+END_TEST
+
+/* ---- shipped recipes ---- */
+
+typedef enum { C_LINEAR, C_EMB, C_CLS, C_OTHER, C_N } tclass;
+
+/* Independent of the recipes' patterns: what the golden conventions call each tensor. */
+static tclass classify(const char *name, int ndim)
+{
+    size_t n = strlen(name);
+    if (strcmp(name, "tok_embd.weight") == 0)
+        return C_EMB;
+    if (strcmp(name, "output.weight") == 0)
+        return C_CLS;
+    if (strncmp(name, "blk.", 4) == 0 && n > 7 && strcmp(name + n - 7, ".weight") == 0 && ndim == 2)
+        return C_LINEAR;
+    return C_OTHER;
+}
+
+#define KEEP { LMQ_T_COUNT, 0, 0, 0 }
+#define F16 { LMQ_T_F16, LMQ_GRAN_NONE, 0, 0 }
+#define BF16 { LMQ_T_BF16, LMQ_GRAN_NONE, 0, 0 }
+#define INT(bits, gran, group, asym) { LMQ_T_INT##bits, LMQ_GRAN_##gran, asym, group }
+#define LINEAR_ONLY(qp) { qp, KEEP, KEEP, KEEP }
+
+static const struct {
+    const char *file;
+    lmq_qparams want[C_N]; /* per class; dtype LMQ_T_COUNT: kept at source precision */
+    int quantised_llama5, quantised_gpt2_4; /* entries a rule decided, incl. output.weight */
+} SHIPPED[] = {
+    { "fp16", { F16, F16, F16, F16 }, 48, 53 },
+    { "bf16", { BF16, BF16, BF16, BF16 }, 48, 53 },
+    { "int8-tensor", LINEAR_ONLY(INT(8, TENSOR, 0, 0)), 35, 16 },
+    { "int8-channel", LINEAR_ONLY(INT(8, CHANNEL, 0, 0)), 35, 16 },
+    { "int8-g128", LINEAR_ONLY(INT(8, GROUP, 128, 0)), 35, 16 },
+    { "int4-channel", LINEAR_ONLY(INT(4, CHANNEL, 0, 0)), 35, 16 },
+    { "int4-g128", LINEAR_ONLY(INT(4, GROUP, 128, 0)), 35, 16 },
+    { "int4-g64", LINEAR_ONLY(INT(4, GROUP, 64, 0)), 35, 16 },
+    { "int4-g32", LINEAR_ONLY(INT(4, GROUP, 32, 0)), 35, 16 },
+    { "int4-g32-asym", LINEAR_ONLY(INT(4, GROUP, 32, 1)), 35, 16 },
+    { "int3-g32", LINEAR_ONLY(INT(3, GROUP, 32, 0)), 35, 16 },
+    { "int2-g32", LINEAR_ONLY(INT(2, GROUP, 32, 0)), 35, 16 },
+    { "emb-int8-row", { KEEP, INT(8, CHANNEL, 0, 0), INT(8, CHANNEL, 0, 0), KEEP }, 2, 2 },
+    { "emb-int4-g32", { KEEP, INT(4, GROUP, 32, 0), INT(4, GROUP, 32, 0), KEEP }, 2, 2 },
+    { "w8a16", LINEAR_ONLY(INT(8, CHANNEL, 0, 0)), 35, 16 },
+    { "w4a16", { INT(4, GROUP, 128, 0), F16, INT(8, CHANNEL, 0, 0), KEEP }, 37, 18 },
+};
+#define N_SHIPPED (int)(sizeof SHIPPED / sizeof *SHIPPED)
+
+static void check_plan(int k, const q_plan *plan, const q_tensor_ref *refs, int n_refs, int want_quantised)
+{
+    int quantised = 0, per_class[C_N] = { 0 };
+    ck_assert_int_eq(plan->n, n_refs + 1); /* both fixtures are tied */
+    for (int i = 0; i < plan->n; i++) {
+        const q_plan_entry *p = &plan->entries[i];
+        int ndim = i < n_refs ? refs[i].ndim : 2;
+        tclass c = classify(p->name, ndim);
+        per_class[c]++;
+        const lmq_qparams *w = &SHIPPED[k].want[c];
+        if (w->dtype == LMQ_T_COUNT) {
+            ck_assert_msg(p->keep_reason, "%s: %s was not to be touched", SHIPPED[k].file, p->name);
+            ck_assert(strcmp(p->keep_reason, Q_KEEP_NO_RULE) == 0 || strcmp(p->keep_reason, Q_KEEP_ONLY_MATRICES) == 0);
+            ck_assert_int_eq(p->qp.dtype, LMQ_T_F32);
+        } else {
+            ck_assert_msg(!p->keep_reason, "%s: %s kept: %s", SHIPPED[k].file, p->name, p->keep_reason);
+            ck_assert_msg(memcmp(&p->qp, w, sizeof *w) == 0, "%s: %s has the wrong qparams", SHIPPED[k].file, p->name);
+            quantised++;
+        }
+    }
+    ck_assert_int_eq(per_class[C_EMB], 1);
+    ck_assert_int_eq(per_class[C_CLS], 1);
+    ck_assert_msg(quantised == want_quantised, "%s: %d decided by rules, want %d", SHIPPED[k].file, quantised,
+                  want_quantised);
+}
+
+START_TEST(shipped_recipe)
+{
+    char path[128];
+    snprintf(path, sizeof path, "recipes/%s.yaml", SHIPPED[_i].file);
+    q_recipe r;
+    lmq_err e;
+    ck_assert_msg(q_recipe_load(path, &r, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_str_eq(r.name, SHIPPED[_i].file);
+    ck_assert_ptr_nonnull(r.description);
+
+    names_t m;
+    q_plan plan;
+    llama_names(&m, 5);
+    ck_assert_int_eq(m.n, 47);
+    ck_assert_msg(q_recipe_resolve(&r, m.refs, m.n, 1, &plan, &e) == LMQ_OK, "%s", e.msg);
+    check_plan(_i, &plan, m.refs, m.n, SHIPPED[_i].quantised_llama5);
+    q_plan_free(&plan);
+
+    gpt2_names(&m, 4);
+    ck_assert_int_eq(m.n, 52);
+    ck_assert_msg(q_recipe_resolve(&r, m.refs, m.n, 1, &plan, &e) == LMQ_OK, "%s", e.msg);
+    check_plan(_i, &plan, m.refs, m.n, SHIPPED[_i].quantised_gpt2_4);
+    q_plan_free(&plan);
+    q_recipe_free(&r);
+}
+END_TEST
+
+/* Every .yaml file in recipes/ is in the table above (and so tested). */
+START_TEST(shipped_all_listed)
+{
+    DIR *d = opendir("recipes");
+    ck_assert_ptr_nonnull(d);
+    int n = 0;
+    for (struct dirent *de; (de = readdir(d));) {
+        size_t len = strlen(de->d_name);
+        if (len < 6 || strcmp(de->d_name + len - 5, ".yaml") != 0)
+            continue;
+        int found = 0;
+        for (int k = 0; k < N_SHIPPED; k++)
+            found |= strlen(SHIPPED[k].file) == len - 5 && strncmp(SHIPPED[k].file, de->d_name, len - 5) == 0;
+        ck_assert_msg(found, "recipes/%s has no expectations in test_recipe.c", de->d_name);
+        n++;
+    }
+    closedir(d);
+    ck_assert_int_eq(n, N_SHIPPED);
+}
+END_TEST
+
+/* The name list above agrees with a real model's: stories260K as the llama2.c reader loads it. */
+START_TEST(shipped_on_stories260K)
+{
+    lmq_model mod;
+    lmq_err e;
+    ck_assert_msg(l2c_load(fixture("stories260K/stories260K.bin"), NULL, &mod, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_int_eq(mod.arch.tied_embedding, 1);
+    names_t m;
+    llama_names(&m, mod.arch.n_layers);
+    ck_assert_int_eq(mod.n_tensors, m.n);
+    for (int i = 0; i < m.n; i++) {
+        const lmq_tensor *t = lmq_model_find(&mod, m.names[i]);
+        ck_assert_msg(t && t->ndim == m.refs[i].ndim, "%s", m.names[i]);
+    }
+    for (int k = 0; k < N_SHIPPED; k++) {
+        char path[128];
+        snprintf(path, sizeof path, "recipes/%s.yaml", SHIPPED[k].file);
+        q_recipe r;
+        q_plan plan;
+        ck_assert_msg(q_recipe_load(path, &r, &e) == LMQ_OK, "%s", e.msg);
+        ck_assert_msg(q_recipe_resolve_model(&r, &mod, &plan, &e) == LMQ_OK, "%s", e.msg);
+        q_tensor_ref refs[160];
+        for (int i = 0; i < mod.n_tensors; i++)
+            refs[i] = (q_tensor_ref){ mod.tensors[i].name, mod.tensors[i].ndim };
+        check_plan(k, &plan, refs, mod.n_tensors, SHIPPED[k].quantised_llama5);
+        q_plan_free(&plan);
+        q_recipe_free(&r);
+    }
+    lmq_model_free(&mod);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("recipe");
+    TCase *tc = tcase_create("parse");
+    tcase_add_test(tc, err_unknown_keys);
+    tcase_add_test(tc, err_wrong_types);
+    tcase_add_test(tc, err_bad_values);
+    tcase_add_test(tc, err_missing_and_empty);
+    tcase_add_test(tc, err_duplicates);
+    tcase_add_test(tc, err_malformed_yaml);
+    tcase_add_test(tc, parse_fields_and_defaults);
+    tcase_add_test(tc, load_file);
+    tcase_add_test(tc, hostile_text);
+    tcase_add_test(tc, glob);
+    tcase_add_test(tc, labels);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("resolve");
+    tcase_add_test(tc, resolve_unmatched_pattern);
+    tcase_add_test(tc, resolve_int_on_1d);
+    tcase_add_test(tc, resolve_1d_pass_over);
+    tcase_add_test(tc, resolve_first_match);
+    tcase_add_test(tc, resolve_ignore);
+    tcase_add_test(tc, resolve_tied);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("shipped");
+    tcase_add_loop_test(tc, shipped_recipe, 0, N_SHIPPED);
+    tcase_add_test(tc, shipped_all_listed);
+    tcase_add_test(tc, shipped_on_stories260K);
+    suite_add_tcase(s, tc);
+    return run_suite(s);
+}
