@@ -239,10 +239,8 @@ static void attn_task(void *v, int64_t begin, int64_t end, int thread)
             for (int r = 0; r < rows; r++) {
                 const int seen = j->pos0 + i0 + r + 1;
                 float *row = sc + (size_t)r * span;
-                for (int k = 0; k < seen; k++)
-                    row[k] *= scale;
-                rt_softmax(s->ex.isa, row, seen);
-                rt_wsum_rows(s->ex.isa, row, seen, s->vc + kv_off, (size_t)kvd,
+                const float sum = rt_softmax_unnorm(s->ex.isa, row, seen, scale);
+                rt_wsum_rows(s->ex.isa, row, seen, s->vc + kv_off, (size_t)kvd, 1.0f / sum,
                              s->xb2 + (size_t)(i0 + r) * d + (size_t)h * hd, hd);
             }
         }

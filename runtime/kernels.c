@@ -39,27 +39,26 @@ static void gemm_nt_scalar(const float *x, size_t ldx, const float *w, size_t ld
         }
 }
 
-static void wsum_rows_scalar(const float *w, int n, const float *x, size_t ldx, float *y, int d)
+static void wsum_rows_scalar(const float *w, int n, const float *x, size_t ldx, float scale, float *y, int d)
 {
     for (int c = 0; c < d; c++) {
         float s = 0.0f;
         for (int j = 0; j < n; j++)
             s += w[j] * x[j * ldx + c];
-        y[c] = s;
+        y[c] = s * scale;
     }
 }
 
-static void softmax_scalar(float *x, int n)
+static float softmax_unnorm_scalar(float *x, int n, float scale)
 {
     float mx = x[0], sum = 0.0f;
     for (int i = 1; i < n; i++)
         mx = x[i] > mx ? x[i] : mx;
     for (int i = 0; i < n; i++) {
-        x[i] = expf(x[i] - mx);
+        x[i] = expf(scale * (x[i] - mx));
         sum += x[i];
     }
-    for (int i = 0; i < n; i++)
-        x[i] /= sum;
+    return sum;
 }
 
 static const float GELU_C = 0.7978845608028654f; /* sqrt(2/pi) */
@@ -95,21 +94,24 @@ static int row_stats_scalar(const float *l, int n, rt_rowstat *st)
     return 0;
 }
 
-/* Below this |Δ'| the term p·expm1(−Δ') comes from expm1 of a small argument; above it from
- * exp(a − Δ') − exp(a), whose argument stays bounded even where p underflows. */
-#define KL_SMALL 0.25
+/* KL(P || Q) = x + log1p(R − x) with d_v = (lr_v − lq_v) − c for any constant c,
+ * x = Σ p_v d_v and R = Σ p_v r(d_v), r(d) = e^(−d) − 1 + d >= 0. Taking c = Δ at P's argmax
+ * keeps the d_v small for close models, R is a sum of non-negative terms (no cancellation),
+ * and errors in x cancel to first order. Where |d| is large, p·e^(−d) is formed as
+ * exp(a − d) with a = lr − max, which stays finite even where p underflows. */
+#define KL_SMALL 0.25f
 
 static double kl_row_scalar(const float *lr, const rt_rowstat *sr, const float *lq, int n)
 {
-    double mu = 0.0, s = 0.0;
-    for (int i = 0; i < n; i++)
-        mu += exp((double)lr[i] - sr->max) * ((double)lr[i] - lq[i]);
-    mu /= sr->sumexp;
+    const float c = lr[sr->argmax] - lq[sr->argmax];
+    double x = 0.0, R = 0.0;
     for (int i = 0; i < n; i++) {
-        double a = (double)lr[i] - sr->max, d = (double)lr[i] - lq[i] - mu;
-        s += fabs(d) <= KL_SMALL ? exp(a) * expm1(-d) : exp(a - d) - exp(a);
+        const double a = (double)lr[i] - sr->max, e = exp(a), d = (double)(lr[i] - lq[i]) - c;
+        x += e * d;
+        R += fabs(d) <= KL_SMALL ? e * (expm1(-d) + d) : exp(a - d) - e + e * d;
     }
-    double kl = log1p(s / sr->sumexp);
+    x /= sr->sumexp;
+    const double kl = x + log1p(R / sr->sumexp - x);
     return kl > 0.0 ? kl : 0.0;
 }
 
@@ -245,14 +247,23 @@ AVX2 static void gemm_nt_avx2(const float *x, size_t ldx, const float *w, size_t
     }
 }
 
-/* Runs the body for every 8 elements; the tail goes through the same arithmetic with masked
- * loads and stores, so an element's result does not depend on where it sits in the array. */
+/* Runs the body for every 8 elements: whole vectors first (full = 1), then the tail with masked
+ * loads and stores (full = 0). Both go through the same arithmetic, so an element's result does
+ * not depend on where it sits in the array. */
 #define MAP_AVX2(n, ...)                                                                                          \
-    for (int i = 0; i < (n); i += 8) {                                                                            \
-        const int full = (n) - i >= 8;                                                                            \
-        const __m256i m = tail_mask((n) - i);                                                                     \
-        __VA_ARGS__                                                                                               \
-    }
+    do {                                                                                                          \
+        int i = 0;                                                                                                \
+        for (; i + 8 <= (n); i += 8) {                                                                            \
+            const int full = 1;                                                                                   \
+            const __m256i m = _mm256_set1_epi32(-1);                                                              \
+            __VA_ARGS__                                                                                           \
+        }                                                                                                         \
+        if (i < (n)) {                                                                                            \
+            const int full = 0;                                                                                   \
+            const __m256i m = tail_mask((n) - i);                                                                 \
+            __VA_ARGS__                                                                                           \
+        }                                                                                                         \
+    } while (0)
 
 AVX2_INLINE __m256 ld8(const float *p, int full, __m256i m)
 {
@@ -267,9 +278,29 @@ AVX2_INLINE void st8(float *p, int full, __m256i m, __m256 v)
         _mm256_maskstore_ps(p, m, v);
 }
 
-/* y[c] = Σ_j w[j]·x[j·ldx + c], 8 columns at a time; keys j go round-robin into four
+/* v where the lane is live, else `dead`. */
+AVX2_INLINE __m256 live(__m256 v, int full, __m256i m, __m256 dead)
+{
+    return full ? v : _mm256_blendv_ps(dead, v, _mm256_castsi256_ps(m));
+}
+
+AVX2_INLINE float hmax8(__m256 v)
+{
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    return _mm_cvtss_f32(_mm_max_ss(h, _mm_shuffle_ps(h, h, 1)));
+}
+
+/* acc += the 8 floats of v, widened to double. */
+AVX2_INLINE void add_pd8(__m256d acc[2], __m256 v)
+{
+    acc[0] = _mm256_add_pd(acc[0], _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
+    acc[1] = _mm256_add_pd(acc[1], _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+}
+
+/* y[c] = scale·Σ_j w[j]·x[j·ldx + c], 8 columns at a time; keys j go round-robin into four
  * accumulators (summed (a0 + a1) + (a2 + a3)) so the chain of dependent FMAs is short. */
-AVX2 static void wsum_rows_avx2(const float *w, int n, const float *x, size_t ldx, float *y, int d)
+AVX2 static void wsum_rows_avx2(const float *w, int n, const float *x, size_t ldx, float scale, float *y, int d)
 {
     MAP_AVX2(d, {
         __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
@@ -283,29 +314,24 @@ AVX2 static void wsum_rows_avx2(const float *w, int n, const float *x, size_t ld
         }
         for (; j < n; j++, xc += ldx)
             a0 = _mm256_fmadd_ps(_mm256_set1_ps(w[j]), ld8(xc, full, m), a0);
-        st8(y + i, full, m, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
-    })
+        __m256 sum = _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3));
+        st8(y + i, full, m, _mm256_mul_ps(sum, _mm256_set1_ps(scale)));
+    });
 }
 
-AVX2 static void softmax_avx2(float *x, int n)
+AVX2 static float softmax_unnorm_avx2(float *x, int n, float scale)
 {
     __m256 mx = _mm256_set1_ps(-INFINITY);
-    MAP_AVX2(n, {
-        __m256 v = _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), ld8(x + i, full, m), _mm256_castsi256_ps(m));
-        mx = _mm256_max_ps(mx, v);
-    })
-    __m128 h = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
-    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-    const __m256 vmax = _mm256_set1_ps(_mm_cvtss_f32(_mm_max_ss(h, _mm_shuffle_ps(h, h, 1))));
+    MAP_AVX2(n, { mx = _mm256_max_ps(mx, live(ld8(x + i, full, m), full, m, _mm256_set1_ps(-INFINITY))); });
+    const __m256 vmax = _mm256_set1_ps(hmax8(mx)), vs = _mm256_set1_ps(scale);
     __m256 sum = _mm256_setzero_ps();
     MAP_AVX2(n, {
-        __m256 e = exp_ps(_mm256_sub_ps(ld8(x + i, full, m), vmax));
-        e = _mm256_and_ps(e, _mm256_castsi256_ps(m));
+        __m256 e = exp_ps(_mm256_mul_ps(vs, _mm256_sub_ps(ld8(x + i, full, m), vmax)));
+        e = live(e, full, m, _mm256_setzero_ps());
         st8(x + i, full, m, e);
         sum = _mm256_add_ps(sum, e);
-    })
-    const __m256 inv = _mm256_set1_ps(1.0f / hsum8(sum));
-    MAP_AVX2(n, { st8(x + i, full, m, _mm256_mul_ps(ld8(x + i, full, m), inv)); })
+    });
+    return hsum8(sum);
 }
 
 /* gelu_tanh(x) = 0.5x(1 + tanh(u)) = x / (1 + exp(−2u)): no cancellation near u = 0. */
@@ -317,7 +343,7 @@ AVX2 static void gelu_avx2(float *x, int n)
         __m256 u = _mm256_mul_ps(_mm256_set1_ps(GELU_C), _mm256_add_ps(v, _mm256_mul_ps(_mm256_set1_ps(0.044715f), v3)));
         __m256 e = exp_ps(_mm256_mul_ps(_mm256_set1_ps(-2.0f), u));
         st8(x + i, full, m, _mm256_div_ps(v, _mm256_add_ps(_mm256_set1_ps(1.0f), e)));
-    })
+    });
 }
 
 AVX2 static void silu_mul_avx2(float *g, const float *u, int n)
@@ -327,85 +353,95 @@ AVX2 static void silu_mul_avx2(float *g, const float *u, int n)
         __m256 e = exp_ps(_mm256_sub_ps(_mm256_setzero_ps(), v));
         __m256 s = _mm256_div_ps(v, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
         st8(g + i, full, m, _mm256_mul_ps(s, ld8(u + i, full, m)));
-    })
+    });
 }
 
+/* Pass 1: finiteness, and per lane the maximum and the index where it first occurs, in four
+ * independent sets (32 elements a step) so that no compare-blend chain limits the loop.
+ * Pass 2: the exponentials (the row is still in L2) summed in double. */
 AVX2 static int row_stats_avx2(const float *l, int n, rt_rowstat *st)
 {
-    __m256 mx = _mm256_set1_ps(-INFINITY), bad = _mm256_setzero_ps();
-    MAP_AVX2(n, {
-        __m256 v = _mm256_blendv_ps(_mm256_setzero_ps(), ld8(l + i, full, m), _mm256_castsi256_ps(m));
-        bad = _mm256_or_ps(bad, _mm256_cmp_ps(_mm256_sub_ps(v, v), _mm256_setzero_ps(), _CMP_NEQ_UQ)); /* inf, NaN */
-        mx = _mm256_max_ps(mx, _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), v, _mm256_castsi256_ps(m)));
-    })
-    if (_mm256_movemask_ps(bad))
+    const __m256 ninf = _mm256_set1_ps(-INFINITY), zero = _mm256_setzero_ps();
+    __m256 mx[4] = { ninf, ninf, ninf, ninf }, bad = zero;
+    __m256i at[4], idx[4];
+    for (int k = 0; k < 4; k++) {
+        at[k] = _mm256_setzero_si256();
+        idx[k] = _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(8 * k));
+    }
+#define MAX_STEP(k, v)                                                                                            \
+    do {                                                                                                          \
+        __m256 gt_ = _mm256_cmp_ps((v), mx[k], _CMP_GT_OQ);                                                       \
+        mx[k] = _mm256_blendv_ps(mx[k], (v), gt_);                                                                \
+        at[k] = _mm256_castps_si256(                                                                              \
+            _mm256_blendv_ps(_mm256_castsi256_ps(at[k]), _mm256_castsi256_ps(idx[k]), gt_));                      \
+    } while (0)
+    int i = 0;
+    for (; i + 32 <= n; i += 32)
+        for (int k = 0; k < 4; k++) {
+            __m256 v = _mm256_loadu_ps(l + i + 8 * k);
+            bad = _mm256_or_ps(bad, _mm256_sub_ps(v, v)); /* NaN for inf and NaN */
+            MAX_STEP(k, v);
+            idx[k] = _mm256_add_epi32(idx[k], _mm256_set1_epi32(32));
+        }
+    idx[0] = _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(i));
+    for (; i < n; i += 8) {
+        __m256i m = tail_mask(n - i);
+        __m256 v = _mm256_maskload_ps(l + i, m); /* dead lanes read 0 */
+        bad = _mm256_or_ps(bad, _mm256_sub_ps(v, v));
+        v = _mm256_blendv_ps(ninf, v, _mm256_castsi256_ps(m));
+        MAX_STEP(0, v);
+        idx[0] = _mm256_add_epi32(idx[0], _mm256_set1_epi32(8));
+    }
+#undef MAX_STEP
+    if (_mm256_movemask_ps(_mm256_cmp_ps(bad, bad, _CMP_UNORD_Q)))
         return -1;
-    __m128 h = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
-    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-    const float fmax = _mm_cvtss_f32(_mm_max_ss(h, _mm_shuffle_ps(h, h, 1)));
+    float lane_max[32];
+    int lane_at[32], arg = n;
+    for (int k = 0; k < 4; k++) {
+        _mm256_storeu_ps(lane_max + 8 * k, mx[k]);
+        _mm256_storeu_si256((__m256i *)(lane_at + 8 * k), at[k]);
+    }
+    float fmax = lane_max[0];
+    for (int k = 1; k < 32; k++)
+        fmax = lane_max[k] > fmax ? lane_max[k] : fmax;
+    for (int k = 0; k < 32; k++)
+        if (lane_max[k] == fmax && lane_at[k] < arg)
+            arg = lane_at[k];
     const __m256 vmax = _mm256_set1_ps(fmax);
-    int arg = -1;
-    __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
-    MAP_AVX2(n, {
-        __m256 v = ld8(l + i, full, m);
-        int eq = _mm256_movemask_ps(_mm256_and_ps(_mm256_cmp_ps(v, vmax, _CMP_EQ_OQ), _mm256_castsi256_ps(m)));
-        if (arg < 0 && eq)
-            arg = i + __builtin_ctz((unsigned)eq);
-        __m256 e = _mm256_and_ps(exp_ps(_mm256_sub_ps(v, vmax)), _mm256_castsi256_ps(m));
-        s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
-        s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
-    })
-    *st = (rt_rowstat){ .max = fmax, .argmax = arg, .sumexp = hsum4d(_mm256_add_pd(s0, s1)) };
+    __m256d s[2] = { _mm256_setzero_pd(), _mm256_setzero_pd() };
+    MAP_AVX2(n, { add_pd8(s, live(exp_ps(_mm256_sub_ps(ld8(l + i, full, m), vmax)), full, m, zero)); });
+    *st = (rt_rowstat){ .max = fmax, .argmax = arg, .sumexp = hsum4d(_mm256_add_pd(s[0], s[1])) };
     return 0;
 }
 
-/* 1/k! for k = 11 down to 1: expm1(y) = y·Σ y^(k-1)/k!, exact to ~1e-16 relative for |y| <= 0.25. */
-static const double EXPM1_C[11] = { 1.0 / 39916800, 1.0 / 3628800, 1.0 / 362880, 1.0 / 40320, 1.0 / 5040,
-                                    1.0 / 720,      1.0 / 120,     1.0 / 24,     1.0 / 6,     1.0 / 2, 1.0 };
-
-AVX2_INLINE __m256d expm1_small_pd(__m256d y)
-{
-    __m256d p = _mm256_set1_pd(EXPM1_C[0]);
-    for (int c = 1; c < 11; c++)
-        p = _mm256_fmadd_pd(p, y, _mm256_set1_pd(EXPM1_C[c]));
-    return _mm256_mul_pd(p, y);
-}
-
-#define LO_PD(v) _mm256_cvtps_pd(_mm256_castps256_ps128(v))
-#define HI_PD(v) _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1))
-
+/* See kl_row_scalar. r(d) for |d| <= KL_SMALL from its series d²(1/2 − d/6 + d²/24 − ...),
+ * relative error < 2e-8; the exp of the large-|d| branch is only computed when a lane needs it. */
 AVX2 static double kl_row_avx2(const float *lr, const rt_rowstat *sr, const float *lq, int n)
 {
-    const __m256 vmax = _mm256_set1_ps(sr->max);
-    __m256d m0 = _mm256_setzero_pd(), m1 = _mm256_setzero_pd();
+    const __m256 vmax = _mm256_set1_ps(sr->max), zero = _mm256_setzero_ps();
+    const __m256 c = _mm256_set1_ps(lr[sr->argmax] - lq[sr->argmax]), sign = _mm256_set1_ps(-0.0f);
+    __m256d x[2] = { _mm256_setzero_pd(), _mm256_setzero_pd() }, R[2] = { x[0], x[0] };
     MAP_AVX2(n, {
-        __m256 r = ld8(lr + i, full, m), q = ld8(lq + i, full, m);
-        __m256 e = _mm256_and_ps(exp_ps(_mm256_sub_ps(r, vmax)), _mm256_castsi256_ps(m));
-        m0 = _mm256_fmadd_pd(LO_PD(e), _mm256_sub_pd(LO_PD(r), LO_PD(q)), m0);
-        m1 = _mm256_fmadd_pd(HI_PD(e), _mm256_sub_pd(HI_PD(r), HI_PD(q)), m1);
-    })
-    const __m256d mu = _mm256_set1_pd(hsum4d(_mm256_add_pd(m0, m1)) / sr->sumexp);
-    const __m256d small = _mm256_set1_pd(KL_SMALL), sign = _mm256_set1_pd(-0.0);
-    __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
-    MAP_AVX2(n, {
-        __m256 r = ld8(lr + i, full, m), q = ld8(lq + i, full, m);
-        __m256 a = _mm256_sub_ps(r, vmax);
-        __m256 e = _mm256_and_ps(exp_ps(a), _mm256_castsi256_ps(m));
-        __m256d d0 = _mm256_sub_pd(_mm256_sub_pd(LO_PD(r), LO_PD(q)), mu);
-        __m256d d1 = _mm256_sub_pd(_mm256_sub_pd(HI_PD(r), HI_PD(q)), mu);
-        __m256 big = exp_ps(_mm256_set_m128(_mm256_cvtpd_ps(_mm256_sub_pd(HI_PD(a), d1)),
-                                            _mm256_cvtpd_ps(_mm256_sub_pd(LO_PD(a), d0))));
-        big = _mm256_and_ps(big, _mm256_castsi256_ps(m));
-        __m256d t0 = _mm256_blendv_pd(_mm256_sub_pd(LO_PD(big), LO_PD(e)),
-                                      _mm256_mul_pd(LO_PD(e), expm1_small_pd(_mm256_xor_pd(d0, sign))),
-                                      _mm256_cmp_pd(_mm256_andnot_pd(sign, d0), small, _CMP_LE_OQ));
-        __m256d t1 = _mm256_blendv_pd(_mm256_sub_pd(HI_PD(big), HI_PD(e)),
-                                      _mm256_mul_pd(HI_PD(e), expm1_small_pd(_mm256_xor_pd(d1, sign))),
-                                      _mm256_cmp_pd(_mm256_andnot_pd(sign, d1), small, _CMP_LE_OQ));
-        s0 = _mm256_add_pd(s0, t0);
-        s1 = _mm256_add_pd(s1, t1);
-    })
-    double kl = log1p(hsum4d(_mm256_add_pd(s0, s1)) / sr->sumexp);
+        __m256 r = ld8(lr + i, full, m), a = _mm256_sub_ps(r, vmax);
+        __m256 e = live(exp_ps(a), full, m, zero);
+        __m256 d = live(_mm256_sub_ps(_mm256_sub_ps(r, ld8(lq + i, full, m)), c), full, m, zero);
+        __m256 p = _mm256_set1_ps(-1.0f / 5040);
+        p = _mm256_fmadd_ps(p, d, _mm256_set1_ps(1.0f / 720));
+        p = _mm256_fmadd_ps(p, d, _mm256_set1_ps(-1.0f / 120));
+        p = _mm256_fmadd_ps(p, d, _mm256_set1_ps(1.0f / 24));
+        p = _mm256_fmadd_ps(p, d, _mm256_set1_ps(-1.0f / 6));
+        p = _mm256_fmadd_ps(p, d, _mm256_set1_ps(0.5f));
+        __m256 ed = _mm256_mul_ps(e, d), term = _mm256_mul_ps(_mm256_mul_ps(ed, d), p);
+        __m256 big = _mm256_cmp_ps(_mm256_andnot_ps(sign, d), _mm256_set1_ps(KL_SMALL), _CMP_GT_OQ);
+        if (_mm256_movemask_ps(big)) {
+            __m256 t = _mm256_add_ps(_mm256_sub_ps(exp_ps(_mm256_sub_ps(a, d)), e), ed);
+            term = _mm256_blendv_ps(term, t, big);
+        }
+        add_pd8(x, ed);
+        add_pd8(R, term);
+    });
+    const double xs = hsum4d(_mm256_add_pd(x[0], x[1])) / sr->sumexp;
+    const double kl = xs + log1p(hsum4d(_mm256_add_pd(R[0], R[1])) / sr->sumexp - xs);
     return kl > 0.0 ? kl : 0.0;
 }
 #endif /* HAVE_X86 */
@@ -424,14 +460,14 @@ void rt_gemm_nt(rt_isa isa, const float *x, size_t ldx, const float *w, size_t l
              gemm_nt_scalar(x, ldx, w, ldw, b, y, ldy, m, cols, k));
 }
 
-void rt_wsum_rows(rt_isa isa, const float *w, int n, const float *x, size_t ldx, float *y, int d)
+void rt_wsum_rows(rt_isa isa, const float *w, int n, const float *x, size_t ldx, float scale, float *y, int d)
 {
-    DISPATCH(isa, wsum_rows_avx2(w, n, x, ldx, y, d), wsum_rows_scalar(w, n, x, ldx, y, d));
+    DISPATCH(isa, wsum_rows_avx2(w, n, x, ldx, scale, y, d), wsum_rows_scalar(w, n, x, ldx, scale, y, d));
 }
 
-void rt_softmax(rt_isa isa, float *x, int n)
+float rt_softmax_unnorm(rt_isa isa, float *x, int n, float scale)
 {
-    DISPATCH(isa, softmax_avx2(x, n), softmax_scalar(x, n));
+    return DISPATCH(isa, softmax_unnorm_avx2(x, n, scale), softmax_unnorm_scalar(x, n, scale));
 }
 
 void rt_gelu_tanh(rt_isa isa, float *x, int n)

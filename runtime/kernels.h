@@ -40,11 +40,12 @@ void rt_linear(const rt_exec *ex, const float *x, int n, const rt_weight *W, flo
 void rt_gemm_nt(rt_isa isa, const float *x, size_t ldx, const float *w, size_t ldw, const float *b,
                 float *y, size_t ldy, int m, int cols, int k);
 
-/* y[c] = Σ_{j<n} w[j]·x[j·ldx + c] for c < d: attention's weighted sum of value rows. */
-void rt_wsum_rows(rt_isa isa, const float *w, int n, const float *x, size_t ldx, float *y, int d);
+/* y[c] = scale·Σ_{j<n} w[j]·x[j·ldx + c] for c < d: attention's weighted sum of value rows. */
+void rt_wsum_rows(rt_isa isa, const float *w, int n, const float *x, size_t ldx, float scale, float *y, int d);
 
-/* In place: x ← softmax(x) over n values (float sums, fixed order). */
-void rt_softmax(rt_isa isa, float *x, int n);
+/* In place: x ← exp(scale·(x − max x)) (scale > 0); returns their sum (float, fixed order).
+ * Softmax without the division, which the caller folds into what it does next. */
+float rt_softmax_unnorm(rt_isa isa, float *x, int n, float scale);
 /* In place: x ← x·Φ(x) with the tanh approximation (GPT-2's gelu_new). */
 void rt_gelu_tanh(rt_isa isa, float *x, int n);
 /* In place: g ← silu(g)·u (Llama's SwiGLU). */
@@ -61,9 +62,8 @@ typedef struct {
 int rt_row_stats(rt_isa isa, const float *l, int n, rt_rowstat *st);
 
 /* KL(P_ref || P_q) in nats for one row, P_ref described by lr and its stats sr from
- * rt_row_stats (same isa). Computed as log Σ p_v·exp(−(Δ_v − μ)) with Δ = lr − lq and
- * μ = Σ p_v Δ_v, summed through expm1, so that nearly identical rows (KL ~ 1e-8) keep their
- * digits and rounding in p only changes the result at second order. Never negative. */
+ * rt_row_stats (same isa). Formed from the logit differences so that nearly identical rows
+ * (KL ~ 1e-9) keep their digits: identical rows give exactly 0. Never negative. */
 double rt_kl_row(rt_isa isa, const float *lr, const rt_rowstat *sr, const float *lq, int n);
 
 #endif

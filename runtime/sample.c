@@ -3,9 +3,9 @@
 #include <math.h>
 #include <stdlib.h>
 
-/* PCG32's multiplier and the reference seeding: state from the seed, a fixed odd stream. */
+/* PCG32's multiplier; seeding as the reference pcg32_srandom(seed, stream) with stream 54. */
 #define PCG_MULT 6364136223846793005ULL
-#define PCG_INC 1442695040888963407ULL
+#define PCG_STREAM 54u
 
 uint32_t rt_rng_u32(rt_rng *r)
 {
@@ -19,7 +19,7 @@ uint32_t rt_rng_u32(rt_rng *r)
 void rt_rng_seed(rt_rng *r, uint64_t seed)
 {
     r->state = 0;
-    r->inc = PCG_INC | 1u;
+    r->inc = (PCG_STREAM << 1u) | 1u;
     rt_rng_u32(r);
     r->state += seed;
     rt_rng_u32(r);
