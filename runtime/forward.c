@@ -325,7 +325,8 @@ lmq_code rt_forward(rt_state *s, const int32_t *tokens, int n, int pos0, rt_logi
         attn_job aj = { .s = s, .layer = l, .n = n, .pos0 = pos0, .blocks = (n + ATT_ROWS - 1) / ATT_ROWS };
         aj.heads_per_task = aj.blocks >= 2 * s->threads ? a->n_heads : 1;
         aj.groups = a->n_heads / aj.heads_per_task;
-        rt_pool_for(ex->pool, (int64_t)aj.blocks * aj.groups, 1, attn_task, &aj);
+        const int64_t work = (int64_t)n * (pos0 + n) * d;
+        rt_pool_for(work < RT_PARALLEL_MIN_WORK ? NULL : ex->pool, (int64_t)aj.blocks * aj.groups, 1, attn_task, &aj);
         rt_linear(ex, s->xb2, n, &L->attn_out, s->xb);
         add_rows(s->x, s->xb, (size_t)n * d);
 

@@ -25,6 +25,9 @@ typedef struct {
     rt_isa isa;
 } rt_exec;
 
+/* Below this many multiply-adds a parallel loop is not worth waking the workers for. */
+#define RT_PARALLEL_MIN_WORK 32768
+
 /* A linear layer's weight: y = x·Wᵀ + b with W [out × in] row-major fp32. */
 typedef struct {
     const float *w;

@@ -5,19 +5,28 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-/* Workers spin this many rounds on the job counter before sleeping: a decode step issues dozens
+/* Workers spin this many rounds on the job word before sleeping: a decode step issues dozens
  * of small parallel loops back to back, and a condition-variable wake-up costs more than one. */
-#define SPIN_ROUNDS 4000
+#define SPIN_ROUNDS 2000
+
+/* The job word: generation (high 32 bits), an open flag, and how many workers have joined.
+ * Workers join only an open job of the generation they saw, with a compare-and-swap; the
+ * caller runs chunks itself, closes the job when none are left, and waits only for workers
+ * that joined. A worker that wakes late (a busy machine) finds the job closed and costs the
+ * caller nothing. */
+#define ST_OPEN ((uint64_t)1 << 31)
+#define ST_GEN(s) ((s) >> 32)
+#define ST_ACTIVE(s) ((s) & (ST_OPEN - 1))
 
 struct rt_pool {
     int threads;
     pthread_t *tids;
     pthread_mutex_t mu;
     pthread_cond_t wake, done;
-    atomic_uint_fast64_t generation; /* bumped once per job */
-    atomic_int busy;                 /* workers still inside the current job */
+    int sleepers; /* under mu */
+    atomic_uint_fast64_t state;
     atomic_int stop;
-    /* The current job. */
+    /* The current job: written before it opens, read only by workers that joined it. */
     rt_task_fn fn;
     void *ctx;
     int64_t n, grain;
@@ -54,19 +63,31 @@ static void *worker(void *v)
     rt_pool *p = a.p;
     uint_fast64_t seen = 0;
     for (;;) {
-        for (int i = 0; i < SPIN_ROUNDS && atomic_load(&p->generation) == seen && !atomic_load(&p->stop); i++)
+        uint_fast64_t s = atomic_load(&p->state);
+        for (int i = 0; i < SPIN_ROUNDS && ST_GEN(s) == seen && !atomic_load(&p->stop); i++) {
             cpu_relax();
-        if (atomic_load(&p->generation) == seen) {
+            s = atomic_load(&p->state);
+        }
+        if (ST_GEN(s) == seen) {
             pthread_mutex_lock(&p->mu);
-            while (atomic_load(&p->generation) == seen && !atomic_load(&p->stop))
+            p->sleepers++;
+            while (ST_GEN(atomic_load(&p->state)) == seen && !atomic_load(&p->stop))
                 pthread_cond_wait(&p->wake, &p->mu);
+            p->sleepers--;
             pthread_mutex_unlock(&p->mu);
         }
         if (atomic_load(&p->stop))
             return NULL;
-        seen = atomic_load(&p->generation);
+        s = atomic_load(&p->state);
+        seen = ST_GEN(s);
+        int joined = 0;
+        while (!joined && (s & ST_OPEN) && ST_GEN(s) == seen)
+            joined = atomic_compare_exchange_weak(&p->state, &s, s + 1);
+        if (!joined)
+            continue;
         run_chunks(p, a.thread);
-        if (atomic_fetch_sub(&p->busy, 1) == 1) {
+        s = atomic_fetch_sub(&p->state, 1) - 1;
+        if (!(s & ST_OPEN) && ST_ACTIVE(s) == 0) {
             pthread_mutex_lock(&p->mu);
             pthread_cond_signal(&p->done);
             pthread_mutex_unlock(&p->mu);
@@ -142,22 +163,27 @@ void rt_pool_for(rt_pool *p, int64_t n, int64_t grain, rt_task_fn fn, void *ctx)
             fn(ctx, b, b + grain < n ? b + grain : n, 0);
         return;
     }
+    /* No worker is inside the previous job (the caller waited for them), so the fields and
+     * the job word can be rewritten. */
     p->fn = fn;
     p->ctx = ctx;
     p->n = n;
     p->grain = grain;
     atomic_store(&p->next, 0);
-    atomic_store(&p->busy, p->threads - 1);
+    atomic_store(&p->state, ((ST_GEN(atomic_load(&p->state)) + 1) << 32) | ST_OPEN);
     pthread_mutex_lock(&p->mu);
-    atomic_fetch_add(&p->generation, 1);
-    pthread_cond_broadcast(&p->wake);
+    if (p->sleepers)
+        pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->mu);
     run_chunks(p, 0);
-    for (int i = 0; i < SPIN_ROUNDS && atomic_load(&p->busy); i++)
+    uint_fast64_t s = atomic_fetch_and(&p->state, ~(uint_fast64_t)ST_OPEN) & ~(uint_fast64_t)ST_OPEN;
+    for (int i = 0; i < SPIN_ROUNDS && ST_ACTIVE(s); i++) {
         cpu_relax();
-    if (atomic_load(&p->busy)) {
+        s = atomic_load(&p->state);
+    }
+    if (ST_ACTIVE(s)) {
         pthread_mutex_lock(&p->mu);
-        while (atomic_load(&p->busy))
+        while (ST_ACTIVE(atomic_load(&p->state)))
             pthread_cond_wait(&p->done, &p->mu);
         pthread_mutex_unlock(&p->mu);
     }
