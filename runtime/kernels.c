@@ -101,6 +101,18 @@ static int row_stats_scalar(const float *l, int n, rt_rowstat *st)
  * exp(a − d) with a = lr − max, which stays finite even where p underflows. */
 #define KL_SMALL 0.25f
 
+/* KL = x + log1p(R − x). R − x = Σ p e^(−d) − 1 >= p_argmax − 1 = 1/sumexp − 1 (d = 0 at the
+ * argmax); holding it there keeps rounding in extreme rows (logit gaps ~1e3) from reaching
+ * log1p(−1). */
+static double kl_finish(double x, double R, double sumexp)
+{
+    double y = R - x;
+    if (!(y >= 1.0 / sumexp - 1.0))
+        y = 1.0 / sumexp - 1.0;
+    const double kl = x + log1p(y);
+    return kl > 0.0 ? kl : 0.0;
+}
+
 static double kl_row_scalar(const float *lr, const rt_rowstat *sr, const float *lq, int n)
 {
     const float c = lr[sr->argmax] - lq[sr->argmax];
@@ -111,8 +123,7 @@ static double kl_row_scalar(const float *lr, const rt_rowstat *sr, const float *
         R += fabs(d) <= KL_SMALL ? e * (expm1(-d) + d) : exp(a - d) - e + e * d;
     }
     x /= sr->sumexp;
-    const double kl = x + log1p(R / sr->sumexp - x);
-    return kl > 0.0 ? kl : 0.0;
+    return kl_finish(x, R / sr->sumexp, sr->sumexp);
 }
 
 /* ---------------------------------------------------------------- AVX2 + FMA versions */
@@ -146,6 +157,12 @@ AVX2_INLINE __m256 exp_ps(__m256 x)
     return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
+/* Whole vector or masked tail. */
+AVX2_INLINE __m256 ld8(const float *p, int full, __m256i m)
+{
+    return full ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, m);
+}
+
 /* The four 8-lane sums of a0..a3, as one 4-vector, in a fixed order. */
 AVX2_INLINE __m128 hsum4(__m256 a0, __m256 a1, __m256 a2, __m256 a3)
 {
@@ -166,50 +183,54 @@ AVX2_INLINE double hsum4d(__m256d a)
     return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
 }
 
-/* One tile: MR rows of x against 4 rows of w (w[j] may repeat a row to pad a short tile),
- * 8 lanes per output over k, then hsum4. Every output sees the same operation order whatever
- * MR is, so a row's result does not depend on its neighbours. */
+/* One tile: rows of x against 4 rows of w (w[j] may repeat a row to pad a short tile), 8 lanes
+ * per output over k, then hsum4. Every output sees the same operation order whatever the number
+ * of rows, so a row's result does not depend on its neighbours. The accumulators are named
+ * variables, not arrays, so that they stay in registers even in the -O1 sanitizer build.
+ * ROWS(X) applies X to each row index; the tail (k % 8) goes through masked loads. */
+#define TILE_DECL(r)                                                                                              \
+    const float *x##r = x + (r) * ldx;                                                                            \
+    __m256 a##r##0 = _mm256_setzero_ps(), a##r##1 = a##r##0, a##r##2 = a##r##0, a##r##3 = a##r##0, xv##r;
+#define TILE_LOADX(r) xv##r = ld8(x##r + kk, full, m);
+#define TILE_FMA0(r) a##r##0 = _mm256_fmadd_ps(xv##r, wv, a##r##0);
+#define TILE_FMA1(r) a##r##1 = _mm256_fmadd_ps(xv##r, wv, a##r##1);
+#define TILE_FMA2(r) a##r##2 = _mm256_fmadd_ps(xv##r, wv, a##r##2);
+#define TILE_FMA3(r) a##r##3 = _mm256_fmadd_ps(xv##r, wv, a##r##3);
+#define TILE_STEP(ROWS)                                                                                           \
+    do {                                                                                                          \
+        ROWS(TILE_LOADX)                                                                                          \
+        __m256 wv = ld8(w[0] + kk, full, m);                                                                      \
+        ROWS(TILE_FMA0)                                                                                           \
+        wv = ld8(w[1] + kk, full, m);                                                                             \
+        ROWS(TILE_FMA1)                                                                                           \
+        wv = ld8(w[2] + kk, full, m);                                                                             \
+        ROWS(TILE_FMA2)                                                                                           \
+        wv = ld8(w[3] + kk, full, m);                                                                             \
+        ROWS(TILE_FMA3)                                                                                           \
+    } while (0)
+#define TILE_OUT(r) out[r] = hsum4(a##r##0, a##r##1, a##r##2, a##r##3);
+#define DEFINE_TILE(name, ROWS)                                                                                   \
+    AVX2_INLINE void name(const float *x, size_t ldx, const float *const w[4], int k, __m128 *out)                \
+    {                                                                                                             \
+        ROWS(TILE_DECL)                                                                                           \
+        int kk = 0;                                                                                               \
+        for (; kk + 8 <= k; kk += 8) {                                                                            \
+            const int full = 1;                                                                                   \
+            const __m256i m = _mm256_setzero_si256();                                                             \
+            TILE_STEP(ROWS);                                                                                      \
+        }                                                                                                         \
+        if (kk < k) {                                                                                             \
+            const int full = 0;                                                                                   \
+            const __m256i m = tail_mask(k - kk);                                                                  \
+            TILE_STEP(ROWS);                                                                                      \
+        }                                                                                                         \
+        ROWS(TILE_OUT)                                                                                            \
+    }
+#define ROWS3(X) X(0) X(1) X(2)
+#define ROWS1(X) X(0)
 #define MR 3
-AVX2_INLINE void tile(const int mr, const float *x, size_t ldx, const float *const w[4], int k, __m128 out[MR])
-{
-    __m256 acc[MR][4];
-#pragma GCC unroll 3
-    for (int r = 0; r < mr; r++)
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; j++)
-            acc[r][j] = _mm256_setzero_ps();
-    int kk = 0;
-    for (; kk + 8 <= k; kk += 8) {
-        __m256 xv[MR];
-#pragma GCC unroll 3
-        for (int r = 0; r < mr; r++)
-            xv[r] = _mm256_loadu_ps(x + r * ldx + kk);
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; j++) {
-            __m256 wv = _mm256_loadu_ps(w[j] + kk);
-#pragma GCC unroll 3
-            for (int r = 0; r < mr; r++)
-                acc[r][j] = _mm256_fmadd_ps(xv[r], wv, acc[r][j]);
-        }
-    }
-    if (kk < k) {
-        __m256i m = tail_mask(k - kk);
-        __m256 xv[MR];
-#pragma GCC unroll 3
-        for (int r = 0; r < mr; r++)
-            xv[r] = _mm256_maskload_ps(x + r * ldx + kk, m);
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; j++) {
-            __m256 wv = _mm256_maskload_ps(w[j] + kk, m);
-#pragma GCC unroll 3
-            for (int r = 0; r < mr; r++)
-                acc[r][j] = _mm256_fmadd_ps(xv[r], wv, acc[r][j]);
-        }
-    }
-#pragma GCC unroll 3
-    for (int r = 0; r < mr; r++)
-        out[r] = hsum4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]);
-}
+DEFINE_TILE(tile3, ROWS3)
+DEFINE_TILE(tile1, ROWS1)
 
 AVX2_INLINE void store_tile(__m128 v, const float *b, int j0, int nr, float *y)
 {
@@ -236,12 +257,12 @@ AVX2 static void gemm_nt_avx2(const float *x, size_t ldx, const float *w, size_t
         __m128 out[MR];
         int i = 0;
         for (; i + MR <= m; i += MR) {
-            tile(MR, x + (size_t)i * ldx, ldx, wr, k, out);
+            tile3(x + (size_t)i * ldx, ldx, wr, k, out);
             for (int r = 0; r < MR; r++)
                 store_tile(out[r], b, j0, nr, y + (size_t)(i + r) * ldy);
         }
         for (; i < m; i++) {
-            tile(1, x + (size_t)i * ldx, ldx, wr, k, out);
+            tile1(x + (size_t)i * ldx, ldx, wr, k, out);
             store_tile(out[0], b, j0, nr, y + (size_t)i * ldy);
         }
     }
@@ -264,11 +285,6 @@ AVX2 static void gemm_nt_avx2(const float *x, size_t ldx, const float *w, size_t
             __VA_ARGS__                                                                                           \
         }                                                                                                         \
     } while (0)
-
-AVX2_INLINE __m256 ld8(const float *p, int full, __m256i m)
-{
-    return full ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, m);
-}
 
 AVX2_INLINE void st8(float *p, int full, __m256i m, __m256 v)
 {
@@ -440,9 +456,8 @@ AVX2 static double kl_row_avx2(const float *lr, const rt_rowstat *sr, const floa
         add_pd8(x, ed);
         add_pd8(R, term);
     });
-    const double xs = hsum4d(_mm256_add_pd(x[0], x[1])) / sr->sumexp;
-    const double kl = xs + log1p(hsum4d(_mm256_add_pd(R[0], R[1])) / sr->sumexp - xs);
-    return kl > 0.0 ? kl : 0.0;
+    return kl_finish(hsum4d(_mm256_add_pd(x[0], x[1])) / sr->sumexp, hsum4d(_mm256_add_pd(R[0], R[1])) / sr->sumexp,
+                     sr->sumexp);
 }
 #endif /* HAVE_X86 */
 

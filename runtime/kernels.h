@@ -26,7 +26,7 @@ typedef struct {
 } rt_exec;
 
 /* Below this many multiply-adds a parallel loop is not worth waking the workers for. */
-#define RT_PARALLEL_MIN_WORK 32768
+#define RT_PARALLEL_MIN_WORK 65536
 
 /* A linear layer's weight: y = x·Wᵀ + b with W [out × in] row-major fp32. */
 typedef struct {

@@ -24,7 +24,9 @@ int rt_pool_threads(const rt_pool *p);
 int rt_online_cpus(void);
 
 /* Runs fn over [0, n) and returns when every item is done. Runs inline (no hand-off) when the
- * pool is NULL or single-threaded, or when n <= grain. Not reentrant: fn must not call it. */
+ * pool is NULL or single-threaded, or when n <= grain. The caller's thread takes chunks too
+ * and never waits for a worker that has not started on the job (a busy machine delays nothing).
+ * One caller at a time per pool, and fn must not call it (not reentrant). */
 void rt_pool_for(rt_pool *p, int64_t n, int64_t grain, rt_task_fn fn, void *ctx);
 
 #endif
