@@ -372,60 +372,46 @@ AVX2 static void silu_mul_avx2(float *g, const float *u, int n)
     });
 }
 
-/* Pass 1: finiteness, and per lane the maximum and the index where it first occurs, in four
- * independent sets (32 elements a step) so that no compare-blend chain limits the loop.
- * Pass 2: the exponentials (the row is still in L2) summed in double. */
+/* Pass 1: finiteness and the maximum, in four independent lanes sets (32 elements a step) so
+ * that no chain of dependent max operations limits the loop. Pass 2 (the row is still in L2):
+ * the exponentials summed in double, and the first index that holds the maximum. */
 AVX2 static int row_stats_avx2(const float *l, int n, rt_rowstat *st)
 {
     const __m256 ninf = _mm256_set1_ps(-INFINITY), zero = _mm256_setzero_ps();
-    __m256 mx[4] = { ninf, ninf, ninf, ninf }, bad = zero;
-    __m256i at[4], idx[4];
-    for (int k = 0; k < 4; k++) {
-        at[k] = _mm256_setzero_si256();
-        idx[k] = _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(8 * k));
-    }
-#define MAX_STEP(k, v)                                                                                            \
-    do {                                                                                                          \
-        __m256 gt_ = _mm256_cmp_ps((v), mx[k], _CMP_GT_OQ);                                                       \
-        mx[k] = _mm256_blendv_ps(mx[k], (v), gt_);                                                                \
-        at[k] = _mm256_castps_si256(                                                                              \
-            _mm256_blendv_ps(_mm256_castsi256_ps(at[k]), _mm256_castsi256_ps(idx[k]), gt_));                      \
-    } while (0)
+    __m256 m0 = ninf, m1 = ninf, m2 = ninf, m3 = ninf, bad = zero;
     int i = 0;
-    for (; i + 32 <= n; i += 32)
-        for (int k = 0; k < 4; k++) {
-            __m256 v = _mm256_loadu_ps(l + i + 8 * k);
-            bad = _mm256_or_ps(bad, _mm256_sub_ps(v, v)); /* NaN for inf and NaN */
-            MAX_STEP(k, v);
-            idx[k] = _mm256_add_epi32(idx[k], _mm256_set1_epi32(32));
-        }
-    idx[0] = _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(i));
+    for (; i + 32 <= n; i += 32) {
+        __m256 v0 = _mm256_loadu_ps(l + i), v1 = _mm256_loadu_ps(l + i + 8);
+        __m256 v2 = _mm256_loadu_ps(l + i + 16), v3 = _mm256_loadu_ps(l + i + 24);
+        /* v − v is NaN exactly for inf and NaN */
+        bad = _mm256_or_ps(bad, _mm256_or_ps(_mm256_or_ps(_mm256_sub_ps(v0, v0), _mm256_sub_ps(v1, v1)),
+                                             _mm256_or_ps(_mm256_sub_ps(v2, v2), _mm256_sub_ps(v3, v3))));
+        m0 = _mm256_max_ps(m0, v0);
+        m1 = _mm256_max_ps(m1, v1);
+        m2 = _mm256_max_ps(m2, v2);
+        m3 = _mm256_max_ps(m3, v3);
+    }
     for (; i < n; i += 8) {
-        __m256i m = tail_mask(n - i);
+        const __m256i m = tail_mask(n - i);
         __m256 v = _mm256_maskload_ps(l + i, m); /* dead lanes read 0 */
         bad = _mm256_or_ps(bad, _mm256_sub_ps(v, v));
-        v = _mm256_blendv_ps(ninf, v, _mm256_castsi256_ps(m));
-        MAX_STEP(0, v);
-        idx[0] = _mm256_add_epi32(idx[0], _mm256_set1_epi32(8));
+        m0 = _mm256_max_ps(m0, _mm256_blendv_ps(ninf, v, _mm256_castsi256_ps(m)));
     }
-#undef MAX_STEP
     if (_mm256_movemask_ps(_mm256_cmp_ps(bad, bad, _CMP_UNORD_Q)))
         return -1;
-    float lane_max[32];
-    int lane_at[32], arg = n;
-    for (int k = 0; k < 4; k++) {
-        _mm256_storeu_ps(lane_max + 8 * k, mx[k]);
-        _mm256_storeu_si256((__m256i *)(lane_at + 8 * k), at[k]);
-    }
-    float fmax = lane_max[0];
-    for (int k = 1; k < 32; k++)
-        fmax = lane_max[k] > fmax ? lane_max[k] : fmax;
-    for (int k = 0; k < 32; k++)
-        if (lane_max[k] == fmax && lane_at[k] < arg)
-            arg = lane_at[k];
+    const float fmax = hmax8(_mm256_max_ps(_mm256_max_ps(m0, m1), _mm256_max_ps(m2, m3)));
     const __m256 vmax = _mm256_set1_ps(fmax);
+    int arg = -1;
     __m256d s[2] = { _mm256_setzero_pd(), _mm256_setzero_pd() };
-    MAP_AVX2(n, { add_pd8(s, live(exp_ps(_mm256_sub_ps(ld8(l + i, full, m), vmax)), full, m, zero)); });
+    MAP_AVX2(n, {
+        const __m256 v = ld8(l + i, full, m);
+        if (arg < 0) {
+            int eq = _mm256_movemask_ps(live(_mm256_cmp_ps(v, vmax, _CMP_EQ_OQ), full, m, zero));
+            if (eq)
+                arg = i + __builtin_ctz((unsigned)eq);
+        }
+        add_pd8(s, live(exp_ps(_mm256_sub_ps(v, vmax)), full, m, zero));
+    });
     *st = (rt_rowstat){ .max = fmax, .argmax = arg, .sumexp = hsum4d(_mm256_add_pd(s[0], s[1])) };
     return 0;
 }
@@ -509,8 +495,8 @@ double rt_kl_row(rt_isa isa, const float *lr, const rt_rowstat *sr, const float 
 
 /* Task tiles: ROWS_PER_TASK rows of x (a multiple of the kernel's 3) against COLS_PER_TASK rows
  * of W. Tasks run W-block-major, so neighbouring tasks share a W block while x stays cached. */
-#define ROWS_PER_TASK 96
-#define COLS_PER_TASK 32
+#define ROWS_PER_TASK 48
+#define COLS_PER_TASK 64
 
 typedef struct {
     const rt_exec *ex;
