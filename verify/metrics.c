@@ -15,7 +15,7 @@ typedef struct {
 typedef struct {
     rt_isa isa;
     int vocab;
-    const int32_t *next;     /* the token each position predicts */
+    const int32_t *next;  /* the token each position predicts */
     const float *lr;      /* reference logits [ctx × vocab] */
     const pos_score *ref; /* NULL while scoring the reference itself */
     const float *lq;      /* logits being scored */
