@@ -78,6 +78,14 @@ check: $(BUILD)/lmq $(TEST_BIN)
 check-asan:
 	$(MAKE) BUILD=build-asan SAN=1 OPT=-O1 check
 
+# Speed (never part of check): each bench/*.c is a program against liblmq.a.
+$(BUILD)/bench/%: bench/%.c $(BUILD)/liblmq.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/liblmq.a $(LDLIBS)
+
+bench: $(BUILD)/bench/bench_runtime
+	$(BUILD)/bench/bench_runtime
+
 # Debian packages the build needs; a no-op when they are installed.
 DEB_PKGS := build-essential pkg-config libzstd-dev libyaml-dev libxxhash-dev libjansson-dev check
 deps:

@@ -1,0 +1,62 @@
+/* The CPU forward pass for the two model families lmq imports (GPT-2 and Llama).
+ *
+ * rt_model is a view of an lmq_model: it looks the tensors up by their canonical names, checks
+ * their shapes and keeps pointers (no copy), so the lmq_model must outlive it. rt_state holds
+ * the activations and the KV cache for up to max_tokens positions. rt_forward evaluates n
+ * tokens at positions pos0.. in one pass (prefill as matrix-matrix products); rt_decode is its
+ * one-token case. A token's logits are bit-identical whether it was evaluated alone from the
+ * cache or inside a longer batch, and for any thread count. */
+#ifndef LMQ_RT_FORWARD_H
+#define LMQ_RT_FORWARD_H
+
+#include "formats/model.h"
+#include "runtime/kernels.h"
+
+typedef struct {
+    const float *attn_norm_w, *attn_norm_b; /* b: GPT-2 only */
+    rt_weight attn_qkv;                     /* GPT-2: fused q|k|v */
+    rt_weight attn_q, attn_k, attn_v;       /* Llama */
+    rt_weight attn_out;
+    const float *ffn_norm_w, *ffn_norm_b;
+    rt_weight ffn_gate; /* Llama */
+    rt_weight ffn_up, ffn_down;
+} rt_layer;
+
+typedef struct {
+    lmq_arch arch;
+    int head_dim, kv_dim;
+    const float *tok_embd; /* [vocab × dim] */
+    const float *pos_embd; /* [max_seq × dim], GPT-2 only */
+    rt_layer *layers;
+    const float *out_norm_w, *out_norm_b;
+    rt_weight classifier; /* tok_embd when tied */
+} rt_model;
+
+/* Validates m (shapes, finite weights, a supported rope layout) and points rm into it. */
+lmq_code rt_model_init(rt_model *rm, const lmq_model *m, lmq_err *err);
+void rt_model_free(rt_model *rm);
+
+typedef struct rt_state rt_state;
+
+/* A state for up to max_tokens positions (<= arch.max_seq; 0 = arch.max_seq). ex says where
+ * the kernels run; it is copied. */
+lmq_code rt_state_create(const rt_model *m, const rt_exec *ex, int max_tokens, rt_state **out, lmq_err *err);
+void rt_state_free(rt_state *s);
+const rt_model *rt_state_model(const rt_state *s);
+int rt_state_max_tokens(const rt_state *s);
+const rt_exec *rt_state_exec(const rt_state *s);
+
+typedef enum {
+    RT_LOGITS_ALL,  /* logits for every evaluated position: [n × vocab] */
+    RT_LOGITS_LAST, /* only the last position's: [vocab] */
+    RT_LOGITS_NONE, /* fill the cache only */
+} rt_logits;
+
+/* Evaluates tokens[0..n) at positions pos0..pos0+n-1. The cache must hold positions 0..pos0-1
+ * from earlier calls (pos0 = 0 starts afresh); positions >= pos0 are overwritten. */
+lmq_code rt_forward(rt_state *s, const int32_t *tokens, int n, int pos0, rt_logits which, float *logits,
+                    lmq_err *err);
+/* One token at position pos from the cache: logits [vocab]. */
+lmq_code rt_decode(rt_state *s, int32_t token, int pos, float *logits, lmq_err *err);
+
+#endif

@@ -1,0 +1,364 @@
+/* verify/metrics: the P1 scorer on models whose answers are known in closed form (uniform
+ * logits, a model that names the next token with a fixed logit), a model against itself, the
+ * error cases, thread independence, and full-text perplexity, top-1 agreement and KL against
+ * the independent reference's golden values. */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/file.h"
+#include "common/fp.h"
+#include "convert/convert.h"
+#include "formats/llama2c.h"
+#include "runtime/sample.h"
+#include "runtime/tokenizer.h"
+#include "verify/metrics.h"
+#include "verify/stream.h"
+#include "tests/testutil.h"
+
+/* ---- helpers ------------------------------------------------------------------------- */
+
+typedef struct {
+    lmq_model m;
+    rt_model rm;
+    rt_state *st;
+} scored;
+
+static void attach(scored *s, rt_pool *pool, int max_tokens)
+{
+    lmq_err e;
+    ck_assert_msg(rt_model_init(&s->rm, &s->m, &e) == LMQ_OK, "%s", e.msg);
+    rt_exec ex = { .pool = pool, .isa = rt_isa_best() };
+    ck_assert_msg(rt_state_create(&s->rm, &ex, max_tokens, &s->st, &e) == LMQ_OK, "%s", e.msg);
+}
+
+static void detach(scored *s)
+{
+    rt_state_free(s->st);
+    rt_model_free(&s->rm);
+    lmq_model_free(&s->m);
+}
+
+static void load(scored *s, const char *rel, rt_pool *pool)
+{
+    lmq_err e;
+    lmq_code c = strstr(rel, ".bin") ? l2c_load(fixture(rel), NULL, &s->m, &e) : lmq_convert(fixture(rel), NULL, &s->m, &e);
+    ck_assert_msg(c == LMQ_OK, "%s: %s", rel, e.msg);
+    attach(s, pool, 256);
+}
+
+/* The P1 token stream of a fixture text under the model's own tokenizer. */
+static int32_t *stream(const lmq_model *m, const char *text_rel, size_t *n)
+{
+    lmq_err e;
+    tok_tokenizer *tk;
+    ck_assert_msg(tok_open_model(m, &tk, &e) == LMQ_OK, "%s", e.msg);
+    lmq_blob b;
+    ck_assert_msg(lmq_blob_open(fixture(text_rel), &b, &e) == LMQ_OK, "%s", e.msg);
+    int32_t *ids;
+    int docs;
+    ck_assert_msg(vf_stream_build(tk, (const char *)b.data, b.size, &ids, n, &docs, &e) == LMQ_OK, "%s", e.msg);
+    lmq_blob_close(&b);
+    tok_free(tk);
+    return ids;
+}
+
+/* A Llama-family model of dim 8 with every weight zero; an untied classifier on request. */
+static void tiny_model(lmq_model *m, int untied, int vocab)
+{
+    lmq_err e;
+    lmq_model_init(m);
+    m->arch = (lmq_arch){ .family = LMQ_FAMILY_LLAMA, .dim = 8, .hidden_dim = 16, .n_layers = 1, .n_heads = 2,
+                          .n_kv_heads = 1, .max_seq = 64, .norm_eps = 1e-5f, .rope_theta = 10000.0f,
+                          .vocab_size = vocab, .tied_embedding = !untied, .rope = LMQ_ROPE_INTERLEAVED, .bos_id = -1, .eos_id = -1 };
+    const struct { const char *name; int64_t r, c; } t[] = {
+        { "tok_embd.weight", vocab, 8 },        { "blk.0.attn_norm.weight", 8, 0 }, { "blk.0.attn_q.weight", 8, 8 },
+        { "blk.0.attn_k.weight", 4, 8 },    { "blk.0.attn_v.weight", 4, 8 },    { "blk.0.attn_out.weight", 8, 8 },
+        { "blk.0.ffn_norm.weight", 8, 0 },  { "blk.0.ffn_gate.weight", 16, 8 }, { "blk.0.ffn_up.weight", 16, 8 },
+        { "blk.0.ffn_down.weight", 8, 16 }, { "out_norm.weight", 8, 0 },        { "output.weight", vocab, 8 },
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0] - (untied ? 0 : 1); i++) {
+        int64_t shape[2] = { t[i].r, t[i].c };
+        ck_assert(lmq_model_add(m, t[i].name, t[i].c ? 2 : 1, shape, NULL, &e) == LMQ_OK);
+    }
+}
+
+/* ---- closed forms ------------------------------------------------------------------------ */
+
+/* All-zero weights: every logit is 0, so every position costs log(vocab): PPL = vocab. */
+START_TEST(uniform_logits)
+{
+    scored z;
+    tiny_model(&z.m, 0, 8);
+    attach(&z, NULL, 64);
+    int32_t toks[100];
+    for (int i = 0; i < 100; i++)
+        toks[i] = (i * 5 + 3) % 8;
+    vf_result r, c;
+    lmq_err e;
+    vf_opts o = { .ctx = 16 };
+    rt_state *self = z.st;
+    ck_assert_msg(vf_score(z.st, &self, 1, toks, 100, &o, &r, &c, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_int_eq(r.windows, 6); /* 100 / 16, the partial seventh dropped */
+    ck_assert_int_eq(r.positions, 6 * 15);
+    ck_assert_double_eq_tol(r.ppl, 8.0, 1e-12);
+    ck_assert_double_eq_tol(r.nll, log(8.0), 1e-12);
+    ck_assert(r.top1 == 1.0 && r.kl_mean == 0.0 && r.kl_p99 == 0.0);
+    ck_assert(c.top1 == 1.0 && c.kl_mean == 0.0 && c.ppl == r.ppl);
+    detach(&z);
+}
+END_TEST
+
+/* tok_embd = identity, out_norm = 1, output row v = L·e_(v-1 mod 8): after token t the logit of
+ * t+1 (mod 8) is z = L·g with g = 1/sqrt(1/8 + eps) (the RMS norm of a one-hot vector), all
+ * others 0; the (zero) layers leave the residual stream alone. So a position costs
+ * log(e^z + 7) − z when the next token is t+1 and log(e^z + 7) otherwise; against the uniform
+ * model, argmax agrees only where t+1 = 0 (ties go to the lowest id), and
+ * KL(uniform || this) = log(e^z + 7) − log 8 − z/8 at every position. */
+START_TEST(successor_model)
+{
+    const float L = 3.0f;
+    scored s, u;
+    tiny_model(&s.m, 1, 8);
+    tiny_model(&u.m, 0, 8);
+    for (int i = 0; i < 8; i++) {
+        lmq_model_find(&s.m, "tok_embd.weight")->data[i * 8 + i] = 1.0f;
+        lmq_model_find(&s.m, "out_norm.weight")->data[i] = 1.0f;
+        lmq_model_find(&s.m, "output.weight")->data[i * 8 + (i + 7) % 8] = L;
+    }
+    attach(&s, NULL, 64);
+    attach(&u, NULL, 64);
+    enum { N = 203, CTX = 10 };
+    int32_t toks[N];
+    rt_rng r;
+    rt_rng_seed(&r, 77);
+    for (int i = 0; i < N; i++) /* mostly successors, sometimes a random jump */
+        toks[i] = i && rt_rng_float(&r) < 0.7f ? (toks[i - 1] + 1) % 8 : (int32_t)(rt_rng_u32(&r) % 8);
+    const double z = L / sqrt(1.0 / 8 + 1e-5), lse = log(exp(z) + 7.0);
+    double nll = 0.0, agree = 0.0;
+    int64_t pos = 0;
+    for (int w = 0; w < N / CTX; w++)
+        for (int t = 0; t < CTX - 1; t++, pos++) {
+            int32_t cur = toks[w * CTX + t], next = toks[w * CTX + t + 1];
+            nll += lse - (next == (cur + 1) % 8 ? z : 0.0);
+            agree += (cur + 1) % 8 == 0;
+        }
+    vf_result ru, rs;
+    lmq_err e;
+    vf_opts o = { .ctx = CTX };
+    rt_state *cand = s.st;
+    ck_assert_msg(vf_score(u.st, &cand, 1, toks, N, &o, &ru, &rs, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_int_eq(rs.positions, pos);
+    ck_assert_int_eq(rs.windows, N / CTX);
+    ck_assert_double_eq_tol(rs.nll, nll / pos, 1e-6);
+    ck_assert_double_eq_tol(rs.ppl, exp(nll / pos), 1e-6 * exp(nll / pos));
+    ck_assert_double_eq_tol(rs.top1, agree / pos, 1e-15);
+    const double kl = lse - log(8.0) - z / 8;
+    ck_assert_double_eq_tol(rs.kl_mean, kl, 1e-6 * kl);
+    ck_assert_double_eq_tol(rs.kl_p99, kl, 1e-6 * kl);
+    ck_assert_double_eq_tol(ru.ppl, 8.0, 1e-12);
+    detach(&s);
+    detach(&u);
+}
+END_TEST
+
+/* ---- errors --------------------------------------------------------------------------------- */
+
+START_TEST(errors)
+{
+    scored z, big;
+    tiny_model(&z.m, 0, 8);
+    attach(&z, NULL, 64);
+    tiny_model(&big.m, 0, 9);
+    attach(&big, NULL, 32);
+    int32_t toks[80] = { 0 };
+    vf_result r, c;
+    lmq_err e;
+    vf_opts o = { .ctx = 16 };
+    ck_assert_int_eq(vf_score(z.st, NULL, 0, toks, 15, &o, &r, NULL, &e), LMQ_E_ARG);
+    ck_assert_msg(strstr(e.msg, "shorter than one window") != NULL, "%s", e.msg);
+    o.ctx = 1;
+    ck_assert_int_eq(vf_score(z.st, NULL, 0, toks, 80, &o, &r, NULL, &e), LMQ_E_ARG);
+    o.ctx = 65; /* beyond the model's and the state's context */
+    ck_assert_int_eq(vf_score(z.st, NULL, 0, toks, 80, &o, &r, NULL, &e), LMQ_E_ARG);
+    ck_assert_msg(strstr(e.msg, "exceeds") != NULL, "%s", e.msg);
+    o.ctx = 16;
+    rt_state *cand = big.st;
+    ck_assert_int_eq(vf_score(z.st, &cand, 1, toks, 80, &o, &r, &c, &e), LMQ_E_ARG); /* vocabularies differ */
+    ck_assert_msg(strstr(e.msg, "candidate 1") != NULL, "%s", e.msg);
+    toks[40] = 8;
+    ck_assert_int_eq(vf_score(z.st, NULL, 0, toks, 80, &o, &r, NULL, &e), LMQ_E_ARG);
+    ck_assert_msg(strstr(e.msg, "window 2") != NULL && strstr(e.msg, "token 8") != NULL, "%s", e.msg);
+    toks[40] = 0;
+    /* Non-finite logits are an error, never a NaN result. */
+    lmq_model_find(&z.m, "tok_embd.weight")->data[0] = INFINITY;
+    ck_assert_int_eq(vf_score(z.st, NULL, 0, toks, 80, &o, &r, NULL, &e), LMQ_E_NUMERIC);
+    ck_assert_msg(strstr(e.msg, "non-finite") != NULL, "%s", e.msg);
+    detach(&z);
+    detach(&big);
+}
+END_TEST
+
+/* ---- real models ------------------------------------------------------------------------- */
+
+/* A model against itself (a second state over the same weights): agreement 1, KL exactly 0,
+ * and the same perplexity; the results do not depend on the thread count. */
+START_TEST(self_and_threads)
+{
+    lmq_err e;
+    rt_pool *p1, *p2;
+    ck_assert(rt_pool_create(1, &p1, &e) == LMQ_OK && rt_pool_create(2, &p2, &e) == LMQ_OK);
+    scored a, b;
+    load(&a, "stories260K/stories260K.bin", p1);
+    load(&b, "stories260K/stories260K.bin", p2);
+    size_t n;
+    int32_t *ids = stream(&a.m, "text/tinystories-valid.txt", &n);
+    const size_t part = 12 * 256 + 100;
+    ck_assert_uint_gt(n, part);
+    vf_result r1, r2, c;
+    rt_state *cand = b.st;
+    ck_assert(vf_score(a.st, &cand, 1, ids, (int64_t)part, NULL, &r1, &c, &e) == LMQ_OK);
+    ck_assert(vf_score(b.st, NULL, 0, ids, (int64_t)part, NULL, &r2, NULL, &e) == LMQ_OK);
+    ck_assert_int_eq(r1.windows, 12);
+    ck_assert_int_eq(r1.positions, 12 * 255);
+    ck_assert(c.top1 == 1.0 && c.kl_mean == 0.0 && c.kl_p99 == 0.0);
+    ck_assert(c.ppl == r1.ppl && r2.ppl == r1.ppl && r2.nll == r1.nll);
+    free(ids);
+    detach(&a);
+    detach(&b);
+    rt_pool_free(p1);
+    rt_pool_free(p2);
+}
+END_TEST
+
+static json_t *golden_file(const char *name)
+{
+    char rel[256];
+    snprintf(rel, sizeof rel, "golden/%s", name);
+    json_error_t je;
+    json_t *j = json_load_file(fixture(rel), 0, &je);
+    ck_assert_msg(j != NULL, "%s: %s", rel, je.text);
+    return j;
+}
+
+static json_t *scheme_row(json_t *g, const char *prefix)
+{
+    json_t *rows = json_object_get(g, "schemes"), *row;
+    size_t i;
+    json_array_foreach(rows, i, row)
+        if (!strncmp(json_string_value(json_object_get(row, "scheme")), prefix, strlen(prefix)))
+            return row;
+    ck_abort_msg("golden scheme row '%s' missing", prefix);
+    return NULL;
+}
+
+static void check_ppl(const vf_result *r, json_t *g, const char *what)
+{
+    const double want = json_real_value(json_object_get(g, "ppl"));
+    ck_assert_msg(fabs(r->ppl / want - 1) <= 5e-4, "%s: PPL %.6f, reference %.6f", what, r->ppl, want);
+    ck_assert_int_eq(r->windows, json_integer_value(json_object_get(g, "windows")));
+    ck_assert_int_eq(r->positions, json_integer_value(json_object_get(g, "positions")));
+}
+
+/* Every tensor rounded to a 16-bit float and back, as the golden "round-trip" rows do. */
+static void round_all(lmq_model *m, int bf16)
+{
+    for (int i = 0; i < m->n_tensors; i++) {
+        lmq_tensor *t = &m->tensors[i];
+        for (int64_t j = 0; j < lmq_tensor_numel(t); j++)
+            t->data[j] = bf16 ? lmq_bf16_to_f32(lmq_f32_to_bf16(t->data[j])) : lmq_f16_to_f32(lmq_f32_to_f16(t->data[j]));
+    }
+}
+
+/* stories260K on tinystories-valid: the fp32 perplexity, and the fp16 and bf16 round-trip
+ * models' perplexity, top-1 agreement (within 3 positions) and mean KL (within 0.1 %). */
+START_TEST(golden_stories)
+{
+    lmq_err e;
+    rt_pool *pool;
+    ck_assert(rt_pool_create(0, &pool, &e) == LMQ_OK);
+    scored ref, half[2];
+    load(&ref, "stories260K/stories260K.bin", pool);
+    for (int k = 0; k < 2; k++) {
+        ck_assert(l2c_load(fixture("stories260K/stories260K.bin"), NULL, &half[k].m, &e) == LMQ_OK);
+        round_all(&half[k].m, k);
+        attach(&half[k], pool, 256);
+    }
+    size_t n;
+    int32_t *ids = stream(&ref.m, "text/tinystories-valid.txt", &n);
+    vf_result r, c[2];
+    rt_state *cands[2] = { half[0].st, half[1].st };
+    ck_assert_msg(vf_score(ref.st, cands, 2, ids, (int64_t)n, NULL, &r, c, &e) == LMQ_OK, "%s", e.msg);
+    json_t *g = golden_file("stories260K-tinystories-valid.json");
+    check_ppl(&r, g, "stories260K fp32");
+    const char *rows[2] = { "fp16 round-trip", "bf16 round-trip" };
+    for (int k = 0; k < 2; k++) {
+        json_t *row = scheme_row(g, rows[k]);
+        const double ppl = json_real_value(json_object_get(row, "ppl")), top1 = json_real_value(json_object_get(row, "top1"));
+        const double kl = json_real_value(json_object_get(row, "kl"));
+        ck_assert_msg(fabs(c[k].ppl / ppl - 1) <= 5e-4, "%s: PPL %.6f, reference %.6f", rows[k], c[k].ppl, ppl);
+        ck_assert_msg(fabs(c[k].top1 - top1) * (double)r.positions <= 3.5, "%s: top-1 %.6f, reference %.6f", rows[k],
+                      c[k].top1, top1);
+        ck_assert_msg(fabs(c[k].kl_mean - kl) <= 1e-3 * kl, "%s: KL %.6e, reference %.6e", rows[k], c[k].kl_mean, kl);
+        ck_assert(c[k].kl_p99 > c[k].kl_mean && c[k].positions == r.positions);
+    }
+    json_decref(g);
+    free(ids);
+    detach(&ref);
+    detach(&half[0]);
+    detach(&half[1]);
+    rt_pool_free(pool);
+}
+END_TEST
+
+static void check_gpt2_text(const char *text, const char *golden)
+{
+    lmq_err e;
+    rt_pool *pool;
+    ck_assert(rt_pool_create(0, &pool, &e) == LMQ_OK);
+    scored ref;
+    load(&ref, "sotu-gpt2", pool);
+    size_t n;
+    int32_t *ids = stream(&ref.m, text, &n);
+    vf_result r;
+    ck_assert_msg(vf_score(ref.st, NULL, 0, ids, (int64_t)n, NULL, &r, NULL, &e) == LMQ_OK, "%s", e.msg);
+    json_t *g = golden_file(golden);
+    check_ppl(&r, g, golden);
+    json_decref(g);
+    free(ids);
+    detach(&ref);
+    rt_pool_free(pool);
+}
+
+START_TEST(golden_sotu)
+{
+    check_gpt2_text("text/sotu-eval.txt", "sotu-gpt2-sotu-eval.json");
+}
+END_TEST
+
+START_TEST(golden_moby)
+{
+    check_gpt2_text("text/moby-dick-eval.txt", "sotu-gpt2-moby-dick-eval.json");
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("metrics");
+    TCase *closed = tcase_create("closed-form");
+    tcase_set_timeout(closed, 120);
+    tcase_add_test(closed, uniform_logits);
+    tcase_add_test(closed, successor_model);
+    tcase_add_test(closed, errors);
+    tcase_add_test(closed, self_and_threads);
+    suite_add_tcase(s, closed);
+    TCase *gold = tcase_create("golden");
+    tcase_set_timeout(gold, 1200); /* whole texts; ASan builds are several times slower */
+    tcase_add_test(gold, golden_stories);
+    tcase_add_test(gold, golden_sotu);
+    tcase_add_test(gold, golden_moby);
+    suite_add_tcase(s, gold);
+    return run_suite(s);
+}

@@ -1,0 +1,588 @@
+/* runtime/: the forward pass against the independent reference (golden logits, greedy texts),
+ * its internal consistencies (decoding from the cache = the window pass, any thread count, both
+ * RoPE layouts, HF vs llama2.c layout), the fast kernels against the scalar reference, error
+ * cases, and sampling. */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "convert/convert.h"
+#include "formats/llama2c.h"
+#include "runtime/forward.h"
+#include "runtime/sample.h"
+#include "runtime/tokenizer.h"
+#include "tests/testutil.h"
+
+#define STORIES "stories260K/stories260K.bin"
+#define SOTU "sotu-gpt2"
+
+/* ---- helpers ------------------------------------------------------------------------- */
+
+typedef struct {
+    lmq_model m;
+    rt_model rm;
+    rt_pool *pool;
+    rt_state *st;
+} loaded;
+
+static void load_model(const char *rel, lmq_model *m)
+{
+    lmq_err e;
+    lmq_code c = strstr(rel, ".bin") ? l2c_load(fixture(rel), NULL, m, &e) : lmq_convert(fixture(rel), NULL, m, &e);
+    ck_assert_msg(c == LMQ_OK, "%s: %s", rel, e.msg);
+}
+
+/* A state for the model with the given thread count and kernel set. */
+static void start(loaded *L, int threads, rt_isa isa, int max_tokens)
+{
+    lmq_err e;
+    ck_assert_msg(rt_model_init(&L->rm, &L->m, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_msg(rt_pool_create(threads, &L->pool, &e) == LMQ_OK, "%s", e.msg);
+    rt_exec ex = { .pool = L->pool, .isa = isa };
+    ck_assert_msg(rt_state_create(&L->rm, &ex, max_tokens, &L->st, &e) == LMQ_OK, "%s", e.msg);
+}
+
+static void open_model(loaded *L, const char *rel, int threads, rt_isa isa)
+{
+    load_model(rel, &L->m);
+    start(L, threads, isa, 256);
+}
+
+static void close_model(loaded *L)
+{
+    rt_state_free(L->st);
+    rt_pool_free(L->pool);
+    rt_model_free(&L->rm);
+    lmq_model_free(&L->m);
+}
+
+static float *window_logits(loaded *L, const int32_t *tokens, int n)
+{
+    float *lg = malloc((size_t)n * L->m.arch.vocab_size * sizeof *lg);
+    lmq_err e;
+    ck_assert_ptr_nonnull(lg);
+    ck_assert_msg(rt_forward(L->st, tokens, n, 0, RT_LOGITS_ALL, lg, &e) == LMQ_OK, "%s", e.msg);
+    return lg;
+}
+
+/* n tokens drawn from the vocabulary with a fixed seed. */
+static int32_t *random_tokens(int n, int vocab, uint64_t seed)
+{
+    rt_rng r;
+    rt_rng_seed(&r, seed);
+    int32_t *t = malloc((size_t)n * sizeof *t);
+    for (int i = 0; i < n; i++)
+        t[i] = (int32_t)(rt_rng_u32(&r) % (uint32_t)vocab);
+    return t;
+}
+
+static json_t *golden(const char *name)
+{
+    char rel[256];
+    snprintf(rel, sizeof rel, "golden/%s", name);
+    json_error_t je;
+    json_t *j = json_load_file(fixture(rel), 0, &je);
+    ck_assert_msg(j != NULL, "%s: %s", rel, je.text);
+    return j;
+}
+
+/* ---- against the golden values ----------------------------------------------------- */
+
+/* Window 0 of each text: positions 0..3, the first 8 logits, within 1e-4 relative or 1e-5
+ * absolute of the independent reference. */
+static void check_golden_logits(const char *model_key, const char *rel)
+{
+    json_t *g = golden("logits-window0.json"), *texts = json_object_get(g, model_key);
+    ck_assert_ptr_nonnull(texts);
+    loaded L;
+    open_model(&L, rel, 2, rt_isa_best());
+    const int V = L.m.arch.vocab_size;
+    const char *text;
+    json_t *w;
+    int checked = 0;
+    json_object_foreach(texts, text, w) {
+        json_t *toks = json_object_get(w, "window_tokens_first8"), *pos = json_object_get(w, "positions");
+        int32_t ids[8];
+        ck_assert_int_eq(json_array_size(toks), 8);
+        for (int i = 0; i < 8; i++)
+            ids[i] = (int32_t)json_integer_value(json_array_get(toks, i));
+        float *lg = window_logits(&L, ids, 8);
+        for (size_t k = 0; k < json_array_size(pos); k++) {
+            json_t *p = json_array_get(pos, k), *want = json_object_get(p, "logits_first8");
+            int at = (int)json_integer_value(json_object_get(p, "pos"));
+            ck_assert_int_eq(json_integer_value(json_object_get(p, "token")), ids[at]);
+            for (int v = 0; v < 8; v++) {
+                double ref = json_real_value(json_array_get(want, v)), got = lg[(size_t)at * V + v];
+                ck_assert_msg(fabs(got - ref) <= 1e-5 || fabs(got - ref) <= 1e-4 * fabs(ref),
+                              "%s %s pos %d logit %d: %.7f, reference %.7f", model_key, text, at, v, got, ref);
+                checked++;
+            }
+        }
+        free(lg);
+    }
+    ck_assert_int_ge(checked, 32);
+    close_model(&L);
+    json_decref(g);
+}
+
+START_TEST(golden_logits_stories)
+{
+    check_golden_logits("stories260K", STORIES);
+}
+END_TEST
+
+START_TEST(golden_logits_sotu)
+{
+    check_golden_logits("sotu-gpt2", SOTU);
+}
+END_TEST
+
+/* Greedy continuation from the golden prompt (tokenised here), one token at a time from the
+ * cache after a prefill of the prompt; the ids must be the reference's. */
+static void check_greedy(const char *model_key, const char *rel, int threads)
+{
+    json_t *g = golden("greedy.json"), *entry = json_object_get(g, model_key);
+    json_t *want = json_object_get(entry, "ids");
+    const char *prompt = json_string_value(json_object_get(entry, "prompt"));
+    loaded L;
+    open_model(&L, rel, threads, rt_isa_best());
+    lmq_err e;
+    tok_tokenizer *tk;
+    ck_assert_msg(tok_open_model(&L.m, &tk, &e) == LMQ_OK, "%s", e.msg);
+    int32_t *ids;
+    size_t n;
+    ck_assert_msg(tok_encode(tk, prompt, strlen(prompt), &ids, &n, &e) == LMQ_OK, "%s", e.msg);
+    if (n == 0) { /* GPT-2 encodes "" to nothing; llama2.c gives BOS */
+        ids = realloc(ids, sizeof *ids);
+        ids[0] = (int32_t)L.m.arch.bos_id;
+        n = 1;
+    }
+    const size_t total = json_array_size(want);
+    ck_assert_uint_gt(total, n);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_int_eq(ids[i], json_integer_value(json_array_get(want, i)));
+    const int V = L.m.arch.vocab_size;
+    float *lg = malloc((size_t)V * sizeof *lg);
+    ck_assert_msg(rt_forward(L.st, ids, (int)n, 0, RT_LOGITS_LAST, lg, &e) == LMQ_OK, "%s", e.msg);
+    for (size_t pos = n; pos < total; pos++) {
+        int32_t next = (int32_t)rt_argmax(lg, V);
+        ck_assert_msg(next == json_integer_value(json_array_get(want, pos)), "%s: token %zu is %d, reference %lld",
+                      model_key, pos, next, (long long)json_integer_value(json_array_get(want, pos)));
+        if (pos + 1 < total)
+            ck_assert_msg(rt_decode(L.st, next, (int)pos, lg, &e) == LMQ_OK, "%s", e.msg);
+    }
+    ck_assert_uint_eq(total - n, 40);
+    free(lg);
+    free(ids);
+    tok_free(tk);
+    close_model(&L);
+    json_decref(g);
+}
+
+START_TEST(greedy_stories)
+{
+    check_greedy("stories260K", STORIES, 1);
+}
+END_TEST
+
+START_TEST(greedy_sotu)
+{
+    check_greedy("sotu-gpt2", SOTU, 2);
+}
+END_TEST
+
+/* ---- internal consistency ------------------------------------------------------------ */
+
+/* Every position of a 256 window: the logits from decoding one token at a time from the cache
+ * are bit-identical to the window pass's (both kernel sets); a second window pass in the same
+ * state (starting again at 0) gives the same logits again. */
+static void check_decode_equals_window(const char *rel, rt_isa isa)
+{
+    loaded L;
+    open_model(&L, rel, 2, isa);
+    const int V = L.m.arch.vocab_size, n = 256;
+    int32_t *t = random_tokens(n, V, 7);
+    float *win = window_logits(&L, t, n), *one = malloc((size_t)V * sizeof *one);
+    lmq_err e;
+    for (int p = 0; p < n; p++) {
+        ck_assert_msg(rt_decode(L.st, t[p], p, one, &e) == LMQ_OK, "%s", e.msg);
+        ck_assert_msg(memcmp(one, win + (size_t)p * V, (size_t)V * sizeof *one) == 0,
+                      "%s (%s): decoded logits differ from the window's at position %d", rel, rt_isa_name(isa), p);
+    }
+    float *again = window_logits(&L, t, n);
+    ck_assert(memcmp(again, win, (size_t)n * V * sizeof *win) == 0);
+    /* Prefill in two pieces (positions 0..99, then 100..255) matches too. */
+    ck_assert(rt_forward(L.st, t, 100, 0, RT_LOGITS_NONE, NULL, &e) == LMQ_OK);
+    ck_assert(rt_forward(L.st, t + 100, n - 100, 100, RT_LOGITS_ALL, again, &e) == LMQ_OK);
+    ck_assert(memcmp(again, win + (size_t)100 * V, (size_t)(n - 100) * V * sizeof *win) == 0);
+    free(again);
+    free(win);
+    free(one);
+    free(t);
+    close_model(&L);
+}
+
+START_TEST(decode_equals_window)
+{
+    check_decode_equals_window(STORIES, rt_isa_best());
+    check_decode_equals_window(SOTU, rt_isa_best());
+    check_decode_equals_window(STORIES, RT_ISA_SCALAR);
+}
+END_TEST
+
+/* 1, 2 and 3 threads give bit-identical logits. */
+START_TEST(threads_identical)
+{
+    const char *models[] = { STORIES, SOTU };
+    for (int mi = 0; mi < 2; mi++) {
+        float *ref = NULL;
+        int32_t *t = NULL;
+        size_t bytes = 0;
+        for (int threads = 1; threads <= 3; threads++) {
+            loaded L;
+            open_model(&L, models[mi], threads, rt_isa_best());
+            if (!t)
+                t = random_tokens(256, L.m.arch.vocab_size, 11);
+            float *lg = window_logits(&L, t, 256);
+            bytes = (size_t)256 * L.m.arch.vocab_size * sizeof *lg;
+            if (!ref)
+                ref = lg;
+            else {
+                ck_assert_msg(memcmp(lg, ref, bytes) == 0, "%s: %d threads differ from 1", models[mi], threads);
+                free(lg);
+            }
+            close_model(&L);
+        }
+        free(ref);
+        free(t);
+    }
+}
+END_TEST
+
+static double max_abs_diff(const float *a, const float *b, size_t n)
+{
+    double m = 0.0;
+    for (size_t i = 0; i < n; i++)
+        m = fmax(m, fabs((double)a[i] - b[i]));
+    return m;
+}
+
+/* Reorders each head's q/k rows as Hugging Face's conversion does, pair (2i, 2i+1) →
+ * (i, i + hd/2), and declares the half layout: the logits must not change. */
+static void permute_to_half(lmq_model *m)
+{
+    const int hd = m->arch.dim / m->arch.n_heads, d = m->arch.dim;
+    float *tmp = malloc((size_t)hd * d * sizeof *tmp);
+    for (int l = 0; l < m->arch.n_layers; l++)
+        for (int which = 0; which < 2; which++) {
+            char name[64];
+            snprintf(name, sizeof name, "blk.%d.attn_%c.weight", l, which ? 'k' : 'q');
+            lmq_tensor *t = lmq_model_find(m, name);
+            ck_assert_ptr_nonnull(t);
+            for (int64_t h = 0; h < t->shape[0] / hd; h++) {
+                float *head = t->data + h * hd * d;
+                for (int i = 0; i < hd / 2; i++) {
+                    memcpy(tmp + (size_t)i * d, head + (size_t)(2 * i) * d, (size_t)d * sizeof *tmp);
+                    memcpy(tmp + (size_t)(i + hd / 2) * d, head + (size_t)(2 * i + 1) * d, (size_t)d * sizeof *tmp);
+                }
+                memcpy(head, tmp, (size_t)hd * d * sizeof *tmp);
+            }
+        }
+    m->arch.rope = LMQ_ROPE_HALF;
+    free(tmp);
+}
+
+START_TEST(rope_layouts_agree)
+{
+    loaded a, b, hf;
+    open_model(&a, STORIES, 2, rt_isa_best());
+    load_model(STORIES, &b.m);
+    permute_to_half(&b.m);
+    start(&b, 2, rt_isa_best(), 256);
+    open_model(&hf, "stories260K-hf", 2, rt_isa_best());
+    ck_assert_int_eq(hf.m.arch.rope, LMQ_ROPE_HALF);
+    const int V = a.m.arch.vocab_size;
+    int32_t *t = random_tokens(256, V, 3);
+    float *la = window_logits(&a, t, 256), *lb = window_logits(&b, t, 256), *lh = window_logits(&hf, t, 256);
+    double dp = max_abs_diff(la, lb, (size_t)256 * V), dh = max_abs_diff(la, lh, (size_t)256 * V);
+    ck_assert_msg(dp <= 2e-5, "half layout (permuted here) differs by %g", dp);
+    ck_assert_msg(dh <= 2e-5, "stories260K-hf differs from the llama2.c layout by %g", dh);
+    /* The layouts are not interchangeable: the permuted weights read as interleaved are wrong. */
+    b.rm.arch.rope = LMQ_ROPE_INTERLEAVED;
+    float *wrong = window_logits(&b, t, 256);
+    ck_assert_double_gt(max_abs_diff(la, wrong, (size_t)256 * V), 1e-2);
+    free(wrong);
+    free(la);
+    free(lb);
+    free(lh);
+    free(t);
+    close_model(&a);
+    close_model(&b);
+    close_model(&hf);
+}
+END_TEST
+
+/* ---- kernels: fast set against the scalar reference ------------------------------------ */
+
+static void fill(float *x, size_t n, float scale, rt_rng *r)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = scale * (2.0f * rt_rng_float(r) - 1.0f);
+}
+
+START_TEST(kernels_match_scalar)
+{
+    const rt_isa fast = rt_isa_best();
+    rt_rng r;
+    rt_rng_seed(&r, 5);
+    /* Shapes around the vector width and the tile sizes, with strides. */
+    const int shapes[][3] = { { 1, 1, 1 }, { 1, 5, 7 }, { 3, 4, 8 }, { 4, 9, 17 }, { 7, 13, 64 }, { 97, 33, 129 } };
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        const int m = shapes[s][0], cols = shapes[s][1], k = shapes[s][2], ldx = k + 3, ldw = k + 1, ldy = cols + 2;
+        float *x = calloc((size_t)m * ldx, 4), *w = calloc((size_t)cols * ldw, 4), *b = malloc((size_t)cols * 4);
+        float *y0 = calloc((size_t)m * ldy, 4), *y1 = calloc((size_t)m * ldy, 4);
+        fill(x, (size_t)m * ldx, 1.0f, &r);
+        fill(w, (size_t)cols * ldw, 1.0f, &r);
+        fill(b, (size_t)cols, 1.0f, &r);
+        rt_gemm_nt(RT_ISA_SCALAR, x, ldx, w, ldw, b, y0, ldy, m, cols, k);
+        rt_gemm_nt(fast, x, ldx, w, ldw, b, y1, ldy, m, cols, k);
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < ldy; j++) {
+                float e0 = y0[i * ldy + j], e1 = y1[i * ldy + j];
+                ck_assert_msg(fabsf(e0 - e1) <= 1e-5f * (1 + k), "gemm %dx%dx%d at %d,%d: %g vs %g", m, cols, k, i, j, e0, e1);
+                if (j >= cols) /* the padding between rows is untouched */
+                    ck_assert(e1 == 0.0f);
+            }
+        free(x), free(w), free(b), free(y0), free(y1);
+    }
+    for (int n = 1; n <= 40; n += 3) {
+        float a[40], b0[40], b1[40], u[40], v0[8], v1[8], vals[40 * 8];
+        fill(a, n, 6.0f, &r);
+        fill(u, n, 2.0f, &r);
+        fill(vals, (size_t)n * 8, 1.0f, &r);
+        memcpy(b0, a, sizeof a);
+        memcpy(b1, a, sizeof a);
+        rt_gelu_tanh(RT_ISA_SCALAR, b0, n);
+        rt_gelu_tanh(fast, b1, n);
+        for (int i = 0; i < n; i++)
+            ck_assert_msg(fabsf(b0[i] - b1[i]) <= 2e-6f * (1 + fabsf(a[i])), "gelu(%g): %g vs %g", a[i], b0[i], b1[i]);
+        memcpy(b0, a, sizeof a);
+        memcpy(b1, a, sizeof a);
+        rt_silu_mul(RT_ISA_SCALAR, b0, u, n);
+        rt_silu_mul(fast, b1, u, n);
+        for (int i = 0; i < n; i++)
+            ck_assert_msg(fabsf(b0[i] - b1[i]) <= 2e-6f * (1 + fabsf(a[i] * u[i])), "silu: %g vs %g", b0[i], b1[i]);
+        memcpy(b0, a, sizeof a);
+        memcpy(b1, a, sizeof a);
+        float s0 = rt_softmax_unnorm(RT_ISA_SCALAR, b0, n, 0.7f), s1 = rt_softmax_unnorm(fast, b1, n, 0.7f);
+        ck_assert(fabsf(s0 - s1) <= 1e-6f * s0);
+        for (int i = 0; i < n; i++)
+            ck_assert(fabsf(b0[i] - b1[i]) <= 1e-6f && b0[i] <= 1.0f && b1[i] <= 1.0f);
+        rt_wsum_rows(RT_ISA_SCALAR, b0, n, vals, 8, 0.5f, v0, 7);
+        rt_wsum_rows(fast, b0, n, vals, 8, 0.5f, v1, 7);
+        for (int i = 0; i < 7; i++)
+            ck_assert(fabsf(v0[i] - v1[i]) <= 1e-5f);
+    }
+    /* A softmax weighted sum against its definition. */
+    float sc[3] = { 1.0f, 2.0f, 3.0f }, vals[3] = { 10.0f, 20.0f, 30.0f }, out;
+    float sum = rt_softmax_unnorm(fast, sc, 3, 1.0f);
+    rt_wsum_rows(fast, sc, 3, vals, 1, 1.0f / sum, &out, 1);
+    const double e1 = exp(-2.0), e2 = exp(-1.0);
+    ck_assert_double_eq_tol(out, (10 * e1 + 20 * e2 + 30) / (e1 + e2 + 1), 1e-5);
+}
+END_TEST
+
+/* The row statistics and KL, in both kernel sets, against straightforward fp64 definitions. */
+START_TEST(row_kernels_against_definition)
+{
+    const int n = 50257;
+    float *l = malloc((size_t)n * 4), *q = malloc((size_t)n * 4);
+    rt_rng r;
+    rt_rng_seed(&r, 9);
+    fill(l, (size_t)n, 12.0f, &r);
+    l[777] = 40.0f; /* the maximum, twice: the lower index wins */
+    l[4000] = 40.0f;
+    double mx = 40.0, s = 0.0;
+    for (int i = 0; i < n; i++)
+        s += exp(l[i] - mx);
+    const float scales[] = { 0.0f, 1e-4f, 1e-2f, 1.0f, 8.0f };
+    for (int isa = 0; isa <= (int)rt_isa_best(); isa++) {
+        rt_rowstat st;
+        ck_assert_int_eq(rt_row_stats((rt_isa)isa, l, n, &st), 0);
+        ck_assert_int_eq(st.argmax, 777);
+        ck_assert(st.max == 40.0f);
+        ck_assert_double_eq_tol(st.sumexp, s, 1e-7 * s);
+        for (size_t k = 0; k < sizeof scales / sizeof scales[0]; k++) {
+            /* q = l + noise + a constant offset (which KL must ignore). */
+            for (int i = 0; i < n; i++)
+                q[i] = l[i] + scales[k] * (2.0f * rt_rng_float(&r) - 1.0f) + 3.0f;
+            double mq = q[0], sq = 0.0, kl = 0.0;
+            for (int i = 0; i < n; i++)
+                mq = fmax(mq, q[i]);
+            for (int i = 0; i < n; i++)
+                sq += exp(q[i] - mq);
+            const long double lse_r = mx + logl(s), lse_q = mq + logl(sq);
+            long double acc = 0.0L;
+            for (int i = 0; i < n; i++) {
+                long double lp = l[i] - lse_r, lqv = q[i] - lse_q;
+                acc += expl(lp) * (lp - lqv);
+            }
+            kl = (double)acc;
+            double got = rt_kl_row((rt_isa)isa, l, &st, q, n);
+            ck_assert_msg(fabs(got - kl) <= 1e-6 * kl + 1e-12, "%s KL at noise %g: %.10g, definition %.10g",
+                          rt_isa_name((rt_isa)isa), scales[k], got, kl);
+            if (scales[k] == 0.0f)
+                ck_assert(got < 1e-12);
+        }
+        ck_assert_double_eq(rt_kl_row((rt_isa)isa, l, &st, l, n), 0.0);
+        l[123] = NAN;
+        ck_assert_int_eq(rt_row_stats((rt_isa)isa, l, n, &st), -1);
+        l[123] = INFINITY;
+        ck_assert_int_eq(rt_row_stats((rt_isa)isa, l, n, &st), -1);
+        l[123] = 0.0f;
+    }
+    free(l);
+    free(q);
+}
+END_TEST
+
+/* ---- errors ----------------------------------------------------------------------------- */
+
+START_TEST(forward_errors)
+{
+    loaded L;
+    open_model(&L, STORIES, 1, rt_isa_best());
+    lmq_err e;
+    float lg[512];
+    int32_t t[2] = { 1, 512 };
+    ck_assert_int_eq(rt_forward(L.st, t, 2, 0, RT_LOGITS_LAST, lg, &e), LMQ_E_ARG);
+    ck_assert_msg(strstr(e.msg, "token 512") != NULL, "%s", e.msg);
+    t[1] = -1;
+    ck_assert_int_eq(rt_forward(L.st, t, 2, 0, RT_LOGITS_LAST, lg, &e), LMQ_E_ARG);
+    ck_assert_int_eq(rt_decode(L.st, 5, 3, lg, &e), LMQ_E_ARG); /* positions 0..2 never computed */
+    ck_assert_msg(strstr(e.msg, "position 3") != NULL, "%s", e.msg);
+    ck_assert_int_eq(rt_decode(L.st, 5, 0, lg, &e), LMQ_OK);
+    ck_assert_int_eq(rt_decode(L.st, 5, 1, lg, &e), LMQ_OK);
+    ck_assert_int_eq(rt_decode(L.st, 5, 256, lg, &e), LMQ_E_ARG); /* beyond the state */
+    ck_assert_int_eq(rt_forward(L.st, t, 0, 0, RT_LOGITS_LAST, lg, &e), LMQ_E_ARG);
+    ck_assert_int_eq(rt_forward(L.st, t, 1, 0, RT_LOGITS_LAST, NULL, &e), LMQ_E_ARG);
+    rt_state *s2;
+    rt_exec ex = { NULL, RT_ISA_SCALAR };
+    ck_assert_int_eq(rt_state_create(&L.rm, &ex, 513, &s2, &e), LMQ_E_ARG);
+    ck_assert_int_eq(rt_state_create(&L.rm, &ex, -1, &s2, &e), LMQ_E_ARG);
+    ck_assert_int_eq(rt_state_create(&L.rm, &ex, 0, &s2, &e), LMQ_OK);
+    ck_assert_int_eq(rt_state_max_tokens(s2), 512);
+    rt_state_free(s2);
+    close_model(&L);
+
+    /* Models the runtime refuses: a missing tensor, a rope layout that does not fit. */
+    lmq_model m;
+    rt_model rm;
+    load_model(STORIES, &m);
+    m.arch.rope = LMQ_ROPE_NONE;
+    ck_assert_int_eq(rt_model_init(&rm, &m, &e), LMQ_E_UNSUPPORTED);
+    m.arch.rope = LMQ_ROPE_INTERLEAVED;
+    snprintf(lmq_model_find(&m, "blk.3.attn_v.weight")->name, LMQ_NAME_MAX, "blk.3.attn_v.weihgt");
+    ck_assert_int_eq(rt_model_init(&rm, &m, &e), LMQ_E_FORMAT);
+    ck_assert_msg(strstr(e.msg, "blk.3.attn_v.weight") != NULL, "%s", e.msg);
+    lmq_model_free(&m);
+    load_model(SOTU, &m);
+    m.arch.rope = LMQ_ROPE_HALF;
+    ck_assert_int_eq(rt_model_init(&rm, &m, &e), LMQ_E_UNSUPPORTED);
+    lmq_model_free(&m);
+}
+END_TEST
+
+/* ---- sampling ------------------------------------------------------------------------- */
+
+START_TEST(rng_known_answers)
+{
+    /* PCG32 seeded (42, 54), the pcg32 reference implementation's demo values. */
+    rt_rng r;
+    rt_rng_seed(&r, 42);
+    const uint32_t want[6] = { 0xa15c02b7, 0x7b47f409, 0xba1d3330, 0x83d2f293, 0xbfa4784b, 0xcbed606e };
+    for (int i = 0; i < 6; i++)
+        ck_assert_uint_eq(rt_rng_u32(&r), want[i]);
+    for (int i = 0; i < 1000; i++) {
+        float f = rt_rng_float(&r);
+        ck_assert(f >= 0.0f && f < 1.0f);
+    }
+}
+END_TEST
+
+START_TEST(sampling)
+{
+    const float tied[5] = { 1.0f, 3.0f, -2.0f, 3.0f, 0.0f };
+    ck_assert_int_eq(rt_argmax(tied, 5), 1);
+    rt_sampler s;
+    lmq_err e;
+    ck_assert_int_eq(rt_sampler_init(&s, 5, 0.0f, 1.0f, 1, &e), LMQ_OK);
+    ck_assert_int_eq(rt_sample(&s, tied), 1); /* temperature 0 = greedy */
+    rt_sampler_free(&s);
+    ck_assert_int_eq(rt_sampler_init(&s, 5, -1.0f, 1.0f, 1, &e), LMQ_E_ARG);
+    ck_assert_int_eq(rt_sampler_init(&s, 5, 1.0f, 0.0f, 1, &e), LMQ_E_ARG);
+    ck_assert_int_eq(rt_sampler_init(&s, 5, 1.0f, 1.5f, 1, &e), LMQ_E_ARG);
+    ck_assert_int_eq(rt_sampler_init(&s, 0, 1.0f, 1.0f, 1, &e), LMQ_E_ARG);
+
+    /* Frequencies follow softmax(logits / T) (binomial 5-sigma bounds), and a seed repeats. */
+    const float lg[4] = { 0.0f, 1.0f, 2.0f, -1.0f };
+    const float T = 1.5f;
+    double p[4], z = 0.0;
+    for (int i = 0; i < 4; i++)
+        z += p[i] = exp(lg[i] / T);
+    int count[4] = { 0 }, first[50];
+    const int N = 40000;
+    ck_assert_int_eq(rt_sampler_init(&s, 4, T, 1.0f, 1234, &e), LMQ_OK);
+    for (int i = 0; i < N; i++) {
+        int t = rt_sample(&s, lg);
+        ck_assert(t >= 0 && t < 4);
+        count[t]++;
+        if (i < 50)
+            first[i] = t;
+    }
+    rt_sampler_free(&s);
+    for (int i = 0; i < 4; i++) {
+        double pi = p[i] / z, sd = sqrt(N * pi * (1 - pi));
+        ck_assert_msg(fabs(count[i] - N * pi) < 5 * sd, "token %d drawn %d times, expected %.0f", i, count[i], N * pi);
+    }
+    ck_assert_int_eq(rt_sampler_init(&s, 4, T, 1.0f, 1234, &e), LMQ_OK);
+    for (int i = 0; i < 50; i++)
+        ck_assert_int_eq(rt_sample(&s, lg), first[i]);
+    rt_sampler_free(&s);
+
+    /* top-p at T = 1.5 (p = .138 .268 .523 .071): 0.5 keeps only token 2; 0.75 keeps 2 and 1. */
+    ck_assert_int_eq(rt_sampler_init(&s, 4, T, 0.5f, 99, &e), LMQ_OK);
+    for (int i = 0; i < 500; i++)
+        ck_assert_int_eq(rt_sample(&s, lg), 2);
+    rt_sampler_free(&s);
+    ck_assert_int_eq(rt_sampler_init(&s, 4, T, 0.75f, 99, &e), LMQ_OK);
+    int seen[4] = { 0 };
+    for (int i = 0; i < 2000; i++)
+        seen[rt_sample(&s, lg)]++;
+    ck_assert(seen[0] == 0 && seen[3] == 0 && seen[1] > 0 && seen[2] > seen[1]);
+    rt_sampler_free(&s);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("runtime");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, golden_logits_stories);
+    tcase_add_test(tc, golden_logits_sotu);
+    tcase_add_test(tc, greedy_stories);
+    tcase_add_test(tc, greedy_sotu);
+    tcase_add_test(tc, decode_equals_window);
+    tcase_add_test(tc, threads_identical);
+    tcase_add_test(tc, rope_layouts_agree);
+    tcase_add_test(tc, kernels_match_scalar);
+    tcase_add_test(tc, row_kernels_against_definition);
+    tcase_add_test(tc, forward_errors);
+    tcase_add_test(tc, rng_known_answers);
+    tcase_add_test(tc, sampling);
+    suite_add_tcase(s, tc);
+    return run_suite(s);
+}

@@ -1,0 +1,163 @@
+#include "verify/metrics.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Per scored position of one window and one model. */
+typedef struct {
+    rt_rowstat st;
+    double nll, kl;
+    int agree, bad;
+} pos_score;
+
+typedef struct {
+    rt_isa isa;
+    int vocab;
+    const int32_t *next;  /* the token each position predicts */
+    const float *lr;      /* reference logits [ctx × vocab] */
+    const pos_score *ref; /* NULL while scoring the reference itself */
+    const float *lq;      /* logits being scored */
+    pos_score *out;
+} score_job;
+
+static void score_task(void *v, int64_t begin, int64_t end, int thread)
+{
+    (void)thread;
+    const score_job *j = v;
+    for (int64_t t = begin; t < end; t++) {
+        const float *l = j->lq + (size_t)t * j->vocab;
+        pos_score *o = &j->out[t];
+        if ((o->bad = rt_row_stats(j->isa, l, j->vocab, &o->st) != 0))
+            continue;
+        o->nll = (double)o->st.max + log(o->st.sumexp) - (double)l[j->next[t]];
+        if (j->ref) {
+            o->agree = o->st.argmax == j->ref[t].st.argmax;
+            o->kl = rt_kl_row(j->isa, j->lr + (size_t)t * j->vocab, &j->ref[t].st, l, j->vocab);
+        } else {
+            o->agree = 1;
+            o->kl = 0.0;
+        }
+    }
+}
+
+typedef struct {
+    double nll, agree, kl;
+    double *kls; /* every position's KL, for the percentile */
+} accum;
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void finish(accum *a, int64_t positions, int64_t windows, vf_result *r)
+{
+    const double n = (double)positions;
+    qsort(a->kls, (size_t)positions, sizeof *a->kls, cmp_double);
+    const double rank = 0.99 * (n - 1);
+    const int64_t lo = (int64_t)rank;
+    const double hi = lo + 1 < positions ? a->kls[lo + 1] : a->kls[lo];
+    *r = (vf_result){ .nll = a->nll / n, .ppl = exp(a->nll / n), .top1 = a->agree / n, .kl_mean = a->kl / n,
+                      .kl_p99 = a->kls[lo] + (rank - (double)lo) * (hi - a->kls[lo]),
+                      .positions = positions, .windows = windows };
+}
+
+static lmq_code check_model(const rt_state *s, const char *what, int vocab, int ctx, lmq_err *err)
+{
+    const rt_model *m = rt_state_model(s);
+    if (m->arch.vocab_size != vocab)
+        return lmq_fail(err, LMQ_E_ARG, "%s has a vocabulary of %d tokens, the reference %d", what,
+                        m->arch.vocab_size, vocab);
+    if (ctx > rt_state_max_tokens(s))
+        return lmq_fail(err, LMQ_E_ARG, "window of %d tokens exceeds the context of %s (%d)", ctx, what,
+                        rt_state_max_tokens(s));
+    return LMQ_OK;
+}
+
+/* Runs one model over one window and scores its positions; adds them to acc. */
+static lmq_code run_model(rt_state *s, const int32_t *win, int ctx, float *logits, score_job *job, pos_score *scores,
+                          accum *acc, int64_t kl_at, const char *what, int64_t w, lmq_err *err)
+{
+    lmq_code c = rt_forward(s, win, ctx, 0, RT_LOGITS_ALL, logits, err);
+    if (c)
+        return lmq_err_prefix(err, "%s, window %lld: ", what, (long long)w);
+    job->isa = rt_state_exec(s)->isa;
+    job->lq = logits;
+    job->out = scores;
+    rt_pool_for(rt_state_exec(s)->pool, ctx - 1, 4, score_task, job);
+    for (int t = 0; t < ctx - 1; t++) {
+        if (scores[t].bad)
+            return lmq_fail(err, LMQ_E_NUMERIC, "%s: non-finite logits in window %lld at position %d", what,
+                            (long long)w, t);
+        acc->nll += scores[t].nll;
+        acc->agree += scores[t].agree;
+        acc->kl += scores[t].kl;
+        acc->kls[kl_at + t] = scores[t].kl;
+    }
+    return LMQ_OK;
+}
+
+lmq_code vf_score(rt_state *ref, rt_state *const *cands, int n_cands, const int32_t *tokens, int64_t n_tokens,
+                  const vf_opts *opts, vf_result *ref_out, vf_result *cand_out, lmq_err *err)
+{
+    const int ctx = opts && opts->ctx ? opts->ctx : 256;
+    const int vocab = rt_state_model(ref)->arch.vocab_size;
+    if (ctx < 2)
+        return lmq_fail(err, LMQ_E_ARG, "window of %d tokens: at least 2 are needed to score one", ctx);
+    if (n_cands < 0)
+        return lmq_fail(err, LMQ_E_ARG, "%d candidate models", n_cands);
+    lmq_code c = check_model(ref, "the reference", vocab, ctx, err);
+    for (int i = 0; i < n_cands && !c; i++) {
+        char what[32];
+        snprintf(what, sizeof what, "candidate %d", i + 1);
+        c = check_model(cands[i], what, vocab, ctx, err);
+    }
+    if (c)
+        return c;
+    const int64_t windows = n_tokens / ctx, positions = windows * (ctx - 1);
+    if (windows < 1)
+        return lmq_fail(err, LMQ_E_ARG, "a stream of %lld tokens is shorter than one window of %d", (long long)n_tokens,
+                        ctx);
+
+    const size_t win_logits = (size_t)ctx * (size_t)vocab;
+    float *lr = malloc(win_logits * sizeof *lr), *lq = n_cands ? malloc(win_logits * sizeof *lq) : NULL;
+    pos_score *sr = malloc((size_t)ctx * sizeof *sr), *sq = malloc((size_t)ctx * sizeof *sq);
+    accum *acc = calloc((size_t)n_cands + 1, sizeof *acc);
+    int ok = lr && (lq || !n_cands) && sr && sq && acc;
+    for (int i = 0; ok && i <= n_cands; i++)
+        ok = (acc[i].kls = malloc((size_t)positions * sizeof *acc[i].kls)) != NULL;
+    if (!ok) {
+        c = lmq_fail(err, LMQ_E_NOMEM, "out of memory for scoring windows of %d tokens × %d logits", ctx, vocab);
+        goto done;
+    }
+    for (int64_t w = 0; w < windows && !c; w++) {
+        const int32_t *win = tokens + w * ctx;
+        score_job job = { .vocab = vocab, .next = win + 1, .lr = lr };
+        c = run_model(ref, win, ctx, lr, &job, sr, &acc[0], w * (ctx - 1), "reference", w, err);
+        job.ref = sr;
+        for (int i = 0; i < n_cands && !c; i++) {
+            char what[32];
+            snprintf(what, sizeof what, "candidate %d", i + 1);
+            c = run_model(cands[i], win, ctx, lq, &job, sq, &acc[i + 1], w * (ctx - 1), what, w, err);
+        }
+        if (!c && opts && opts->progress)
+            opts->progress(opts->user, w + 1, windows);
+    }
+    if (!c) {
+        finish(&acc[0], positions, windows, ref_out);
+        for (int i = 0; i < n_cands; i++)
+            finish(&acc[i + 1], positions, windows, &cand_out[i]);
+    }
+done:
+    for (int i = 0; acc && i <= n_cands; i++)
+        free(acc[i].kls);
+    free(acc);
+    free(lr);
+    free(lq);
+    free(sr);
+    free(sq);
+    return c;
+}

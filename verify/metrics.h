@@ -1,0 +1,41 @@
+/* Metric protocol P1 (DESIGN.md, golden/README.md): perplexity, top-1 agreement and
+ * KL(P_ref || P_model) over consecutive non-overlapping windows of ctx tokens, each from an
+ * empty cache, position t = 0..ctx-2 predicting token t+1; the last partial window is dropped.
+ *
+ * vf_score runs windows outer and models inner: each window's reference logits are computed
+ * once and compared against every candidate, so N artefacts cost one reference pass, and no
+ * more than two windows of logits are held at a time. Sums are in fp64 and in position order,
+ * so results do not depend on the thread count. */
+#ifndef LMQ_VF_METRICS_H
+#define LMQ_VF_METRICS_H
+
+#include <stdint.h>
+
+#include "runtime/forward.h"
+
+typedef struct {
+    double ppl;     /* exp(nll) */
+    double nll;     /* mean negative log-likelihood per scored position, nats */
+    double top1;    /* fraction of positions whose argmax equals the reference's */
+    double kl_mean; /* mean KL(P_ref || P_model) per position, nats */
+    double kl_p99;  /* its 99th percentile (linear interpolation between order statistics) */
+    int64_t positions, windows;
+} vf_result;
+
+/* Called after each window (done = 1..windows). */
+typedef void (*vf_progress_fn)(void *user, int64_t done, int64_t windows);
+
+typedef struct {
+    int ctx; /* window length; 0 = 256 */
+    vf_progress_fn progress;
+    void *user;
+} vf_opts;
+
+/* Scores the reference (its top1 = 1, KL = 0) and n_cands candidates (any may be 0) on
+ * tokens[0..n_tokens). All models must share the vocabulary; each state must hold ctx
+ * positions. Errors: ctx < 2, ctx beyond a model's context, a stream shorter than one window,
+ * a token outside the vocabulary, non-finite logits (never a NaN result). */
+lmq_code vf_score(rt_state *ref, rt_state *const *cands, int n_cands, const int32_t *tokens, int64_t n_tokens,
+                  const vf_opts *opts, vf_result *ref_out, vf_result *cand_out, lmq_err *err);
+
+#endif
