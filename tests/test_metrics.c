@@ -44,7 +44,7 @@ static void detach(scored *s)
 static void load(scored *s, const char *rel, rt_pool *pool)
 {
     lmq_err e;
-    lmq_code c = strstr(rel, ".bin") ? l2c_load(fixture(rel), NULL, &s->m, &e) : lmq_convert(fixture(rel), NULL, &s->m, &e);
+    lmq_code c = lmq_convert(fixture(rel), NULL, &s->m, &e);
     ck_assert_msg(c == LMQ_OK, "%s: %s", rel, e.msg);
     attach(s, pool, 256);
 }
@@ -282,7 +282,7 @@ START_TEST(golden_stories)
     scored ref, half[2];
     load(&ref, "stories260K/stories260K.bin", pool);
     for (int k = 0; k < 2; k++) {
-        ck_assert(l2c_load(fixture("stories260K/stories260K.bin"), NULL, &half[k].m, &e) == LMQ_OK);
+        ck_assert(l2c_load(fixture("stories260K/stories260K.bin"), &half[k].m, &e) == LMQ_OK);
         round_all(&half[k].m, k);
         attach(&half[k], pool, 256);
     }

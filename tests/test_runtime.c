@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "convert/convert.h"
-#include "formats/llama2c.h"
 #include "runtime/forward.h"
 #include "runtime/sample.h"
 #include "runtime/tokenizer.h"
@@ -30,7 +29,7 @@ typedef struct {
 static void load_model(const char *rel, lmq_model *m)
 {
     lmq_err e;
-    lmq_code c = strstr(rel, ".bin") ? l2c_load(fixture(rel), NULL, m, &e) : lmq_convert(fixture(rel), NULL, m, &e);
+    lmq_code c = lmq_convert(fixture(rel), NULL, m, &e);
     ck_assert_msg(c == LMQ_OK, "%s: %s", rel, e.msg);
 }
 
