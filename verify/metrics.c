@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Per scored position of one window and one model. */
 typedef struct {
@@ -44,6 +45,7 @@ static void score_task(void *v, int64_t begin, int64_t end, int thread)
 
 typedef struct {
     double nll, agree, kl;
+    double seconds; /* in the model's forward passes */
     double *kls; /* every position's KL, for the percentile */
 } accum;
 
@@ -62,7 +64,7 @@ static void finish(accum *a, int64_t positions, int64_t windows, vf_result *r)
     const double hi = lo + 1 < positions ? a->kls[lo + 1] : a->kls[lo];
     *r = (vf_result){ .nll = a->nll / n, .ppl = exp(a->nll / n), .top1 = a->agree / n, .kl_mean = a->kl / n,
                       .kl_p99 = a->kls[lo] + (rank - (double)lo) * (hi - a->kls[lo]),
-                      .positions = positions, .windows = windows };
+                      .positions = positions, .windows = windows, .seconds = a->seconds };
 }
 
 static lmq_code check_model(const rt_state *s, const char *what, int vocab, int ctx, lmq_err *err)
@@ -81,7 +83,11 @@ static lmq_code check_model(const rt_state *s, const char *what, int vocab, int 
 static lmq_code run_model(rt_state *s, const int32_t *win, int ctx, float *logits, score_job *job, pos_score *scores,
                           accum *acc, int64_t kl_at, const char *what, int64_t w, lmq_err *err)
 {
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     lmq_code c = rt_forward(s, win, ctx, 0, RT_LOGITS_ALL, logits, err);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    acc->seconds += (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     if (c)
         return lmq_err_prefix(err, "%s, window %lld: ", what, (long long)w);
     job->isa = rt_state_exec(s)->isa;

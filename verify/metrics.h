@@ -20,6 +20,7 @@ typedef struct {
     double kl_mean; /* mean KL(P_ref || P_model) per position, nats */
     double kl_p99;  /* its 99th percentile (linear interpolation between order statistics) */
     int64_t positions, windows;
+    double seconds; /* wall time in the model's forward passes (its prefill speed) */
 } vf_result;
 
 /* Called after each window (done = 1..windows). */

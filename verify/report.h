@@ -1,0 +1,43 @@
+/* The side-by-side report of lmq verify: one row per artefact with the four measurements
+ * (storage, reconstruction, behaviour, speed), as a terminal table, JSON or Markdown. */
+#ifndef LMQ_VF_REPORT_H
+#define LMQ_VF_REPORT_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "common/err.h"
+#include "verify/metrics.h"
+
+typedef struct {
+    char path[512];
+    char scheme[256];     /* what was done: the distinct encodings of its changed tensors */
+    double linear_bpw;    /* storage bits per weight over the linear layers */
+    double mib;           /* the whole artefact on disk */
+    int n_changed;        /* tensors whose encoding is not fp32 */
+    double err_median;    /* relative Frobenius error over the changed tensors */
+    double err_worst;
+    char worst[128];      /* the tensor with the worst error */
+    vf_result res;
+    double dppl_pct;      /* 100 (PPL / PPL_ref - 1) */
+    double prefill_tps;   /* tokens/s while scoring (windows of ctx tokens) */
+    double decode_tps;    /* tokens/s decoding one token at a time from the cache */
+} vf_row;
+
+typedef struct {
+    const char *text;       /* the evaluation text's path */
+    int ctx, threads;
+    int64_t tokens;         /* stream length */
+    int documents;
+    const vf_row *rows;     /* rows[0] is the reference */
+    int n_rows;
+} vf_report;
+
+/* Reads what the row needs from an artefact's manifest and file (scheme, bpw, sizes, errors). */
+lmq_code vf_row_from_artefact(const char *path, vf_row *row, lmq_err *err);
+
+void vf_report_table(FILE *f, const vf_report *r);
+void vf_report_markdown(FILE *f, const vf_report *r);
+void vf_report_json(FILE *f, const vf_report *r);
+
+#endif
