@@ -82,3 +82,18 @@ int args_double(const char *cmd, const char *opt, const char *s, double lo, doub
     *out = v;
     return 1;
 }
+
+int args_u64(const char *cmd, const char *opt, const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    /* strtoull would take a sign (and wrap "-1" around); only digits are a uint64. */
+    if (errno || end == s || *end || s[0] < '0' || s[0] > '9') {
+        fprintf(stderr, "lmq %s: %s must be an integer from 0 to %llu, not '%s'\n", cmd, opt,
+                (unsigned long long)UINT64_MAX, s);
+        return 0;
+    }
+    *out = (uint64_t)v;
+    return 1;
+}

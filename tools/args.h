@@ -2,6 +2,8 @@
 #ifndef LMQ_ARGS_H
 #define LMQ_ARGS_H
 
+#include <stdint.h>
+
 /* One option. With `value` it takes an argument (--name VALUE or --name=VALUE), stored as
  * given; with `flag` it is a switch that sets *flag = 1. `alias` is an optional short form. */
 typedef struct {
@@ -20,5 +22,7 @@ int args_parse(int argc, char **argv, const arg_opt *opts, const char **pos, int
 int args_int(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out);
 /* The same for a finite double in [lo, hi]. */
 int args_double(const char *cmd, const char *opt, const char *s, double lo, double hi, double *out);
+/* The same for any unsigned 64-bit integer (decimal digits only, no sign). */
+int args_u64(const char *cmd, const char *opt, const char *s, uint64_t *out);
 
 #endif
