@@ -100,7 +100,11 @@ deps:
 	  $(if $(filter 0,$(shell id -u)),,sudo) apt-get install -y -q $$missing; \
 	else echo "lmq: build dependencies present"; fi
 
+# The README's main job: convert → every shipped recipe → verify, on the demo model.
+demo: $(BUILD)/lmq
+	LMQ=$(BUILD)/lmq bash tools/demo.sh
+
 clean:
-	rm -rf build build-asan lmq
+	rm -rf build build-asan lmq out
 
 -include $(LIB_OBJ:.o=.d) $(TOOL_OBJ:.o=.d)

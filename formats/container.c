@@ -742,19 +742,26 @@ static lmq_code copy_str(char *dst, size_t n, const char *s, const char *what, c
     return LMQ_OK;
 }
 
+lmq_code lmq_container_open_manifest(lmq_container *c, lmq_manifest *man, const char *path, lmq_err *err)
+{
+    lmq_code rc = lmq_container_open(c, path, err);
+    if (rc)
+        return rc;
+    if ((rc = lmq_manifest_parse(c->manifest, c->manifest_size, man, err))) {
+        lmq_container_close(c);
+        lmq_err_prefix(err, "%s: ", path);
+    }
+    return rc;
+}
+
 lmq_code lmq_container_read_model(const char *path, lmq_decode_fn decode, lmq_model *out, lmq_err *err)
 {
     lmq_model_init(out);
     lmq_container c;
     lmq_manifest man;
-    lmq_code rc = lmq_container_open(&c, path, err);
+    lmq_code rc = lmq_container_open_manifest(&c, &man, path, err);
     if (rc)
         return rc;
-    if ((rc = lmq_manifest_parse(c.manifest, c.manifest_size, &man, err))) {
-        lmq_err_prefix(err, "%s: ", path);
-        lmq_container_close(&c);
-        return rc;
-    }
     out->arch = man.arch;
     out->source_checksum = man.source_checksum;
     if ((rc = copy_str(out->source, sizeof out->source, man.source, "source", path, err)) ||

@@ -43,6 +43,8 @@ int64_t lmq_entry_numel(const lmq_tensor_entry *t);
  * about one tensor (the whole-file checksum, a manifest key). */
 typedef void (*lmq_issue_fn)(void *ctx, const char *tensor, lmq_code code, const char *msg);
 
+typedef struct lmq_manifest lmq_manifest; /* formats/manifest.h */
+
 /* ---- reading ---- */
 
 typedef struct {
@@ -64,6 +66,8 @@ lmq_code lmq_container_open(lmq_container *c, const char *path, lmq_err *err);
 lmq_code lmq_container_open_mem(lmq_container *c, const void *data, size_t size, const char *name,
                                 lmq_err *err);
 void lmq_container_close(lmq_container *c);
+/* Opens path and parses its manifest (lmq_manifest_free it; on failure nothing stays open). */
+lmq_code lmq_container_open_manifest(lmq_container *c, lmq_manifest *man, const char *path, lmq_err *err);
 
 const lmq_tensor_entry *lmq_container_find(const lmq_container *c, const char *name);
 /* The stored bytes inside the mapping (64-byte aligned); for codec none these are the raw
@@ -81,7 +85,6 @@ lmq_code lmq_container_verify(const lmq_container *c, lmq_issue_fn fn, void *ctx
 /* ---- writing ---- */
 
 typedef struct lmq_writer lmq_writer;
-typedef struct lmq_manifest lmq_manifest; /* formats/manifest.h */
 
 /* Starts "<path>.tmp.XXXXXX"; path is only replaced by a successful finish. */
 lmq_code lmq_writer_open(lmq_writer **out, const char *path, lmq_err *err);

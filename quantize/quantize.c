@@ -149,10 +149,8 @@ static lmq_code run(q_run *r, const char *in_path, const char *recipe_path, cons
                     const q_opts *opts, lmq_err *err)
 {
     lmq_code c;
-    if ((c = lmq_container_open(&r->in, in_path, err)))
+    if ((c = lmq_container_open_manifest(&r->in, &r->src, in_path, err)))
         return c;
-    if ((c = lmq_manifest_parse(r->in.manifest, r->in.manifest_size, &r->src, err)))
-        return lmq_err_prefix(err, "%s: ", in_path);
     if ((c = q_recipe_load(recipe_path, &r->recipe, err)) || (c = resolve(r, err)) ||
         (c = start_manifest(r, err)))
         return c;

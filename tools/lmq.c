@@ -12,7 +12,7 @@ static const struct {
     { "convert", cmd_convert, "convert SRC -o OUT.lmq [--tokenizer FILE]   import a checkpoint" },
     { "quantize", cmd_quantize, "quantize IN.lmq --recipe R.yaml -o OUT.lmq  apply a recipe" },
     { "verify", cmd_verify, "verify A.lmq [B.lmq ...] --text FILE [--reference REF.lmq] [--ctx N]" },
-    { "generate", cmd_generate, "generate MODEL.lmq --prompt TEXT [-n N] [--temp T] [--seed S]" },
+    { "generate", cmd_generate, "generate MODEL.lmq [--prompt TEXT] [-n N] [--temp T] [--top-p P] [--seed S]" },
     { "inspect", cmd_inspect, "inspect A.lmq                               manifest and tensor table" },
     { "audit", cmd_audit, "audit A.lmq [...]                           checksums and manifest policy" },
 };

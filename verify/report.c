@@ -29,13 +29,9 @@ lmq_code vf_row_from_artefact(const char *path, vf_row *row, lmq_err *err)
     snprintf(row->path, sizeof row->path, "%s", path);
     lmq_container c;
     lmq_manifest man;
-    lmq_code rc = lmq_container_open(&c, path, err);
+    lmq_code rc = lmq_container_open_manifest(&c, &man, path, err);
     if (rc)
         return rc;
-    if ((rc = lmq_manifest_parse(c.manifest, c.manifest_size, &man, err))) {
-        lmq_container_close(&c);
-        return lmq_err_prefix(err, "%s: ", path);
-    }
     row->mib = (double)c.size / (1024.0 * 1024.0);
     row->linear_bpw = man.totals.linear_bpw;
     double *errs = malloc(((size_t)man.n_tensors + 1) * sizeof *errs);

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# lmq quantize end to end on stories260K: every shipped recipe gives an artefact that passes
+# audit, twice the same bytes; the tied embedding is split when its uses differ; a recipe with
+# an error names file, line and key, and leaves no artefact; quantised artefacts run.
+set -euo pipefail
+
+LMQ=${LMQ:-build/lmq}
+FIX=${LMQ_FIXTURES:-../shared/fixtures}
+tmp=$(mktemp -d /tmp/lmq-quantize-XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "quantize.sh: FAIL: $*" >&2; exit 1; }
+
+"$LMQ" convert "$FIX/stories260K/stories260K.bin" -o "$tmp/s.lmq" >/dev/null
+for r in recipes/*.yaml; do
+    name=$(basename "$r" .yaml)
+    "$LMQ" quantize "$tmp/s.lmq" --recipe "$r" -o "$tmp/$name.lmq" >/dev/null || fail "$r"
+    "$LMQ" quantize "$tmp/s.lmq" --recipe "$r" -o "$tmp/$name.again.lmq" >/dev/null
+    cmp -s "$tmp/$name.lmq" "$tmp/$name.again.lmq" || fail "$r: two runs differ"
+    rm "$tmp/$name.again.lmq"
+done
+"$LMQ" audit "$tmp"/*.lmq >"$tmp/audit" || { cat "$tmp/audit" >&2; fail "audit"; }
+
+# w4a16: the classifier at int8 per channel and the lookup at fp16 are two tensors now.
+"$LMQ" inspect "$tmp/w4a16.lmq" >"$tmp/inspect"
+grep -q '^output.weight  *\[512, 64\]  *int8 per-channel' "$tmp/inspect" || fail "w4a16: no int8 output.weight"
+grep -q '^tok_embd.weight  *\[512, 64\]  *fp16' "$tmp/inspect" || fail "w4a16: no fp16 tok_embd.weight"
+grep -q 'tied_embedding: false' "$tmp/inspect" || fail "w4a16: still marked tied"
+grep -q 'blk.0.attn_q.weight  *\[64, 64\]  *int4 g128' "$tmp/inspect" || fail "w4a16: linear layers not int4 g128"
+# int8-channel keeps the tie: one embedding tensor, the reason for fp32 stated.
+"$LMQ" inspect "$tmp/int8-channel.lmq" >"$tmp/inspect"
+grep -q '^output.weight' "$tmp/inspect" && fail "int8-channel: the tied embedding was split"
+grep -q 'reason: "no rule matches"' "$tmp/inspect" || fail "int8-channel: no reason for fp32 tensors"
+
+# A quantised artefact runs: greedy text from BOS is still a story.
+"$LMQ" generate "$tmp/int8-channel.lmq" -n 12 >"$tmp/gen" 2>/dev/null
+grep -q '^Once upon a time' "$tmp/gen" || fail "int8-channel generates: $(cat "$tmp/gen")"
+
+# Recipe errors: file, line and key named; exit 1; no artefact and no temporary file.
+bad() { # bad NAME EXPECTED-SUBSTRING <<< recipe
+    cat >"$tmp/$1.yaml"
+    st=0; "$LMQ" quantize "$tmp/s.lmq" --recipe "$tmp/$1.yaml" -o "$tmp/$1.lmq" 2>"$tmp/err" || st=$?
+    [ "$st" = 1 ] || fail "$1: exit $st"
+    grep -qF -- "$2" "$tmp/err" || fail "$1: message lacks '$2': $(cat "$tmp/err")"
+    ! ls "$tmp" | grep -q "^$1.lmq" || fail "$1: an artefact was left"
+}
+bad unknown-key "unknown-key.yaml:5: rules[0].bits" <<'Y'
+name: x
+rules:
+  - match: "blk.*.ffn_up.weight"
+    scheme: int8
+    bits: 8
+Y
+bad bad-group "bad-group.yaml:6: rules[0].group" <<'Y'
+name: x
+rules:
+  - match: "blk.*.ffn_up.weight"
+    scheme: int4
+    granularity: group
+    group: 100
+Y
+bad no-match "no-match.yaml:3: pattern 'blk.*.attn_qq.weight' matches no tensor" <<'Y'
+name: x
+rules:
+  - match: "blk.*.attn_qq.weight"
+    scheme: int8
+    granularity: channel
+Y
+bad malformed "malformed.yaml:3:" <<'Y'
+name: x
+rules:
+  - match: a: b
+Y
+st=0; "$LMQ" quantize "$tmp/s.lmq" --recipe "$tmp/none.yaml" -o "$tmp/none.lmq" 2>"$tmp/err" || st=$?
+[ "$st" = 1 ] && grep -q "none.yaml" "$tmp/err" || fail "missing recipe: exit $st, $(cat "$tmp/err")"
+st=0; "$LMQ" quantize "$tmp/s.lmq" -o "$tmp/x.lmq" 2>/dev/null || st=$?; [ "$st" = 2 ] || fail "no --recipe: exit $st"
+echo "quantize.sh: ok"
