@@ -105,10 +105,15 @@ lmq_code vf_run(const char *ref_path, const char *const *cand_paths, int n_cands
         const char *path = i ? cand_paths[i - 1] : ref_path;
         if (!(c = vf_row_from_artefact(path, &rows[i], err)))
             c = load(path, &ex, ctx, &l[i], err);
+        if (!c && l[i].m.arch.vocab_size != l[0].m.arch.vocab_size)
+            c = lmq_fail(err, LMQ_E_ARG, "%s: a vocabulary of %d tokens; the reference %s has %d", path,
+                         l[i].m.arch.vocab_size, ref_path, l[0].m.arch.vocab_size);
         cands[i] = l[i].st;
     }
     if (!c)
         c = read_stream(&l[0].m, text_path, &ids, &n_ids, &report->documents, err);
+    if (!c && n_ids < (size_t)ctx)
+        c = lmq_fail(err, LMQ_E_ARG, "%s: %zu tokens, shorter than one window of %d", text_path, n_ids, ctx);
     if (!c) {
         vf_opts vo = { .ctx = ctx, .progress = opts ? opts->progress : NULL, .user = opts ? opts->user : NULL };
         c = vf_score(cands[0], cands + 1, n_cands, ids, (int64_t)n_ids, &vo, &res[0], res + 1, err);

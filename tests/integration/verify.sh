@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# lmq verify end to end: fp32 perplexity of stories260K with its counts and JSON (top-level
+# ppl, checked against the golden value), and bad input refused with a clear message, exit 1.
+set -euo pipefail
+
+LMQ=${LMQ:-build/lmq}
+FIX=${LMQ_FIXTURES:-../shared/fixtures}
+tmp=$(mktemp -d /tmp/lmq-verify-XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "verify.sh: FAIL: $*" >&2; exit 1; }
+
+"$LMQ" convert "$FIX/stories260K/stories260K.bin" -o "$tmp/s.lmq" >/dev/null
+text="$FIX/text/tinystories-valid.txt"
+"$LMQ" verify "$tmp/s.lmq" --text "$text" --json "$tmp/r.json" --markdown "$tmp/r.md" >"$tmp/out"
+grep -q "379 documents, 151191 tokens, ctx 256: 590 windows, 150450 scored positions" "$tmp/out" ||
+    fail "counts: $(cat "$tmp/out")"
+grep -q "^time: " "$tmp/out" || fail "no time"
+grep -q "^| s.lmq | fp32 " "$tmp/r.md" || fail "markdown row"
+ours=$(sed -n 's/^ "ppl": \([0-9.]*\),*$/\1/p' "$tmp/r.json")
+gold=$(sed -n 's/^ "ppl": \([0-9.]*\),*$/\1/p' "$FIX/golden/stories260K-tinystories-valid.json")
+awk -v a="$ours" -v b="$gold" 'BEGIN { d = a / b - 1; exit !(d < 5e-4 && d > -5e-4) }' ||
+    fail "JSON ppl $ours, golden $gold"
+
+# refuse NAME SUBSTRING ARGS...: exit 1 with SUBSTRING in the message.
+refuse() {
+    local name=$1 want=$2 st=0
+    shift 2
+    "$LMQ" verify "$@" >/dev/null 2>"$tmp/err" || st=$?
+    [ "$st" = 1 ] || fail "$name: exit $st"
+    grep -qF -- "$want" "$tmp/err" || fail "$name: message lacks '$want': $(cat "$tmp/err")"
+}
+printf 'Once upon a time \xff\xfe there was\n' >"$tmp/bad.txt"
+: >"$tmp/empty.txt"
+echo "Once upon a time." >"$tmp/short.txt"
+refuse "invalid UTF-8" "bad.txt: text is not valid UTF-8 at byte offset 17" "$tmp/s.lmq" --text "$tmp/bad.txt"
+refuse "empty text" "empty.txt: text holds no document" "$tmp/s.lmq" --text "$tmp/empty.txt"
+refuse "short text" "short.txt: 6 tokens, shorter than one window of 256" "$tmp/s.lmq" --text "$tmp/short.txt"
+refuse "ctx too large" "ctx 1024 exceeds the model's context of 512" "$tmp/s.lmq" --text "$text" --ctx 1024
+refuse "missing text" "cannot open" "$tmp/s.lmq" --text "$tmp/none.txt"
+head -c 100000 "$tmp/s.lmq" >"$tmp/cut.lmq"
+refuse "truncated artefact" "cut.lmq" "$tmp/cut.lmq" --text "$text"
+st=0; "$LMQ" verify "$tmp/s.lmq" 2>/dev/null || st=$?; [ "$st" = 2 ] || fail "no --text: exit $st"
+st=0; "$LMQ" verify "$tmp/s.lmq" --text "$text" --ctx 1 2>/dev/null || st=$?; [ "$st" = 2 ] || fail "ctx 1: exit $st"
+echo "verify.sh: ok"
