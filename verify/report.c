@@ -74,7 +74,7 @@ static const char *base(const char *path)
 #define N_COLS 12
 #define CELL 600 /* holds any field of a row */
 static const char *const heads[N_COLS] = { "artefact", "scheme",   "bpw",   "MiB",    "err med", "err max",
-                                           "PPL",      "dPPL %",   "top-1", "KL mean", "KL p99", "tok/s pre|dec" };
+                                           "PPL",      "dPPL %",   "top-1", "KL mean", "KL p99", "tok/s pre/dec" };
 
 static void cells(const vf_row *w, char out[N_COLS][CELL])
 {
@@ -89,7 +89,7 @@ static void cells(const vf_row *w, char out[N_COLS][CELL])
     snprintf(out[8], CELL, "%.4f", w->res.top1);
     snprintf(out[9], CELL, "%.3g", w->res.kl_mean);
     snprintf(out[10], CELL, "%.3g", w->res.kl_p99);
-    snprintf(out[11], CELL, "%.0f|%.0f", w->prefill_tps, w->decode_tps);
+    snprintf(out[11], CELL, "%.0f/%.0f", w->prefill_tps, w->decode_tps);
 }
 
 static void header_lines(FILE *f, const vf_report *r, const char *prefix)
