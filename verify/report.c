@@ -118,12 +118,9 @@ void vf_report_table(FILE *f, const vf_report *r)
                 width[j] = (int)strlen(c[i][j]);
     }
     header_lines(f, r, "");
-    for (int j = 0; j < N_COLS; j++)
-        fprintf(f, j < 2 ? "%-*s  " : "%*s  ", width[j], heads[j]);
-    fputc('\n', f);
-    for (int i = 0; i < r->n_rows; i++) {
+    for (int i = -1; i < r->n_rows; i++) { /* the heading, then the rows */
         for (int j = 0; j < N_COLS; j++)
-            fprintf(f, j < 2 ? "%-*s  " : "%*s  ", width[j], c[i][j]);
+            fprintf(f, j < 2 ? "%s%-*s" : "%s%*s", j ? "  " : "", width[j], i < 0 ? heads[j] : c[i][j]);
         fputc('\n', f);
     }
     free(c);
