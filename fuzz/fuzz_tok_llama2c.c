@@ -21,7 +21,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int32_t *ids;
     size_t n_ids;
     if (!tok_encode(t, TEXT, sizeof TEXT - 1, &ids, &n_ids, &err)) {
-        FZ_CHECK(n_ids >= 1 && ids[0] == tok_bos_id(t), "no BOS");
+        /* BOS is usually ids[0], but like llama2.c the merges run over it: a vocabulary in
+         * which BOS's piece followed by the next piece is a piece merges BOS away. */
+        FZ_CHECK(n_ids >= 1, "no ids");
         for (size_t i = 0; i < n_ids; i++)
             FZ_CHECK(ids[i] >= 0 && ids[i] < n, "id %d outside [0, %d)", (int)ids[i], n);
         char *text;
