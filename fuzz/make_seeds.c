@@ -110,6 +110,88 @@ static void safetensors_seeds(void)
     put("safetensors", "other-dtypes.safetensors", buf, 8 + sizeof hdr - 1 + 22);
 }
 
+/* ---- Hugging Face checkpoints: config.json, NUL, model.safetensors ---- */
+
+typedef struct {
+    const char *name;
+    int64_t d0, d1; /* d1 = 0: 1-D */
+} hf_tensor;
+
+static void hf_seed(const char *name, const char *config, const hf_tensor *ts, int n)
+{
+    static float w[4096];
+    for (int i = 0; i < 4096; i++)
+        w[i] = weight((uint32_t)i);
+    st_out out[32];
+    int64_t shapes[32][2];
+    for (int i = 0; i < n; i++) {
+        shapes[i][0] = ts[i].d0;
+        shapes[i][1] = ts[i].d1;
+        out[i] = (st_out){ ts[i].name, i % 3 == 2 ? ST_BF16 : ST_F32, ts[i].d1 ? 2 : 1, shapes[i], w };
+    }
+    char tmp[1024];
+    snprintf(tmp, sizeof tmp, "%s/hf.safetensors", outdir);
+    lmq_err err = { 0 };
+    if (st_write(tmp, out, n, &err))
+        die(name, &err);
+    lmq_blob b;
+    if (lmq_blob_open(tmp, &b, &err))
+        die(tmp, &err);
+    size_t nc = strlen(config);
+    uint8_t *buf = malloc(nc + 1 + b.size);
+    memcpy(buf, config, nc + 1);
+    memcpy(buf + nc + 1, b.data, b.size);
+    put("hf_convert", name, buf, nc + 1 + b.size);
+    free(buf);
+    lmq_blob_close(&b);
+    remove(tmp);
+}
+
+static void hf_seeds(void)
+{
+    /* Llama: dim 8, two heads sharing one kv head, hidden 12, vocab 16; untied. */
+    static const hf_tensor llama[] = {
+        { "model.embed_tokens.weight", 16, 8 },
+        { "model.layers.0.input_layernorm.weight", 8, 0 },
+        { "model.layers.0.self_attn.q_proj.weight", 8, 8 },
+        { "model.layers.0.self_attn.k_proj.weight", 4, 8 },
+        { "model.layers.0.self_attn.v_proj.weight", 4, 8 },
+        { "model.layers.0.self_attn.o_proj.weight", 8, 8 },
+        { "model.layers.0.self_attn.rotary_emb.inv_freq", 2, 0 },
+        { "model.layers.0.post_attention_layernorm.weight", 8, 0 },
+        { "model.layers.0.mlp.gate_proj.weight", 12, 8 },
+        { "model.layers.0.mlp.up_proj.weight", 12, 8 },
+        { "model.layers.0.mlp.down_proj.weight", 8, 12 },
+        { "model.norm.weight", 8, 0 },
+        { "lm_head.weight", 16, 8 },
+    };
+    hf_seed("llama.bin",
+            "{\"architectures\": [\"LlamaForCausalLM\"], \"model_type\": \"llama\", \"hidden_size\": 8, "
+            "\"intermediate_size\": 12, \"num_hidden_layers\": 1, \"num_attention_heads\": 2, "
+            "\"num_key_value_heads\": 1, \"vocab_size\": 16, \"max_position_embeddings\": 32, "
+            "\"rms_norm_eps\": 1e-05, \"rope_theta\": 10000.0, \"tie_word_embeddings\": false, "
+            "\"hidden_act\": \"silu\", \"bos_token_id\": 1, \"eos_token_id\": [2], \"head_dim\": 4}",
+            llama, (int)(sizeof llama / sizeof llama[0]));
+    /* GPT-2: dim 8, hidden 16, vocab 16, context 4; Conv1D weights stored [in, out]. */
+    static const hf_tensor gpt2[] = {
+        { "wte.weight", 16, 8 },          { "wpe.weight", 4, 8 },
+        { "h.0.ln_1.weight", 8, 0 },      { "h.0.ln_1.bias", 8, 0 },
+        { "h.0.attn.c_attn.weight", 8, 24 }, { "h.0.attn.c_attn.bias", 24, 0 },
+        { "h.0.attn.c_proj.weight", 8, 8 }, { "h.0.attn.c_proj.bias", 8, 0 },
+        { "h.0.attn.bias", 4, 4 },        { "h.0.ln_2.weight", 8, 0 },
+        { "h.0.ln_2.bias", 8, 0 },        { "h.0.mlp.c_fc.weight", 8, 16 },
+        { "h.0.mlp.c_fc.bias", 16, 0 },   { "h.0.mlp.c_proj.weight", 16, 8 },
+        { "h.0.mlp.c_proj.bias", 8, 0 },  { "ln_f.weight", 8, 0 },
+        { "ln_f.bias", 8, 0 },
+    };
+    hf_seed("gpt2.bin",
+            "{\"architectures\": [\"GPT2LMHeadModel\"], \"model_type\": \"gpt2\", \"n_embd\": 8, "
+            "\"n_layer\": 1, \"n_head\": 2, \"vocab_size\": 16, \"n_ctx\": 4, \"n_inner\": 16, "
+            "\"layer_norm_epsilon\": 1e-05, \"activation_function\": \"gelu_new\", \"bos_token_id\": 0, "
+            "\"eos_token_id\": 0}",
+            gpt2, (int)(sizeof gpt2 / sizeof gpt2[0]));
+}
+
 /* ---- containers and manifests ---- */
 
 static const char MIXED_RECIPE[] =
@@ -250,8 +332,9 @@ static void tokenizer_bin(const char *name, const char *const *extra, int n_extr
     free(buf);
 }
 
-/* A Hugging Face tokenizer.json with GPT-2's byte alphabet, a few merges and one added token. */
-static void tokenizer_json(void)
+/* GPT-2's byte alphabet and a few merges, as a Hugging Face tokenizer.json (with one added
+ * token) and as vocab.json + NUL + merges.txt (with <|endoftext|> in the vocabulary). */
+static void bytelevel_seeds(void)
 {
     json_t *vocab = json_object();
     uint32_t next = 256;
@@ -273,9 +356,12 @@ static void tokenizer_json(void)
     for (int i = 0; i < 5; i++)
         json_object_set_new(vocab, merged[i], json_integer(id++));
     json_t *ml = json_array();
-    for (int i = 0; i < 5; i++)
+    char text[256] = "#version: 0.2\n";
+    for (int i = 0; i < 5; i++) {
         json_array_append_new(ml, i == 3 ? json_pack("[ss]", "i", "n") : json_string(merges[i]));
-    json_t *root = json_pack("{s:s, s:[{s:i, s:s, s:b}], s:n, s:{s:s, s:b, s:b}, s:{s:s, s:o, s:o}}", "version",
+        snprintf(text + strlen(text), sizeof text - strlen(text), "%s\n", merges[i]);
+    }
+    json_t *root = json_pack("{s:s, s:[{s:i, s:s, s:b}], s:n, s:{s:s, s:b, s:b}, s:{s:s, s:O, s:o}}", "version",
                              "1.0", "added_tokens", "id", id, "content", "<|endoftext|>", "special", 1,
                              "normalizer", "pre_tokenizer", "type", "ByteLevel", "add_prefix_space", 0,
                              "use_regex", 1, "model", "type", "BPE", "vocab", vocab, "merges", ml);
@@ -283,6 +369,17 @@ static void tokenizer_json(void)
     put_text("tok_hf_json", "bytelevel.json", s);
     free(s);
     json_decref(root);
+
+    json_object_set_new(vocab, "<|endoftext|>", json_integer(id));
+    s = json_dumps(vocab, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    size_t nv = strlen(s), nm = strlen(text);
+    char *both = malloc(nv + 1 + nm);
+    memcpy(both, s, nv + 1); /* with its NUL: the separator */
+    memcpy(both + nv + 1, text, nm);
+    put("tok_gpt2_files", "bytelevel.txt", both, nv + 1 + nm);
+    free(both);
+    free(s);
+    json_decref(vocab);
 }
 
 /* Texts for the encoders and the P1 stream: words, contractions, numbers, whitespace runs,
@@ -320,13 +417,14 @@ int main(int argc, char **argv)
     llama2c_seed("tiny-tied.bin", (const int32_t[7]){ 2, 1, 1, 1, 1, 3, 1 });
     llama2c_seed("d16-untied.bin", (const int32_t[7]){ 16, 40, 1, 2, 1, -8, 4 });
     safetensors_seeds();
+    hf_seeds();
     container_seeds(outdir);
     recipe_seeds();
     static const char *const extra[] = { " ", "a", "e", "h", "t", "o", "n", " t", "th", "he", " the",
                                          "on", "ce", "Once", "\xc3\xa9", "\xe6\x97\xa5", "  " };
     tokenizer_bin("tok-small.bin", extra, (int)(sizeof extra / sizeof extra[0]));
     tokenizer_bin("tok-bytes-only.bin", NULL, 0);
-    tokenizer_json();
+    bytelevel_seeds();
     text_seeds();
     return 0;
 }
