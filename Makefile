@@ -15,6 +15,10 @@ ifeq ($(SAN),1)
 CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 LDFLAGS += -fsanitize=address,undefined
 endif
+# The library as libFuzzer targets link it (clang): coverage feedback plus ASan+UBSan.
+ifeq ($(SAN),fuzz)
+CFLAGS  += -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+endif
 
 STAGES  := common formats schemes convert calibrate quantize runtime verify
 LIB_SRC := $(foreach d,$(STAGES),$(wildcard $(d)/*.c))
@@ -41,7 +45,7 @@ LDLIBS    += -L$(CUDA_HOME)/lib64 -lcublas -lcudart
 endif
 endif
 
-.PHONY: all deps check check-asan bench demo clean cuda-status
+.PHONY: all deps check check-asan bench demo clean cuda-status fuzz fuzz-smoke fuzz-build
 all: cuda-status $(BUILD)/lmq lmq
 
 cuda-status:
@@ -81,6 +85,39 @@ check: $(BUILD)/lmq $(TEST_BIN) $(GOLDEN_BIN)
 
 check-asan:
 	$(MAKE) BUILD=build-asan SAN=1 OPT=-O1 check
+
+# Fuzzing (clang + libFuzzer, never part of check; fuzz/README.md): each fuzz/fuzz_<name>.c is
+# one target, built in build-fuzz/. fuzz-smoke replays the committed seeds only; fuzz mutates
+# for FUZZ_TIME seconds per target, keeping what it finds in build-fuzz/corpus/<name>.
+FUZZ_CC      ?= clang
+FUZZ_TIME    ?= 180
+FUZZ_OPTS    ?= -rss_limit_mb=2048 -timeout=10
+FUZZ_TARGETS := $(patsubst fuzz/fuzz_%.c,%,$(wildcard fuzz/fuzz_*.c))
+
+$(BUILD)/fuzz/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz_util.h $(BUILD)/liblmq.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -fsanitize=fuzzer -o $@ $< $(BUILD)/liblmq.a $(LDLIBS)
+
+# Writes the seed corpora (fuzz/corpus/) from fixtures and synthetic models.
+$(BUILD)/fuzz/make_seeds: fuzz/make_seeds.c $(BUILD)/liblmq.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/liblmq.a $(LDLIBS)
+
+fuzz-build:
+	$(MAKE) BUILD=build-fuzz SAN=fuzz CC=$(FUZZ_CC) OPT=-O1 $(FUZZ_TARGETS:%=build-fuzz/fuzz/fuzz_%)
+
+# Each target's output goes to build-fuzz/fuzz_<name>.log; a crash stops the loop and shows it.
+fuzz_run = build-fuzz/fuzz/fuzz_$$t $(FUZZ_OPTS) -artifact_prefix=build-fuzz/fuzz_$$t- $(1) \
+	  > build-fuzz/fuzz_$$t.log 2>&1 || { tail -40 build-fuzz/fuzz_$$t.log; exit 1; }; \
+	  grep -E '^\#[0-9]+' build-fuzz/fuzz_$$t.log | tail -1
+
+fuzz-smoke: fuzz-build
+	@set -e; for t in $(FUZZ_TARGETS); do echo "== fuzz_$$t: seeds only"; \
+	  $(call fuzz_run,-runs=0 fuzz/corpus/$$t); done
+
+fuzz: fuzz-build
+	@set -e; for t in $(FUZZ_TARGETS); do echo "== fuzz_$$t: $(FUZZ_TIME) s"; mkdir -p build-fuzz/corpus/$$t; \
+	  $(call fuzz_run,-max_total_time=$(FUZZ_TIME) build-fuzz/corpus/$$t fuzz/corpus/$$t); done
 
 # Speed (never part of check): each bench/*.c is a program against liblmq.a.
 $(BUILD)/bench/%: bench/%.c $(BUILD)/liblmq.a

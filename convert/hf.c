@@ -179,8 +179,8 @@ static lmq_code llama_unsupported(json_t *cfg, const lmq_arch *a, lmq_err *err)
     if (rs && !json_is_null(rs))
         return lmq_fail(err, LMQ_E_UNSUPPORTED, "config.json: rope_scaling is not supported");
     json_t *hd = json_object_get(cfg, "head_dim");
-    if (hd && !json_is_null(hd) &&
-        (!json_is_integer(hd) || json_integer_value(hd) * a->n_heads != a->dim))
+    if (hd && !json_is_null(hd) && /* compared by division: head_dim * n_heads may overflow */
+        (!json_is_integer(hd) || a->dim % a->n_heads || json_integer_value(hd) != a->dim / a->n_heads))
         return lmq_fail(err, LMQ_E_UNSUPPORTED, "config.json: head_dim is not hidden_size / num_attention_heads");
     return LMQ_OK;
 }

@@ -780,8 +780,10 @@ lmq_code lmq_container_read_model(const char *path, lmq_decode_fn decode, lmq_mo
         } else if (decode) {
             lmq_tensor *mt;
             void *raw;
-            if (!(rc = lmq_model_add(out, t->name, t->ndim, t->shape, &mt, err)) &&
-                !(rc = lmq_container_read_alloc(&c, t, &raw, err))) {
+            if ((rc = decode(t, NULL, NULL, err)))
+                lmq_err_prefix(err, "%s: tensor %s: ", path, t->name);
+            else if (!(rc = lmq_model_add(out, t->name, t->ndim, t->shape, &mt, err)) &&
+                     !(rc = lmq_container_read_alloc(&c, t, &raw, err))) {
                 if ((rc = decode(t, raw, mt->data, err)))
                     lmq_err_prefix(err, "%s: tensor %s: ", path, t->name);
                 free(raw);

@@ -111,12 +111,15 @@ lmq_code lmq_container_write_model(const char *path, const lmq_model *m, const l
 lmq_code lmq_container_write_model_codec(const char *path, const lmq_model *m, const lmq_manifest *man,
                                          lmq_codec codec, lmq_err *err);
 /* Turns a stored tensor's raw bytes into fp32 (out holds its elements). formats/ does not know
- * what quantised bytes mean: the runtime passes the scheme table's dequantiser. */
+ * what quantised bytes mean: the runtime passes the scheme table's dequantiser. Called with raw
+ * and out NULL, it only checks that t's raw_size is what its encoding and shape need. */
 typedef lmq_code (*lmq_decode_fn)(const lmq_tensor_entry *t, const void *raw, float *out, lmq_err *err);
 
 /* Reads an artefact into out (initialised here), in file order; arch, source and notes come
  * from the manifest. fp32 tensors are copied; others go through decode, and without one
- * (NULL) they are LMQ_E_UNSUPPORTED, naming the tensor. */
+ * (NULL) they are LMQ_E_UNSUPPORTED, naming the tensor. decode checks each tensor's size
+ * before its fp32 storage is allocated, so a small index entry with a huge shape is refused
+ * rather than allocated. */
 lmq_code lmq_container_read_model(const char *path, lmq_decode_fn decode, lmq_model *out, lmq_err *err);
 
 #endif

@@ -36,15 +36,16 @@ static lmq_code load(const char *path, const lmq_blob *b, lmq_model *m, lmq_err 
     if (b->size < sizeof h)
         return lmq_fail(err, LMQ_E_FORMAT, "truncated header (%zu bytes)", b->size);
     memcpy(h, b->data, sizeof h);
+    /* Bound every dimension first so the size arithmetic below cannot overflow (and abs() of
+     * the vocabulary size is defined: not INT_MIN). */
+    for (int i = 0; i < 7; i++)
+        if (h[i] == 0 || h[i] > (1 << 20) || h[i] < (i == 5 ? -(1 << 20) : 1))
+            return lmq_fail(err, LMQ_E_FORMAT, "implausible header field %d = %d", i, (int)h[i]);
     lmq_arch *a = &m->arch;
     *a = (lmq_arch){ .family = LMQ_FAMILY_LLAMA, .dim = h[0], .hidden_dim = h[1], .n_layers = h[2],
                      .n_heads = h[3], .n_kv_heads = h[4], .vocab_size = abs(h[5]), .max_seq = h[6],
                      .norm_eps = 1e-5f, .rope_theta = 10000.0f, .tied_embedding = h[5] > 0,
                      .rope = LMQ_ROPE_INTERLEAVED, .tokenizer = LMQ_TOK_LLAMA2C, .bos_id = 1, .eos_id = 2 };
-    /* Bound every dimension first so the size arithmetic below cannot overflow. */
-    for (int i = 0; i < 7; i++)
-        if (h[i] == 0 || (i != 5 && h[i] < 0) || abs(h[i]) > (1 << 20))
-            return lmq_fail(err, LMQ_E_FORMAT, "implausible header field %d = %d", i, (int)h[i]);
     if (a->dim % a->n_heads || a->n_heads % a->n_kv_heads || (a->dim / a->n_heads) % 2)
         return lmq_fail(err, LMQ_E_FORMAT, "dim %d does not split into %d heads / %d kv heads", a->dim,
                         a->n_heads, a->n_kv_heads);

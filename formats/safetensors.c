@@ -229,12 +229,11 @@ static lmq_code check_overlaps(st_file *f, lmq_err *err)
     return c;
 }
 
-static lmq_code parse_header(st_file *f, lmq_err *err)
+static lmq_code parse_header(st_file *f, const uint8_t *bytes, size_t size, lmq_err *err)
 {
-    const size_t size = f->blob.size;
     if (size < 8)
         return lmq_fail(err, LMQ_E_FORMAT, "file is %zu bytes, too short for the 8-byte header length", size);
-    const uint64_t n = load_le(f->blob.data, 8);
+    const uint64_t n = load_le(bytes, 8);
     if (n == 0)
         return lmq_fail(err, LMQ_E_FORMAT, "header length is 0");
     if (n > ST_MAX_HEADER)
@@ -243,10 +242,10 @@ static lmq_code parse_header(st_file *f, lmq_err *err)
     if (n > size - 8)
         return lmq_fail(err, LMQ_E_FORMAT, "header length %llu runs past the end of the file (%zu bytes)",
                         (unsigned long long)n, size);
-    f->data = f->blob.data + 8 + n;
+    f->data = bytes + 8 + n;
     f->data_size = size - 8 - n;
     json_error_t je;
-    json_t *root = json_loadb((const char *)f->blob.data + 8, (size_t)n, JSON_REJECT_DUPLICATES, &je);
+    json_t *root = json_loadb((const char *)bytes + 8, (size_t)n, JSON_REJECT_DUPLICATES, &je);
     if (!root)
         return lmq_fail(err, LMQ_E_FORMAT, "header is not valid JSON: %s (at byte %d of the header)", je.text,
                         je.position);
@@ -296,10 +295,23 @@ lmq_code st_open(const char *path, st_file *f, lmq_err *err)
     if (!(f->path = strdup(path)))
         return lmq_fail(err, LMQ_E_NOMEM, "%s: out of memory", path);
     lmq_code c = lmq_blob_open(path, &f->blob, err);
-    if (!c && (c = parse_header(f, err)))
+    if (!c && (c = parse_header(f, f->blob.data, f->blob.size, err)))
         lmq_err_prefix(err, "%s: ", path);
     if (c)
         st_close(f);
+    return c;
+}
+
+lmq_code st_open_mem(const void *data, size_t size, const char *name, st_file *f, lmq_err *err)
+{
+    memset(f, 0, sizeof *f);
+    if (!(f->path = strdup(name)))
+        return lmq_fail(err, LMQ_E_NOMEM, "%s: out of memory", name);
+    lmq_code c = parse_header(f, data, size, err);
+    if (c) {
+        lmq_err_prefix(err, "%s: ", name);
+        st_close(f);
+    }
     return c;
 }
 

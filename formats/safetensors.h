@@ -52,7 +52,7 @@ typedef struct {
 
 typedef struct {
     char *path; /* owned copy, for messages */
-    lmq_blob blob;
+    lmq_blob blob;       /* the mapping (unused by st_open_mem) */
     const uint8_t *data; /* the data region */
     uint64_t data_size;
     st_tensor *tensors; /* in header order */
@@ -64,6 +64,9 @@ const char *st_dtype_name(st_dtype t);
 
 /* Maps path and validates its header. On failure f is left closed. */
 lmq_code st_open(const char *path, st_file *f, lmq_err *err);
+/* The same over bytes the caller keeps alive until st_close (blob stays empty); name stands
+ * for the file in messages. */
+lmq_code st_open_mem(const void *data, size_t size, const char *name, st_file *f, lmq_err *err);
 void st_close(st_file *f);
 
 const st_tensor *st_find(const st_file *f, const char *name);

@@ -1083,6 +1083,39 @@ START_TEST(verify_reports_every_failure)
 }
 END_TEST
 
+/* Found by fuzz/fuzz_container: an index entry may claim any shape up to 2^40 elements for a
+ * few stored bytes. The loader must check the bytes against the scheme's layout before it
+ * allocates the fp32 storage of that shape (here 4 TiB), not after. */
+START_TEST(huge_shape_refused_before_allocation)
+{
+    const char *dir = test_tmpdir();
+    char path[256];
+    snprintf(path, sizeof path, "%s/huge.lmq", dir);
+    lmq_err e;
+    lmq_writer *w;
+    lmq_manifest man;
+    char *text;
+    size_t len;
+    lmq_manifest_init(&man);
+    man.arch.family = LMQ_FAMILY_LLAMA;
+    ck_assert_msg(lmq_manifest_emit(&man, &text, &len, &e) == LMQ_OK, "%s", e.msg);
+    const int64_t shape[2] = { (int64_t)1 << 20, (int64_t)1 << 20 };
+    const uint8_t bytes[16] = { 0 };
+    ck_assert_int_eq(lmq_writer_open(&w, path, &e), LMQ_OK);
+    ck_assert_msg(lmq_writer_add(w, "blk.0.attn_q.weight", (lmq_qparams){ .dtype = LMQ_T_INT4, .gran = LMQ_GRAN_TENSOR },
+                                 2, shape, bytes, sizeof bytes, LMQ_CODEC_NONE, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_int_eq(lmq_writer_finish_text(w, text, len, &e), LMQ_OK);
+    free(text);
+    lmq_manifest_free(&man);
+
+    lmq_model m;
+    ck_assert_int_eq(rt_load_artefact(path, &m, &e), LMQ_E_FORMAT);
+    ck_assert_msg(strstr(e.msg, "blk.0.attn_q.weight") && strstr(e.msg, "16 bytes stored"), "%s", e.msg);
+    ck_assert_int_eq(m.n_tensors, 0);
+    test_rmtree(dir);
+}
+END_TEST
+
 /* The sample with a manifest that leaves out its last tensor (checksums all correct): what
  * audit's manifest check must catch. */
 static lmq_code write_sample_unlisted(const char *path, lmq_err *e)
@@ -1144,6 +1177,7 @@ int main(void)
     tcase_add_test(tc, hostile_headers_and_indexes);
     tcase_add_test(tc, hostile_zstd_sizes);
     tcase_add_test(tc, verify_reports_every_failure);
+    tcase_add_test(tc, huge_shape_refused_before_allocation);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }

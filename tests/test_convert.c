@@ -664,6 +664,10 @@ START_TEST(config_errors)
         { "\"rope_theta\": 10000.0", "\"rope_theta\": 10000.0, \"rope_scaling\": {\"type\": \"linear\"}",
           "rope_scaling is not supported" },
         { "{", "[", "config.json: not valid JSON" },
+        /* head_dim * num_attention_heads wraps to hidden_size (2^61 + 8 times 8 is 2^64 + 64):
+         * signed overflow, which let the config through (found while fuzzing). */
+        { "\"rope_theta\": 10000.0", "\"rope_theta\": 10000.0, \"head_dim\": 2305843009213693960",
+          "head_dim is not hidden_size / num_attention_heads" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char sub[32];

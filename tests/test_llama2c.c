@@ -105,6 +105,29 @@ START_TEST(refuses_nan)
 }
 END_TEST
 
+/* Header fields out of range are refused by number before any size is computed: a
+ * vocabulary size of INT_MIN (abs() of it is undefined; in practice it stayed negative and got
+ * past the bound) and one just past 2^20 either way, found by review while fuzzing. */
+START_TEST(refuses_implausible_header)
+{
+    const char *dir = test_tmpdir();
+    char path[512];
+    snprintf(path, sizeof path, "%s/h.bin", dir);
+    const int32_t vocab[] = { INT32_MIN, -(1 << 20) - 1, (1 << 20) + 1, 0 };
+    for (size_t i = 0; i < sizeof vocab / sizeof vocab[0]; i++) {
+        int32_t h[7 + 16] = { 2, 1, 1, 1, 1, vocab[i], 1 };
+        FILE *f = fopen(path, "wb");
+        ck_assert_uint_eq(fwrite(h, 1, sizeof h, f), sizeof h);
+        fclose(f);
+        lmq_model m;
+        lmq_err e;
+        ck_assert_int_eq(l2c_load(path, &m, &e), LMQ_E_FORMAT);
+        ck_assert_msg(strstr(e.msg, "implausible header field 5") != NULL, "vocab %d: %s", (int)vocab[i], e.msg);
+    }
+    test_rmtree(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("llama2c");
@@ -112,6 +135,7 @@ int main(void)
     tcase_add_test(tc, loads_stories260k);
     tcase_add_test(tc, refuses_damaged);
     tcase_add_test(tc, refuses_nan);
+    tcase_add_test(tc, refuses_implausible_header);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }

@@ -325,6 +325,50 @@ START_TEST(write_round_trip)
 }
 END_TEST
 
+/* st_open_mem (used by fuzz/fuzz_safetensors) over a file's bytes sees what st_open sees, and
+ * its errors name the given label; its prefixes are all refused (ASan sees any read past). */
+START_TEST(open_mem_matches_open)
+{
+    const float v[6] = { 1, -2, 3.5f, 4, 5, 6 };
+    const int64_t s1[1] = { 2 }, s2[2] = { 2, 2 };
+    const st_out ts[2] = { { "x", ST_F32, 1, s1, v }, { "y", ST_BF16, 2, s2, v + 2 } };
+    char path[512];
+    snprintf(path, sizeof path, "%s/mem.safetensors", scratch);
+    lmq_err err = { 0 };
+    ck_assert_int_eq(st_write(path, ts, 2, &err), LMQ_OK);
+    lmq_blob b;
+    ck_assert_int_eq(lmq_blob_open(path, &b, &err), LMQ_OK);
+    st_file f, g;
+    ck_assert_int_eq(st_open(path, &f, &err), LMQ_OK);
+    ck_assert_int_eq(st_open_mem(b.data, b.size, "label", &g, &err), LMQ_OK);
+    ck_assert_ptr_null(g.blob.data);
+    ck_assert_int_eq(g.n_tensors, f.n_tensors);
+    ck_assert_uint_eq(g.data_size, f.data_size);
+    ck_assert_int_eq(g.n_metadata, f.n_metadata);
+    for (int k = 0; k < f.n_tensors; k++) {
+        float a[4], c[4];
+        ck_assert_str_eq(g.tensors[k].name, f.tensors[k].name);
+        ck_assert_int_eq(g.tensors[k].dtype, f.tensors[k].dtype);
+        ck_assert_uint_eq(g.tensors[k].begin, f.tensors[k].begin);
+        ck_assert_uint_eq(g.tensors[k].end, f.tensors[k].end);
+        ck_assert_int_eq(st_read_f32(&f, &f.tensors[k], a, &err), LMQ_OK);
+        ck_assert_int_eq(st_read_f32(&g, &g.tensors[k], c, &err), LMQ_OK);
+        ck_assert(!memcmp(a, c, (size_t)f.tensors[k].numel * sizeof *a));
+    }
+    st_close(&g);
+    st_close(&f);
+    for (size_t n = 0; n < b.size; n++) {
+        uint8_t *p = malloc(n ? n : 1);
+        memcpy(p, b.data, n);
+        ck_assert_msg(st_open_mem(p, n, "label", &g, &err) == LMQ_E_FORMAT, "prefix of %zu bytes", n);
+        ck_assert_msg(!strncmp(err.msg, "label: ", 7), "%s", err.msg);
+        ck_assert_ptr_null(g.tensors);
+        free(p);
+    }
+    lmq_blob_close(&b);
+}
+END_TEST
+
 /* Hostile variations of a valid file: every truncation fails cleanly, and every single-byte
  * corruption of the header either fails cleanly or yields tensors inside the data region. */
 START_TEST(truncation_and_corruption)
@@ -394,6 +438,7 @@ int main(void)
     tcase_add_test(tc, write_round_trip);
     tcase_add_test(tc, truncation_and_corruption);
     tcase_add_test(tc, missing_file);
+    tcase_add_test(tc, open_mem_matches_open);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }
