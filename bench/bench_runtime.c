@@ -7,21 +7,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "common/clock.h"
 #include "convert/convert.h"
 #include "runtime/forward.h"
 #include "runtime/sample.h"
 
 #define CTX 256
 #define PROMPT 128
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 static int fail(const lmq_err *e)
 {
@@ -36,17 +29,17 @@ static double best_time(rt_state *s, const int32_t *toks, float *logits, workloa
 {
     double best = 1e30;
     for (int r = 0; r < reps; r++) {
-        double t0 = now();
+        double t0 = lmq_now();
         if (w == DECODE) {
             if (rt_forward(s, toks, PROMPT, 0, RT_LOGITS_NONE, NULL, e))
                 return -1;
-            t0 = now();
+            t0 = lmq_now();
             for (int p = PROMPT; p < CTX; p++)
                 if (rt_decode(s, toks[p], p, logits, e))
                     return -1;
         } else if (rt_forward(s, toks, CTX, 0, w == WINDOW ? RT_LOGITS_ALL : RT_LOGITS_LAST, logits, e))
             return -1;
-        double t = now() - t0;
+        double t = lmq_now() - t0;
         best = t < best ? t : best;
     }
     return best;

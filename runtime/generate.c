@@ -3,17 +3,10 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "common/clock.h"
 #include "runtime/forward.h"
 #include "runtime/sample.h"
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 lmq_code rt_gen_prompt(const lmq_model *m, const tok_tokenizer *tok, const char *text, int32_t **ids, int *n,
                        lmq_err *err)
@@ -76,10 +69,10 @@ static lmq_code run(rt_state *s, rt_sampler *smp, float *logits, const lmq_arch 
             st->stop = RT_STOP_CONTEXT;
             return LMQ_OK;
         }
-        const double t0 = now();
+        const double t0 = lmq_now();
         if ((c = rt_decode(s, next, pos, logits, err)))
             return c;
-        st->decode_s += now() - t0;
+        st->decode_s += lmq_now() - t0;
         st->decoded++;
     }
 }
@@ -122,10 +115,10 @@ lmq_code rt_generate(const lmq_model *m, const rt_exec *ex, const int32_t *promp
     }
 
     if (!c) {
-        const double t0 = now();
+        const double t0 = lmq_now();
         if ((c = rt_forward(s, prompt, n_prompt, 0, RT_LOGITS_LAST, logits, err)))
             lmq_err_prefix(err, "prompt: ");
-        st.prefill_s = now() - t0;
+        st.prefill_s = lmq_now() - t0;
     }
     if (!c)
         c = run(s, &smp, logits, a, n_prompt, opts->max_new, on_token, user, &st, err);

@@ -1,8 +1,8 @@
 /* lmq convert: a checkpoint in, an fp32 artefact out (canonical names, [out, in] weights, the
  * tokenizer carried inside, a manifest saying what the import did). */
 #include <stdio.h>
-#include <time.h>
 
+#include "common/clock.h"
 #include "convert/convert.h"
 #include "formats/container.h"
 #include "tools/args.h"
@@ -28,8 +28,7 @@ int cmd_convert(int argc, char **argv)
         fprintf(stderr, "lmq convert: need SRC and -o OUT.lmq\n%s", usage);
         return 2;
     }
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    const double t0 = lmq_now();
     lmq_model m;
     lmq_err err;
     lmq_convert_opts co = { .tokenizer = tokenizer };
@@ -39,14 +38,13 @@ int cmd_convert(int argc, char **argv)
         lmq_model_free(&m);
         return 1;
     }
-    clock_gettime(CLOCK_MONOTONIC, &t1);
     long long params = 0;
     for (int i = 0; i < m.n_tensors; i++)
         params += lmq_tensor_numel(&m.tensors[i]);
     printf("%s: %s, %d layers, dim %d, vocab %d: %d tensors, %lld parameters, %d carried file%s (%.2f s)\n", out,
            m.arch.family == LMQ_FAMILY_GPT2 ? "gpt2" : "llama", m.arch.n_layers, m.arch.dim, m.arch.vocab_size,
            m.n_tensors, params, m.n_files, m.n_files == 1 ? "" : "s",
-           (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
+           lmq_now() - t0);
     lmq_model_free(&m);
     return 0;
 }

@@ -1,8 +1,8 @@
 /* lmq quantize: an artefact and a recipe in, a quantised artefact out. */
 #include <stdio.h>
 #include <sys/resource.h>
-#include <time.h>
 
+#include "common/clock.h"
 #include "quantize/quantize.h"
 #include "tools/args.h"
 #include "tools/cmd.h"
@@ -32,8 +32,7 @@ int cmd_quantize(int argc, char **argv)
     progress pr;
     progress_init(&pr, "quantize");
     q_opts qo = { .progress = on_progress, .progress_ctx = &pr };
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    const double t0 = lmq_now();
     lmq_err err;
     lmq_code c = q_quantize_file(in[0], recipe, out, &qo, &err);
     progress_end(&pr);
@@ -41,10 +40,9 @@ int cmd_quantize(int argc, char **argv)
         fprintf(stderr, "lmq quantize: %s\n", err.msg);
         return 1;
     }
-    clock_gettime(CLOCK_MONOTONIC, &t1);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     printf("%s: written with %s (%.2f s, peak RSS %.1f MiB)\n", out, recipe,
-           (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec), ru.ru_maxrss / 1024.0);
+           lmq_now() - t0, ru.ru_maxrss / 1024.0);
     return 0;
 }

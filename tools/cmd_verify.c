@@ -3,8 +3,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "common/clock.h"
 #include "tools/args.h"
 #include "tools/cmd.h"
 #include "tools/progress.h"
@@ -71,8 +71,7 @@ int cmd_verify(int argc, char **argv)
     progress pr;
     progress_init(&pr, "verify");
     vf_run_opts vo = { .ctx = (int)ctx, .threads = (int)threads, .progress = on_progress, .user = &pr };
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    const double t0 = lmq_now();
     vf_report r;
     lmq_err err;
     lmq_code c = vf_run(ref, cands, n_cands, text, &vo, &r, &err);
@@ -81,9 +80,8 @@ int cmd_verify(int argc, char **argv)
         fprintf(stderr, "lmq verify: %s\n", err.msg);
         return 1;
     }
-    clock_gettime(CLOCK_MONOTONIC, &t1);
     vf_report_table(stdout, &r);
-    printf("time: %.2f s\n", (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
+    printf("time: %.2f s\n", lmq_now() - t0);
     int ok = (!json || write_report(json, vf_report_json, &r)) && (!md || write_report(md, vf_report_markdown, &r));
     free((void *)r.rows);
     return ok ? 0 : 1;

@@ -4,7 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
+#include "common/clock.h"
 
 /* Per scored position of one window and one model. */
 typedef struct {
@@ -83,11 +84,9 @@ static lmq_code check_model(const rt_state *s, const char *what, int vocab, int 
 static lmq_code run_model(rt_state *s, const int32_t *win, int ctx, float *logits, score_job *job, pos_score *scores,
                           accum *acc, int64_t kl_at, const char *what, int64_t w, lmq_err *err)
 {
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    const double t0 = lmq_now();
     lmq_code c = rt_forward(s, win, ctx, 0, RT_LOGITS_ALL, logits, err);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    acc->seconds += (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    acc->seconds += lmq_now() - t0;
     if (c)
         return lmq_err_prefix(err, "%s, window %lld: ", what, (long long)w);
     job->isa = rt_state_exec(s)->isa;

@@ -2,8 +2,8 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "common/clock.h"
 #include "common/file.h"
 #include "runtime/artefact.h"
 #include "runtime/tokenizer.h"
@@ -18,13 +18,6 @@ typedef struct {
     rt_state *st;
     int rm_ready;
 } loaded;
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 static lmq_code load(const char *path, const rt_exec *ex, int ctx, loaded *l, lmq_err *err)
 {
@@ -56,11 +49,11 @@ static lmq_code decode_speed(loaded *l, const int32_t *tokens, int n, double *tp
     float *logits = malloc((size_t)l->m.arch.vocab_size * sizeof *logits);
     if (!logits)
         return lmq_fail(err, LMQ_E_NOMEM, "out of memory");
-    double t0 = now();
+    double t0 = lmq_now();
     lmq_code c = LMQ_OK;
     for (int i = 0; i < n && !c; i++)
         c = rt_decode(l->st, tokens[i], i, logits, err);
-    *tps = n / (now() - t0);
+    *tps = n / (lmq_now() - t0);
     free(logits);
     return c;
 }
