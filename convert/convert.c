@@ -17,6 +17,8 @@ lmq_code lmq_convert(const char *src, const lmq_convert_opts *opts, lmq_model *o
     if (S_ISDIR(st.st_mode) || cv_ends_with(src, ".safetensors") || cv_ends_with(src, ".index.json"))
         return lmq_convert_hf(src, opts, out, err);
     if (cv_ends_with(src, ".bin")) {
+        if (opts && opts->split_qkv) /* llama2.c checkpoints are Llama models */
+            return lmq_fail(err, LMQ_E_ARG, "%s: --split-qkv: nothing to split: q, k, v are separate already", src);
         char dir[PATH_CAP];
         cv_dir_of(src, dir);
         lmq_code c = l2c_load(src, out, err);

@@ -19,6 +19,9 @@ typedef struct {
     /* A tokenizer file (vocab.json with merges.txt beside it, tokenizer.json, or a llama2.c
      * tokenizer .bin) or a directory holding one; NULL: look beside the checkpoint. */
     const char *tokenizer;
+    /* GPT-2: store the fused c_attn as blk.i.attn_q / attn_k / attn_v (.weight [dim, dim],
+     * .bias [dim]) instead of blk.i.attn_qkv. An error for a model whose q, k, v are separate. */
+    int split_qkv;
 } lmq_convert_opts;
 
 /* Fills out (initialised here; freed again on failure). opts may be NULL. */

@@ -213,15 +213,15 @@ typedef struct {
     size_t n_names;
     lmq_code (*config)(json_t *cfg, lmq_arch *a, lmq_err *err);
     const char *notes;
+    const char *fused_qkv; /* the canonical name stem --split-qkv splits; NULL: q, k, v are separate */
 } hf_family;
 
 static const hf_family FAMILIES[] = {
     { "gpt2", "GPT2LMHeadModel", "transformer.", GPT2_NAMES, sizeof GPT2_NAMES / sizeof GPT2_NAMES[0],
       gpt2_config,
-      "gpt2 Conv1D weights (c_attn, attn.c_proj, c_fc, mlp.c_proj) transposed to [out, in]; fused c_attn kept as "
-      "attn_qkv (q|k|v rows)" },
+      "gpt2 Conv1D weights (c_attn, attn.c_proj, c_fc, mlp.c_proj) transposed to [out, in]", "attn_qkv" },
     { "llama", "LlamaForCausalLM", "model.", LLAMA_NAMES, sizeof LLAMA_NAMES / sizeof LLAMA_NAMES[0],
-      llama_config, "rope: half (HF rotate_half), q/k rows kept as stored" },
+      llama_config, "rope: half (HF rotate_half), q/k rows kept as stored", NULL },
 };
 #define N_FAMILIES (sizeof FAMILIES / sizeof FAMILIES[0])
 
@@ -286,13 +286,14 @@ static void pattern_expand(const char *pat, int layer, char *out, size_t cap)
 
 typedef struct {
     const char *src;
+    int split_qkv; /* --split-qkv */
     const hf_family *fam;
     char dir[PATH_CAP];    /* where config.json, the index and the shards are */
     char index[PATH_CAP];  /* empty for a single file */
     lmq_blob config, index_blob;
     st_file *shards; /* sorted by file name */
     int n_shards;
-    char **origin; /* origin[i]: the source name of model tensor i */
+    char **origin; /* origin[i]: the source name of model tensor i (up to three per source tensor) */
     int n_origin;
     int prefixed;  /* the checkpoint's names carry the family prefix */
     unsigned dtypes_seen;
@@ -512,14 +513,44 @@ static lmq_code load_classifier(hf_ctx *x, lmq_model *m, const st_file *f, const
     return LMQ_OK;
 }
 
+/* --split-qkv: replaces the tensor just loaded, blk.L.attn_qkv.<suffix> [3·d(, d)], by its three
+ * row blocks blk.L.attn_q / attn_k / attn_v.<suffix> (rows 0..d-1, d..2d-1, 2d..3d-1). */
+static lmq_code split_qkv(hf_ctx *x, lmq_model *m, int layer, const char *suffix, lmq_err *err)
+{
+    lmq_tensor fused = m->tensors[--m->n_tensors];
+    char *origin = x->origin[m->n_tensors];
+    x->origin[m->n_tensors] = NULL;
+    lmq_code c = LMQ_OK;
+    int64_t dims[LMQ_MAX_DIMS];
+    memcpy(dims, fused.shape, sizeof dims);
+    dims[0] /= 3;
+    const size_t part = (size_t)(lmq_tensor_numel(&fused) / 3);
+    if (fused.shape[0] % 3)
+        c = lmq_fail(err, LMQ_E_FORMAT, "tensor %s: %lld rows do not split into q, k, v", origin,
+                     (long long)fused.shape[0]);
+    for (int i = 0; i < 3 && !c; i++) {
+        char name[LMQ_NAME_MAX];
+        lmq_tensor *t;
+        snprintf(name, sizeof name, "blk.%d.attn_%c.%s", layer, "qkv"[i], suffix);
+        if ((c = lmq_model_add(m, name, fused.ndim, dims, &t, err)))
+            break;
+        memcpy(t->data, fused.data + i * part, part * sizeof *t->data);
+        if (!(x->origin[m->n_tensors - 1] = strdup(origin)))
+            c = lmq_fail(err, LMQ_E_NOMEM, "out of memory");
+    }
+    free(fused.data);
+    free(origin);
+    return c;
+}
+
 static lmq_code load_weights(hf_ctx *x, lmq_model *m, lmq_err *err)
 {
     int total = 0;
     for (int s = 0; s < x->n_shards; s++)
         total += x->shards[s].n_tensors;
-    if (!(x->origin = calloc((size_t)total + 1, sizeof *x->origin)))
+    if (!(x->origin = calloc(3 * (size_t)total + 1, sizeof *x->origin)))
         return lmq_fail(err, LMQ_E_NOMEM, "out of memory");
-    x->n_origin = total + 1;
+    x->n_origin = 3 * total + 1;
     const st_file *cf = NULL;
     const st_tensor *ct = NULL;
     int ignored = 0;
@@ -551,6 +582,10 @@ static lmq_code load_weights(hf_ctx *x, lmq_model *m, lmq_err *err)
             char canon[LMQ_NAME_MAX];
             pattern_expand(row->canon, layer, canon, sizeof canon);
             lmq_code c = load_tensor(x, m, f, t, canon, row->kind == MAP_TRANSPOSE, err);
+            char fused[LMQ_NAME_MAX];
+            const int n = x->split_qkv ? snprintf(fused, sizeof fused, "blk.%d.%s.", layer, x->fam->fused_qkv) : 0;
+            if (!c && n > 0 && !strncmp(canon, fused, (size_t)n))
+                c = split_qkv(x, m, layer, canon + n, err);
             if (c)
                 return c;
         }
@@ -623,11 +658,19 @@ static void close_ctx(hf_ctx *x)
 lmq_code lmq_convert_hf(const char *src, const lmq_convert_opts *opts, lmq_model *out, lmq_err *err)
 {
     lmq_model_init(out);
-    hf_ctx x = { .src = src };
+    hf_ctx x = { .src = src, .split_qkv = opts && opts->split_qkv };
     lmq_code c;
     if ((c = open_source(&x, err)) || (c = read_config(&x, out, err)))
         goto done;
+    if (x.split_qkv && !x.fam->fused_qkv) {
+        c = lmq_fail(err, LMQ_E_ARG, "%s: --split-qkv: nothing to split: q, k, v are separate already", src);
+        goto done;
+    }
     cv_note(out, "%s", x.fam->notes);
+    if (x.fam->fused_qkv)
+        cv_note(out, "%s",
+                x.split_qkv ? "fused c_attn split by rows into attn_q, attn_k, attn_v (--split-qkv)"
+                            : "fused c_attn kept as attn_qkv (q|k|v rows)");
     if ((c = load_weights(&x, out, err)))
         goto done;
     if ((c = lmq_model_validate(out, err))) {

@@ -119,6 +119,32 @@ static lmq_code expect(const lmq_model *m, const char *name, int64_t d0, int64_t
     return LMQ_OK;
 }
 
+/* GPT-2 attention input: the fused blk.l.attn_qkv (+ bias), or attn_q, attn_k, attn_v (+ biases)
+ * as lmq convert --split-qkv stores them; never a mix. */
+static lmq_code gpt2_qkv(const lmq_model *m, int l, int64_t d, lmq_err *err)
+{
+    static const char *const fused[] = { "attn_qkv.weight", "attn_qkv.bias" };
+    static const char *const split[] = { "attn_q.weight", "attn_q.bias", "attn_k.weight",
+                                         "attn_k.bias",   "attn_v.weight", "attn_v.bias" };
+    char n[LMQ_NAME_MAX];
+    int n_fused = 0, n_split = 0;
+    for (int i = 0; i < 2; i++)
+        n_fused += (snprintf(n, sizeof n, "blk.%d.%s", l, fused[i]), lmq_model_find(m, n) != NULL);
+    for (int i = 0; i < 6; i++)
+        n_split += (snprintf(n, sizeof n, "blk.%d.%s", l, split[i]), lmq_model_find(m, n) != NULL);
+    if (n_fused && n_split)
+        return lmq_fail(err, LMQ_E_FORMAT, "tensor blk.%d.attn_qkv: both fused and separate q, k, v tensors", l);
+    const int sep = n_split > 0;
+    lmq_code c;
+    for (int i = 0; i < (sep ? 6 : 2); i++) {
+        const int bias = i % 2;
+        snprintf(n, sizeof n, "blk.%d.%s", l, sep ? split[i] : fused[i]);
+        if ((c = expect(m, n, sep ? d : 3 * d, bias ? 0 : d, err)))
+            return c;
+    }
+    return LMQ_OK;
+}
+
 lmq_code lmq_model_validate(const lmq_model *m, lmq_err *err)
 {
     const lmq_arch *a = &m->arch;
@@ -143,8 +169,8 @@ lmq_code lmq_model_validate(const lmq_model *m, lmq_err *err)
         EXPECT(h, d, "blk.%d.ffn_up.weight", l);
         EXPECT(d, h, "blk.%d.ffn_down.weight", l);
         if (gpt2) {
-            EXPECT(3 * d, d, "blk.%d.attn_qkv.weight", l);
-            EXPECT(3 * d, 0, "blk.%d.attn_qkv.bias", l);
+            if ((c = gpt2_qkv(m, l, d, err)))
+                return c;
             EXPECT(d, 0, "blk.%d.attn_norm.bias", l);
             EXPECT(d, 0, "blk.%d.ffn_norm.bias", l);
             EXPECT(d, 0, "blk.%d.attn_out.bias", l);

@@ -55,17 +55,21 @@ lmq_code rt_model_init(rt_model *rm, const lmq_model *m, lmq_err *err)
 #define NAME(i, what) (snprintf(n[i], sizeof n[i], "blk.%d.%s", l, what), n[i])
         L->attn_norm_w = tensor(m, NAME(0, "attn_norm.weight"));
         L->ffn_norm_w = tensor(m, NAME(0, "ffn_norm.weight"));
+        L->fused_qkv = gpt2 && lmq_model_find(m, NAME(0, "attn_qkv.weight"));
+        if (L->fused_qkv)
+            L->attn_qkv = weight(m, NAME(0, "attn_qkv.weight"), NAME(1, "attn_qkv.bias"));
+        else {
+            L->attn_q = weight(m, NAME(0, "attn_q.weight"), gpt2 ? NAME(1, "attn_q.bias") : NULL);
+            L->attn_k = weight(m, NAME(0, "attn_k.weight"), gpt2 ? NAME(1, "attn_k.bias") : NULL);
+            L->attn_v = weight(m, NAME(0, "attn_v.weight"), gpt2 ? NAME(1, "attn_v.bias") : NULL);
+        }
         if (gpt2) {
             L->attn_norm_b = tensor(m, NAME(0, "attn_norm.bias"));
             L->ffn_norm_b = tensor(m, NAME(0, "ffn_norm.bias"));
-            L->attn_qkv = weight(m, NAME(0, "attn_qkv.weight"), NAME(1, "attn_qkv.bias"));
             L->attn_out = weight(m, NAME(0, "attn_out.weight"), NAME(1, "attn_out.bias"));
             L->ffn_up = weight(m, NAME(0, "ffn_up.weight"), NAME(1, "ffn_up.bias"));
             L->ffn_down = weight(m, NAME(0, "ffn_down.weight"), NAME(1, "ffn_down.bias"));
         } else {
-            L->attn_q = weight(m, NAME(0, "attn_q.weight"), NULL);
-            L->attn_k = weight(m, NAME(0, "attn_k.weight"), NULL);
-            L->attn_v = weight(m, NAME(0, "attn_v.weight"), NULL);
             L->attn_out = weight(m, NAME(0, "attn_out.weight"), NULL);
             L->ffn_gate = weight(m, NAME(0, "ffn_gate.weight"), NULL);
             L->ffn_up = weight(m, NAME(0, "ffn_up.weight"), NULL);
@@ -303,7 +307,7 @@ lmq_code rt_forward(rt_state *s, const int32_t *tokens, int n, int pos0, rt_logi
 
         /* Attention: q for the new rows; k and v appended to the cache. */
         norm_rows(m, s->xb, s->x, L->attn_norm_w, L->attn_norm_b, n);
-        if (gpt2) {
+        if (L->fused_qkv) {
             rt_linear(ex, s->xb, n, &L->attn_qkv, s->qkv);
             for (int i = 0; i < n; i++) {
                 const float *r = s->qkv + (size_t)i * 3 * d;
@@ -315,10 +319,10 @@ lmq_code rt_forward(rt_state *s, const int32_t *tokens, int n, int pos0, rt_logi
             rt_linear(ex, s->xb, n, &L->attn_q, s->q);
             rt_linear(ex, s->xb, n, &L->attn_k, kc);
             rt_linear(ex, s->xb, n, &L->attn_v, vc);
-            for (int i = 0; i < n; i++) {
-                rope(s, s->q + (size_t)i * d, a->n_heads, pos0 + i);
-                rope(s, kc + (size_t)i * kvd, a->n_kv_heads, pos0 + i);
-            }
+        }
+        for (int i = 0; i < n && a->rope != LMQ_ROPE_NONE; i++) {
+            rope(s, s->q + (size_t)i * d, a->n_heads, pos0 + i);
+            rope(s, kc + (size_t)i * kvd, a->n_kv_heads, pos0 + i);
         }
         /* Whole rows per task when there are enough blocks to share out (no two threads write
          * one row); single heads otherwise (decoding). */

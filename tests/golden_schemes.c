@@ -3,7 +3,7 @@
  * with the shipped recipe and scoring it with lmq verify's library call. Tolerances are the
  * issue's: PPL within 0.5 % relative, top-1 within 0.5 points, KL within 5 % relative or 1e-5
  * absolute, bits per weight exactly (to rounding of the division). This suite scores whole
- * texts for 15 artefacts per table, so it runs in the optimised `make check` only, on one text
+ * texts for 14 artefacts per table (15 for GPT-2), so it runs in the optimised `make check` only, on one text
  * per model (the moby-dick table of sotu-gpt2 matches too; it is left out to keep CI short). */
 #include <jansson.h>
 #include <math.h>
@@ -18,18 +18,21 @@
 #include "tests/testutil.h"
 #include "verify/run.h"
 
-/* Golden row → shipped recipe. `embedding`: its bpw counts the tied embedding table alone. */
+/* Golden row → shipped recipe. `embedding`: its bpw counts the tied embedding table alone.
+ * `split_qkv`: a GPT-2-only row, quantised from the checkpoint converted with --split-qkv and
+ * scored against the same (fused) fp32 reference. */
 static const struct {
     const char *golden, *recipe;
-    int embedding;
+    int embedding, split_qkv;
 } ROWS[] = {
-    { "fp16 round-trip (all weights)", "fp16", 0 }, { "bf16 round-trip (all weights)", "bf16", 0 },
-    { "int8 per-tensor", "int8-tensor", 0 },         { "int8 per-channel", "int8-channel", 0 },
-    { "int8 g128", "int8-g128", 0 },                 { "int4 per-channel", "int4-channel", 0 },
-    { "int4 g128", "int4-g128", 0 },                 { "int4 g64", "int4-g64", 0 },
-    { "int4 g32", "int4-g32", 0 },                   { "int4 g32 asym", "int4-g32-asym", 0 },
-    { "int3 g32", "int3-g32", 0 },                   { "int2 g32", "int2-g32", 0 },
-    { "emb int8 per-row", "emb-int8-row", 1 },       { "emb int4 g32", "emb-int4-g32", 1 },
+    { "fp16 round-trip (all weights)", "fp16", 0, 0 }, { "bf16 round-trip (all weights)", "bf16", 0, 0 },
+    { "int8 per-tensor", "int8-tensor", 0, 0 },      { "int8 per-channel", "int8-channel", 0, 0 },
+    { "int8 g128", "int8-g128", 0, 0 },              { "int4 per-channel", "int4-channel", 0, 0 },
+    { "int4 g128", "int4-g128", 0, 0 },              { "int4 g64", "int4-g64", 0, 0 },
+    { "int4 g32", "int4-g32", 0, 0 },                { "int4 g32 asym", "int4-g32-asym", 0, 0 },
+    { "int3 g32", "int3-g32", 0, 0 },                { "int2 g32", "int2-g32", 0, 0 },
+    { "emb int8 per-row", "emb-int8-row", 1, 0 },    { "emb int4 g32", "emb-int4-g32", 1, 0 },
+    { "int8 per-tensor (q,k,v separate)", "int8-tensor", 0, 1 },
 };
 #define N_ROWS (int)(sizeof ROWS / sizeof ROWS[0])
 
@@ -38,7 +41,6 @@ static const struct {
     const char *golden, *why;
 } NOT_HERE[] = {
     { "fp32 (reference)", "the reference itself: checked as the reference row" },
-    { "int8 per-tensor (q,k,v separate)", "needs c_attn split into q, k, v tensors; lmq keeps the fused tensor" },
     { "W8A8 per-token", "activation quantisation belongs to the calibration work" },
     { "W8A8 per-tensor", "activation quantisation belongs to the calibration work" },
 };
@@ -76,25 +78,36 @@ static void check_table(const char *golden_file)
     snprintf(text, sizeof text, "%s", in_fixtures(json_string_value(json_object_get(g, "text"))));
     const int ctx = (int)json_integer_value(json_object_get(g, "ctx"));
 
-    /* Convert, then one artefact per recipe. */
+    /* Convert (GPT-2: also with q, k, v split), then one artefact per applicable recipe. */
     const char *dir = test_tmpdir();
-    char ref[512], paths[N_ROWS][512], recipe[256];
-    lmq_model m;
+    char ref[2][512], paths[N_ROWS][512], recipe[256];
     lmq_err e;
-    ck_assert_msg(lmq_convert(model_src, NULL, &m, &e) == LMQ_OK, "%s", e.msg);
-    snprintf(ref, sizeof ref, "%s/fp32.lmq", dir);
-    ck_assert_msg(lmq_container_write_model(ref, &m, NULL, &e) == LMQ_OK, "%s", e.msg);
-    lmq_model_free(&m);
+    int gpt2 = 0;
+    for (int split = 0; split < 2 && (!split || gpt2); split++) {
+        lmq_model m;
+        lmq_convert_opts co = { .split_qkv = split };
+        ck_assert_msg(lmq_convert(model_src, &co, &m, &e) == LMQ_OK, "%s", e.msg);
+        gpt2 = m.arch.family == LMQ_FAMILY_GPT2;
+        snprintf(ref[split], sizeof ref[split], "%s/fp32%s.lmq", dir, split ? "-split-qkv" : "");
+        ck_assert_msg(lmq_container_write_model(ref[split], &m, NULL, &e) == LMQ_OK, "%s", e.msg);
+        lmq_model_free(&m);
+    }
     const char *cands[N_ROWS];
+    int cand_of[N_ROWS], n_cands = 0; /* row → candidate index, -1 when the row does not apply */
     for (int i = 0; i < N_ROWS; i++) {
+        cand_of[i] = -1;
+        if (ROWS[i].split_qkv && !gpt2)
+            continue;
         snprintf(recipe, sizeof recipe, "recipes/%s.yaml", ROWS[i].recipe);
-        snprintf(paths[i], sizeof paths[i], "%s/%s.lmq", dir, ROWS[i].recipe);
-        ck_assert_msg(q_quantize_file(ref, recipe, paths[i], NULL, &e) == LMQ_OK, "%s: %s", recipe, e.msg);
-        cands[i] = paths[i];
+        snprintf(paths[i], sizeof paths[i], "%s/%s%s.lmq", dir, ROWS[i].recipe, ROWS[i].split_qkv ? "-split-qkv" : "");
+        ck_assert_msg(q_quantize_file(ref[ROWS[i].split_qkv], recipe, paths[i], NULL, &e) == LMQ_OK, "%s: %s", recipe,
+                      e.msg);
+        cand_of[i] = n_cands;
+        cands[n_cands++] = paths[i];
     }
     vf_report r;
     vf_run_opts vo = { .ctx = ctx };
-    ck_assert_msg(vf_run(ref, cands, N_ROWS, text, &vo, &r, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_msg(vf_run(ref[0], cands, n_cands, text, &vo, &r, &e) == LMQ_OK, "%s", e.msg);
 
     /* The reference. */
     const vf_result *rr = &r.rows[0].res;
@@ -113,7 +126,7 @@ static void check_table(const char *golden_file)
     {
         const char *name = json_string_value(json_object_get(row, "scheme"));
         int i = 0;
-        while (i < N_ROWS && strcmp(ROWS[i].golden, name))
+        while (i < N_ROWS && (cand_of[i] < 0 || strcmp(ROWS[i].golden, name)))
             i++;
         if (i == N_ROWS) {
             size_t j = 0;
@@ -124,9 +137,14 @@ static void check_table(const char *golden_file)
             printf("  %-34s not reproduced here: %s\n", name, NOT_HERE[j].why);
             continue;
         }
-        const vf_result *q = &r.rows[i + 1].res;
+        const vf_result *q = &r.rows[cand_of[i] + 1].res;
         const double ppl = json_real_value(json_object_get(row, "ppl")), top1 = json_real_value(json_object_get(row, "top1")),
-                     kl = json_real_value(json_object_get(row, "kl")), bpw = json_real_value(json_object_get(row, "bpw"));
+                     kl = json_real_value(json_object_get(row, "kl"));
+        /* The golden split row repeats the fused row's bpw (4 scales per layer); the split
+         * artefact stores one fp16 scale per matrix, 6 per layer, per the README's formula. */
+        double bpw = json_real_value(json_object_get(row, "bpw"));
+        if (ROWS[i].split_qkv)
+            bpw = 8 + (bpw - 8) * 6 / 4;
         const double our_bpw = manifest_bpw(paths[i], ROWS[i].embedding);
         printf("  %-34s %12.5f %12.5f %8.5f %8.5f %11.4e %11.4e %8.4f\n", name, q->ppl, ppl, q->top1, top1, q->kl_mean,
                kl, our_bpw);
@@ -136,7 +154,7 @@ static void check_table(const char *golden_file)
         ck_assert_msg(fabs(our_bpw - bpw) <= 1e-12 * bpw, "%s: bpw %.15g, golden %.15g", name, our_bpw, bpw);
         matched++;
     }
-    ck_assert_int_eq(matched, N_ROWS);
+    ck_assert_int_eq(matched, n_cands);
     free((void *)r.rows);
     json_decref(g);
     test_rmtree(dir);

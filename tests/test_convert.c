@@ -317,7 +317,7 @@ static void expect_file(const lmq_model *m, const char *stored, const char *path
 static void convert_ok(const char *src, const char *tokenizer, lmq_model *m)
 {
     lmq_err e = { 0 };
-    lmq_convert_opts o = { tokenizer };
+    lmq_convert_opts o = { .tokenizer = tokenizer };
     lmq_code c = lmq_convert(src, &o, m, &e);
     ck_assert_msg(c == LMQ_OK, "%s: %s", src, e.msg);
 }
@@ -327,7 +327,7 @@ static void convert_fails(const char *src, const char *tokenizer, const char *ne
 {
     lmq_model m;
     lmq_err e = { 0 };
-    lmq_convert_opts o = { tokenizer };
+    lmq_convert_opts o = { .tokenizer = tokenizer };
     lmq_code c = lmq_convert(src, &o, &m, &e);
     ck_assert_msg(c != LMQ_OK, "%s converted", src);
     ck_assert_msg(contains(e.msg, needle1), "message lacks \"%s\": %s", needle1, e.msg);
@@ -384,6 +384,73 @@ START_TEST(gpt2_fixture)
                   "%s", m.notes);
     ck_assert_msg(contains(m.notes, "tied"), "%s", m.notes);
     lmq_model_free(&m);
+}
+END_TEST
+
+/* --split-qkv: attn_q / attn_k / attn_v are the row thirds of the fused canonical attn_qkv, bit
+ * for bit, biases too; nothing else changes. */
+START_TEST(gpt2_split_qkv)
+{
+    lmq_model f, sp;
+    lmq_err e = { 0 };
+    lmq_convert_opts o = { .split_qkv = 1 };
+    convert_ok(fixture(SOTU), NULL, &f);
+    ck_assert_msg(lmq_convert(fixture(SOTU), &o, &sp, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_int_eq(sp.n_tensors, f.n_tensors + 4 * f.arch.n_layers);
+    const int64_t d = f.arch.dim;
+    for (int l = 0; l < f.arch.n_layers; l++)
+        for (int b = 0; b < 2; b++) {
+            char n[LMQ_NAME_MAX];
+            snprintf(n, sizeof n, "blk.%d.attn_qkv.%s", l, b ? "bias" : "weight");
+            const lmq_tensor *fused = lmq_model_find(&f, n);
+            ck_assert_ptr_nonnull(fused);
+            ck_assert_ptr_null(lmq_model_find(&sp, n));
+            for (int i = 0; i < 3; i++) {
+                snprintf(n, sizeof n, "blk.%d.attn_%c.%s", l, "qkv"[i], b ? "bias" : "weight");
+                const lmq_tensor *t = lmq_model_find(&sp, n);
+                ck_assert_msg(t != NULL, "%s missing", n);
+                ck_assert_int_eq(t->ndim, b ? 1 : 2);
+                ck_assert_int_eq(t->shape[0], d);
+                if (!b)
+                    ck_assert_int_eq(t->shape[1], d);
+                const size_t k = (size_t)(b ? d : d * d);
+                ck_assert_msg(!memcmp(t->data, fused->data + i * k, k * sizeof(float)), "%s is not rows %lld.. of %s",
+                              n, (long long)(i * d), fused->name);
+            }
+        }
+    for (int i = 0; i < f.n_tensors; i++) {
+        const lmq_tensor *a = &f.tensors[i], *b = lmq_model_find(&sp, a->name);
+        ck_assert_msg(contains(a->name, "attn_qkv") ||
+                          (b && !memcmp(a->data, b->data, (size_t)lmq_tensor_numel(a) * sizeof(float))),
+                      "%s differs", a->name);
+    }
+    ck_assert_msg(contains(sp.notes, "split by rows into attn_q, attn_k, attn_v"), "%s", sp.notes);
+    ck_assert_msg(contains(f.notes, "fused c_attn kept as attn_qkv"), "%s", f.notes);
+    ck_assert_uint_eq(sp.source_checksum, f.source_checksum);
+
+    /* Validation: fused or separate per layer, never a mix, and no partial set. */
+    lmq_tensor *t;
+    const int64_t shape[1] = { 3 * d };
+    ck_assert_int_eq(lmq_model_add(&sp, "blk.2.attn_qkv.bias", 1, shape, &t, &e), LMQ_OK);
+    ck_assert_int_eq(lmq_model_validate(&sp, &e), LMQ_E_FORMAT);
+    ck_assert_msg(contains(e.msg, "blk.2.attn_qkv") && contains(e.msg, "both fused and separate"), "%s", e.msg);
+    sp.n_tensors--;
+    free(t->data);
+    t = lmq_model_find(&sp, "blk.1.attn_k.bias");
+    snprintf(t->name, sizeof t->name, "blk.1.attn_k.other");
+    ck_assert_int_eq(lmq_model_validate(&sp, &e), LMQ_E_FORMAT);
+    ck_assert_msg(contains(e.msg, "tensor blk.1.attn_k.bias: missing"), "%s", e.msg);
+    lmq_model_free(&sp);
+    lmq_model_free(&f);
+
+    /* Llama sources hold q, k, v separately already. */
+    const char *llama[] = { fixture(STORIES), fixture("stories260K/stories260K.bin") };
+    for (int i = 0; i < 2; i++) {
+        lmq_model m;
+        ck_assert_int_eq(lmq_convert(llama[i], &o, &m, &e), LMQ_E_ARG);
+        ck_assert_msg(contains(e.msg, "nothing to split: q, k, v are separate already"), "%s", e.msg);
+        ck_assert_int_eq(m.n_tensors, 0);
+    }
 }
 END_TEST
 
@@ -810,6 +877,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_checked_fixture(tc, scratch_up, scratch_down);
     tcase_add_test(tc, gpt2_fixture);
+    tcase_add_test(tc, gpt2_split_qkv);
     tcase_add_test(tc, llama_fixture);
     tcase_add_test(tc, llama2c_vs_hf);
     tcase_add_test(tc, llama_f16_copy);

@@ -26,10 +26,12 @@ typedef struct {
     rt_state *st;
 } loaded;
 
-static void load_model(const char *rel, lmq_model *m)
+/* split_qkv: GPT-2 converted with separate q, k, v tensors (lmq convert --split-qkv). */
+static void load_model(const char *rel, int split_qkv, lmq_model *m)
 {
     lmq_err e;
-    lmq_code c = lmq_convert(fixture(rel), NULL, m, &e);
+    lmq_convert_opts o = { .split_qkv = split_qkv };
+    lmq_code c = lmq_convert(fixture(rel), &o, m, &e);
     ck_assert_msg(c == LMQ_OK, "%s: %s", rel, e.msg);
 }
 
@@ -43,10 +45,15 @@ static void start(loaded *L, int threads, rt_isa isa, int max_tokens)
     ck_assert_msg(rt_state_create(&L->rm, &ex, max_tokens, &L->st, &e) == LMQ_OK, "%s", e.msg);
 }
 
+static void open_model_opts(loaded *L, const char *rel, int split_qkv, int threads, rt_isa isa)
+{
+    load_model(rel, split_qkv, &L->m);
+    start(L, threads, isa, 256);
+}
+
 static void open_model(loaded *L, const char *rel, int threads, rt_isa isa)
 {
-    load_model(rel, &L->m);
-    start(L, threads, isa, 256);
+    open_model_opts(L, rel, 0, threads, isa);
 }
 
 static void close_model(loaded *L)
@@ -91,12 +98,12 @@ static json_t *golden(const char *name)
 
 /* Window 0 of each text: positions 0..3, the first 8 logits, within 1e-4 relative or 1e-5
  * absolute of the independent reference. */
-static void check_golden_logits(const char *model_key, const char *rel)
+static void check_golden_logits(const char *model_key, const char *rel, int split_qkv)
 {
     json_t *g = golden("logits-window0.json"), *texts = json_object_get(g, model_key);
     ck_assert_ptr_nonnull(texts);
     loaded L;
-    open_model(&L, rel, 2, rt_isa_best());
+    open_model_opts(&L, rel, split_qkv, 2, rt_isa_best());
     const int V = L.m.arch.vocab_size;
     const char *text;
     json_t *w;
@@ -128,13 +135,40 @@ static void check_golden_logits(const char *model_key, const char *rel)
 
 START_TEST(golden_logits_stories)
 {
-    check_golden_logits("stories260K", STORIES);
+    check_golden_logits("stories260K", STORIES, 0);
 }
 END_TEST
 
 START_TEST(golden_logits_sotu)
 {
-    check_golden_logits("sotu-gpt2", SOTU);
+    check_golden_logits("sotu-gpt2", SOTU, 0);
+}
+END_TEST
+
+START_TEST(golden_logits_sotu_split_qkv)
+{
+    check_golden_logits("sotu-gpt2", SOTU, 1);
+}
+END_TEST
+
+/* GPT-2 with q, k, v as three linear layers gives the fused layer's logits: each output is the
+ * same dot product in the same order, so bit for bit. */
+START_TEST(split_qkv_equals_fused)
+{
+    loaded f, sp;
+    open_model_opts(&f, SOTU, 0, 2, rt_isa_best());
+    open_model_opts(&sp, SOTU, 1, 2, rt_isa_best());
+    ck_assert(f.rm.layers[0].fused_qkv && !sp.rm.layers[0].fused_qkv);
+    const int n = 64, V = f.m.arch.vocab_size;
+    int32_t *t = random_tokens(n, V, 7);
+    float *a = window_logits(&f, t, n), *b = window_logits(&sp, t, n);
+    for (size_t i = 0; i < (size_t)n * V; i++)
+        ck_assert_msg(a[i] == b[i], "logit %zu: fused %.9g, split %.9g", i, a[i], b[i]);
+    free(a);
+    free(b);
+    free(t);
+    close_model(&f);
+    close_model(&sp);
 }
 END_TEST
 
@@ -297,7 +331,7 @@ START_TEST(rope_layouts_agree)
 {
     loaded a, b, hf;
     open_model(&a, STORIES, 2, rt_isa_best());
-    load_model(STORIES, &b.m);
+    load_model(STORIES, 0, &b.m);
     permute_to_half(&b.m);
     start(&b, 2, rt_isa_best(), 256);
     open_model(&hf, "stories260K-hf", 2, rt_isa_best());
@@ -479,7 +513,7 @@ START_TEST(forward_errors)
     /* Models the runtime refuses: a missing tensor, a rope layout that does not fit. */
     lmq_model m;
     rt_model rm;
-    load_model(STORIES, &m);
+    load_model(STORIES, 0, &m);
     m.arch.rope = LMQ_ROPE_NONE;
     ck_assert_int_eq(rt_model_init(&rm, &m, &e), LMQ_E_UNSUPPORTED);
     m.arch.rope = LMQ_ROPE_INTERLEAVED;
@@ -487,7 +521,7 @@ START_TEST(forward_errors)
     ck_assert_int_eq(rt_model_init(&rm, &m, &e), LMQ_E_FORMAT);
     ck_assert_msg(strstr(e.msg, "blk.3.attn_v.weight") != NULL, "%s", e.msg);
     lmq_model_free(&m);
-    load_model(SOTU, &m);
+    load_model(SOTU, 0, &m);
     m.arch.rope = LMQ_ROPE_HALF;
     ck_assert_int_eq(rt_model_init(&rm, &m, &e), LMQ_E_UNSUPPORTED);
     lmq_model_free(&m);
@@ -572,6 +606,8 @@ int main(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, golden_logits_stories);
     tcase_add_test(tc, golden_logits_sotu);
+    tcase_add_test(tc, golden_logits_sotu_split_qkv);
+    tcase_add_test(tc, split_qkv_equals_fused);
     tcase_add_test(tc, greedy_stories);
     tcase_add_test(tc, greedy_sotu);
     tcase_add_test(tc, decode_equals_window);

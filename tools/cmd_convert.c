@@ -9,18 +9,20 @@
 #include "tools/cmd.h"
 
 static const char usage[] =
-    "usage: lmq convert SRC -o OUT.lmq [--tokenizer FILE|DIR] [--zstd]\n"
+    "usage: lmq convert SRC -o OUT.lmq [--tokenizer FILE|DIR] [--zstd] [--split-qkv]\n"
     "SRC is a Hugging Face model directory (config.json + model.safetensors, or a sharded\n"
     "checkpoint with model.safetensors.index.json), a .safetensors file with config.json beside\n"
     "it, or a llama2.c .bin checkpoint. The tokenizer is found beside the checkpoint unless\n"
-    "--tokenizer names it. --zstd compresses each tensor where that makes it smaller.\n";
+    "--tokenizer names it. --zstd compresses each tensor where that makes it smaller.\n"
+    "--split-qkv (GPT-2) stores the fused c_attn as separate attn_q, attn_k, attn_v tensors.\n";
 
 int cmd_convert(int argc, char **argv)
 {
     const char *out = NULL, *tokenizer = NULL, *src[1];
-    int zstd = 0, n;
+    int zstd = 0, split_qkv = 0, n;
     const arg_opt opts[] = { { "--output", "-o", &out, NULL }, { "--tokenizer", NULL, &tokenizer, NULL },
-                             { "--zstd", NULL, NULL, &zstd }, { 0 } };
+                             { "--zstd", NULL, NULL, &zstd },
+                             { "--split-qkv", NULL, NULL, &split_qkv }, { 0 } };
     int rc = args_parse(argc, argv, opts, src, 1, &n, usage);
     if (rc >= 0)
         return rc;
@@ -31,7 +33,7 @@ int cmd_convert(int argc, char **argv)
     const double t0 = lmq_now();
     lmq_model m;
     lmq_err err;
-    lmq_convert_opts co = { .tokenizer = tokenizer };
+    lmq_convert_opts co = { .tokenizer = tokenizer, .split_qkv = split_qkv };
     if (lmq_convert(src[0], &co, &m, &err) ||
         lmq_container_write_model_codec(out, &m, NULL, zstd ? LMQ_CODEC_ZSTD : LMQ_CODEC_NONE, &err)) {
         fprintf(stderr, "lmq convert: %s\n", err.msg);

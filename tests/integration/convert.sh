@@ -21,6 +21,15 @@ done
 "$LMQ" inspect "$tmp/sotu-gpt2.lmq" >"$tmp/inspect"
 grep -q "^blk.3.attn_qkv.weight  *\[384, 128\]" "$tmp/inspect" || fail "inspect lacks the [out, in] qkv tensor"
 
+# --split-qkv: GPT-2's c_attn as three [dim, dim] tensors; a Llama checkpoint has nothing to split.
+"$LMQ" convert "$FIX/sotu-gpt2" --split-qkv -o "$tmp/split.lmq" >/dev/null
+"$LMQ" audit "$tmp/split.lmq" >/dev/null || fail "--split-qkv: audit failed"
+"$LMQ" inspect "$tmp/split.lmq" >"$tmp/inspect.split"
+grep -q "^blk.0.attn_q.weight  *\[128, 128\]" "$tmp/inspect.split" || fail "--split-qkv: no [128, 128] attn_q"
+! grep -q "attn_qkv" "$tmp/inspect.split" || fail "--split-qkv: the fused tensor is still there"
+st=0; "$LMQ" convert "$FIX/stories260K/stories260K.bin" --split-qkv -o "$tmp/l.lmq" 2>"$tmp/err" || st=$?
+[ "$st" = 1 ] && grep -q "nothing to split" "$tmp/err" || fail "--split-qkv on llama2.c: exit $st, $(cat "$tmp/err")"
+
 # The GPT-2 tokenizer named explicitly, from another folder.
 mkdir "$tmp/bare"
 cp "$FIX/sotu-gpt2/config.json" "$FIX/sotu-gpt2/model.safetensors" "$tmp/bare/"
