@@ -502,7 +502,7 @@ static lmq_code load_classifier(hf_ctx *x, lmq_model *m, const st_file *f, const
     const lmq_tensor *out = &m->tensors[m->n_tensors - 1], *emb = lmq_model_find(m, "tok_embd.weight");
     if (emb && out->ndim == emb->ndim && !memcmp(out->shape, emb->shape, sizeof out->shape) &&
         !memcmp(out->data, emb->data, (size_t)lmq_tensor_numel(out) * sizeof(float))) {
-        free(m->tensors[--m->n_tensors].data);
+        free(m->tensors[--m->n_tensors].owned);
         free(x->origin[m->n_tensors]);
         x->origin[m->n_tensors] = NULL;
         cv_note(m, "%s equals the token embedding: tied, dropped", t->name);

@@ -708,8 +708,7 @@ lmq_code lmq_container_write_model_codec(const char *path, const lmq_model *m, c
         goto done;
     for (int i = 0; i < m->n_tensors && !rc; i++) {
         const lmq_tensor *t = &m->tensors[i];
-        rc = lmq_writer_add(w, t->name, (lmq_qparams){ .dtype = LMQ_T_F32 }, t->ndim, t->shape, t->data,
-                            (size_t)lmq_tensor_numel(t) * sizeof(float), codec, err);
+        rc = lmq_writer_add(w, t->name, t->q, t->ndim, t->shape, t->raw, t->raw_size, codec, err);
     }
     for (int i = 0; i < m->n_files && !rc; i++) {
         const lmq_file *f = &m->files[i];
@@ -754,7 +753,25 @@ lmq_code lmq_container_open_manifest(lmq_container *c, lmq_manifest *man, const 
     return rc;
 }
 
-lmq_code lmq_container_read_model(const char *path, lmq_decode_fn decode, lmq_model *out, lmq_err *err)
+lmq_code lmq_container_view(const lmq_container *c, const lmq_tensor_entry *t, const void **raw, void **owned,
+                            lmq_err *err)
+{
+    *raw = *owned = NULL;
+    if (t->codec != LMQ_CODEC_NONE) {
+        lmq_code rc = lmq_container_read_alloc(c, t, owned, err);
+        *raw = *owned;
+        return rc;
+    }
+    const uint8_t *src = c->data + t->offset;
+    uint64_t h = XXH3_64bits(src, t->raw_size);
+    if (h != t->checksum)
+        return lmq_fail(err, LMQ_E_CHECKSUM, "%s: tensor %s: checksum mismatch (index %016" PRIx64 ", data %016" PRIx64 ")",
+                        c->path, t->name, t->checksum, h);
+    *raw = src;
+    return LMQ_OK;
+}
+
+lmq_code lmq_container_read_model(const char *path, lmq_check_fn check, lmq_model *out, lmq_err *err)
 {
     lmq_model_init(out);
     lmq_container c;
@@ -769,32 +786,29 @@ lmq_code lmq_container_read_model(const char *path, lmq_decode_fn decode, lmq_mo
         goto done;
     for (int k = 0; k < c.n_tensors && !rc; k++) {
         const lmq_tensor_entry *t = &c.tensors[c.by_offset[k]];
+        const void *raw;
+        void *owned;
         if (t->q.dtype == LMQ_T_BYTES && !strncmp(t->name, "file:", 5)) {
-            void *data;
-            if (!(rc = lmq_container_read_alloc(&c, t, &data, err)))
-                rc = lmq_model_add_file(out, t->name + 5, data, t->raw_size, err);
-        } else if (t->q.dtype == LMQ_T_F32) {
-            lmq_tensor *mt;
-            if (!(rc = lmq_model_add(out, t->name, t->ndim, t->shape, &mt, err)))
-                rc = lmq_container_read(&c, t, mt->data, t->raw_size, err);
-        } else if (decode) {
-            lmq_tensor *mt;
-            void *raw;
-            if ((rc = decode(t, NULL, NULL, err)))
-                lmq_err_prefix(err, "%s: tensor %s: ", path, t->name);
-            else if (!(rc = lmq_model_add(out, t->name, t->ndim, t->shape, &mt, err)) &&
-                     !(rc = lmq_container_read_alloc(&c, t, &raw, err))) {
-                if ((rc = decode(t, raw, mt->data, err)))
-                    lmq_err_prefix(err, "%s: tensor %s: ", path, t->name);
-                free(raw);
-            }
-        } else {
-            rc = lmq_fail(err, LMQ_E_UNSUPPORTED, "%s: tensor %s is %s (granularity %s), not fp32, and no decoder "
+            if (!(rc = lmq_container_read_alloc(&c, t, &owned, err)))
+                rc = lmq_model_add_file(out, t->name + 5, owned, t->raw_size, err);
+        } else if (t->q.dtype != LMQ_T_F32 && !check) {
+            rc = lmq_fail(err, LMQ_E_UNSUPPORTED, "%s: tensor %s is %s (granularity %s), not fp32, and no checker "
                           "was given", path, t->name, lmq_dtype_names[t->q.dtype], lmq_gran_names[t->q.gran]);
+        } else if (check && (rc = check(t, NULL, err))) {
+            lmq_err_prefix(err, "%s: tensor %s: ", path, t->name);
+        } else if (!(rc = lmq_container_view(&c, t, &raw, &owned, err)) &&
+                   !(rc = lmq_model_add_view(out, t->name, t->ndim, t->shape, t->q, raw, t->raw_size, owned, NULL,
+                                             err)) &&
+                   check && (rc = check(t, raw, err))) {
+            lmq_err_prefix(err, "%s: tensor %s: ", path, t->name);
         }
     }
 done:
     lmq_manifest_free(&man);
+    if (!rc) { /* the views point into the mapping: the model keeps it */
+        out->mapping = c.blob;
+        c.blob = (lmq_blob){ 0 };
+    }
     lmq_container_close(&c);
     if (rc)
         lmq_model_free(out);

@@ -110,16 +110,21 @@ lmq_code lmq_container_write_model(const char *path, const lmq_model *m, const l
 /* The same, asking for zstd on every tensor and file when codec is LMQ_CODEC_ZSTD. */
 lmq_code lmq_container_write_model_codec(const char *path, const lmq_model *m, const lmq_manifest *man,
                                          lmq_codec codec, lmq_err *err);
-/* Turns a stored tensor's raw bytes into fp32 (out holds its elements). formats/ does not know
- * what quantised bytes mean: the runtime passes the scheme table's dequantiser. Called with raw
- * and out NULL, it only checks that t's raw_size is what its encoding and shape need. */
-typedef lmq_code (*lmq_decode_fn)(const lmq_tensor_entry *t, const void *raw, float *out, lmq_err *err);
+/* Checks a stored tensor for its reader: called with raw NULL, that raw_size is what its encoding
+ * and shape need; then with its bytes, that they decode to finite numbers (scales, zero points,
+ * float codes). formats/ does not know what encoded bytes mean: the runtime passes the scheme
+ * table's checker. */
+typedef lmq_code (*lmq_check_fn)(const lmq_tensor_entry *t, const void *raw, lmq_err *err);
 
-/* Reads an artefact into out (initialised here), in file order; arch, source and notes come
- * from the manifest. fp32 tensors are copied; others go through decode, and without one
- * (NULL) they are LMQ_E_UNSUPPORTED, naming the tensor. decode checks each tensor's size
- * before its fp32 storage is allocated, so a small index entry with a huge shape is refused
- * rather than allocated. */
-lmq_code lmq_container_read_model(const char *path, lmq_decode_fn decode, lmq_model *out, lmq_err *err);
+/* A stored tensor's raw bytes, checksum verified: inside the mapping for codec none (*owned
+ * NULL), else decoded into *owned (malloc'd; the caller frees it). */
+lmq_code lmq_container_view(const lmq_container *c, const lmq_tensor_entry *t, const void **raw, void **owned,
+                            lmq_err *err);
+
+/* Reads an artefact into out (initialised here), in file order; arch, source and notes come from
+ * the manifest. Tensors stay in their encoding as views into the file's mapping, which out keeps
+ * (zstd blobs are decoded into buffers out owns); carried files are copied. Without check (NULL)
+ * only fp32 tensors are accepted: others are LMQ_E_UNSUPPORTED, naming the tensor. */
+lmq_code lmq_container_read_model(const char *path, lmq_check_fn check, lmq_model *out, lmq_err *err);
 
 #endif

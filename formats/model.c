@@ -14,11 +14,13 @@ void lmq_model_init(lmq_model *m)
 void lmq_model_free(lmq_model *m)
 {
     for (int i = 0; i < m->n_tensors; i++)
-        free(m->tensors[i].data);
+        free(m->tensors[i].owned);
     for (int i = 0; i < m->n_files; i++)
         free(m->files[i].data);
     free(m->tensors);
     free(m->files);
+    if (m->mapping.data)
+        lmq_blob_close(&m->mapping);
     lmq_model_init(m);
 }
 
@@ -43,8 +45,9 @@ static int grow(void **p, int *cap, int n, size_t elem)
     return 1;
 }
 
-lmq_code lmq_model_add(lmq_model *m, const char *name, int ndim, const int64_t *shape,
-                       lmq_tensor **out, lmq_err *err)
+/* The element count of a valid name and shape (at most 2^40 elements). */
+static lmq_code check_shape(const lmq_model *m, const char *name, int ndim, const int64_t *shape, int64_t *numel,
+                            lmq_err *err)
 {
     if (strlen(name) >= LMQ_NAME_MAX || ndim < 1 || ndim > LMQ_MAX_DIMS)
         return lmq_fail(err, LMQ_E_ARG, "tensor %s: bad name or rank %d", name, ndim);
@@ -56,20 +59,48 @@ lmq_code lmq_model_add(lmq_model *m, const char *name, int ndim, const int64_t *
             return lmq_fail(err, LMQ_E_FORMAT, "tensor %s: bad shape", name);
         n *= shape[i];
     }
-    if (!grow((void **)&m->tensors, &m->cap_tensors, m->n_tensors, sizeof *m->tensors))
-        return lmq_fail(err, LMQ_E_NOMEM, "tensor %s: out of memory", name);
-    lmq_tensor *t = &m->tensors[m->n_tensors];
+    *numel = n;
+    return LMQ_OK;
+}
+
+lmq_code lmq_model_add_view(lmq_model *m, const char *name, int ndim, const int64_t *shape, lmq_qparams q,
+                            const void *raw, size_t raw_size, void *owned, lmq_tensor **out, lmq_err *err)
+{
+    int64_t n;
+    lmq_code c = check_shape(m, name, ndim, shape, &n, err);
+    if (!c && !grow((void **)&m->tensors, &m->cap_tensors, m->n_tensors, sizeof *m->tensors))
+        c = lmq_fail(err, LMQ_E_NOMEM, "tensor %s: out of memory", name);
+    if (c) {
+        free(owned);
+        return c;
+    }
+    lmq_tensor *t = &m->tensors[m->n_tensors++];
     memset(t, 0, sizeof *t);
     snprintf(t->name, sizeof t->name, "%s", name);
     t->ndim = ndim;
     memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
-    t->data = calloc((size_t)n, sizeof(float));
-    if (!t->data)
-        return lmq_fail(err, LMQ_E_NOMEM, "tensor %s: out of memory (%lld floats)", name, (long long)n);
-    m->n_tensors++;
+    t->q = q;
+    t->raw = raw;
+    t->raw_size = raw_size;
+    t->data = q.dtype == LMQ_T_F32 ? (float *)raw : NULL; /* writable only when owned */
+    t->owned = owned;
     if (out)
         *out = t;
     return LMQ_OK;
+}
+
+lmq_code lmq_model_add(lmq_model *m, const char *name, int ndim, const int64_t *shape,
+                       lmq_tensor **out, lmq_err *err)
+{
+    int64_t n;
+    lmq_code c = check_shape(m, name, ndim, shape, &n, err);
+    if (c)
+        return c;
+    float *data = calloc((size_t)n, sizeof(float));
+    if (!data)
+        return lmq_fail(err, LMQ_E_NOMEM, "tensor %s: out of memory (%lld floats)", name, (long long)n);
+    return lmq_model_add_view(m, name, ndim, shape, (lmq_qparams){ .dtype = LMQ_T_F32 }, data,
+                              (size_t)n * sizeof(float), data, out, err);
 }
 
 lmq_code lmq_model_add_file(lmq_model *m, const char *name, uint8_t *data, size_t size, lmq_err *err)
@@ -191,7 +222,7 @@ lmq_code lmq_model_validate(const lmq_model *m, lmq_err *err)
 #undef EXPECT
     for (int i = 0; i < m->n_tensors; i++) {
         const lmq_tensor *t = &m->tensors[i];
-        int64_t k = lmq_tensor_numel(t);
+        int64_t k = t->data ? lmq_tensor_numel(t) : 0;
         for (int64_t j = 0; j < k; j++)
             if (!isfinite(t->data[j]))
                 return lmq_fail(err, LMQ_E_NUMERIC, "tensor %s: non-finite value %g at element %lld", t->name,

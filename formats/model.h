@@ -23,6 +23,8 @@
 #include <stdint.h>
 
 #include "common/err.h"
+#include "common/file.h"
+#include "formats/dtype.h"
 
 #define LMQ_MAX_DIMS 4
 #define LMQ_NAME_MAX 128
@@ -45,11 +47,18 @@ typedef struct {
     int bos_id, eos_id; /* -1 when the tokenizer has none */
 } lmq_arch;
 
+/* A tensor in its stored encoding. Tensors built in memory (convert/) are fp32 and own their
+ * values; tensors read from an artefact are views into its mapping (or own their decompressed
+ * bytes), never widened: the runtime reads the packed bytes through the scheme table. */
 typedef struct {
     char name[LMQ_NAME_MAX];
     int ndim;
     int64_t shape[LMQ_MAX_DIMS];
-    float *data; /* owned */
+    lmq_qparams q;      /* the encoding of raw */
+    const uint8_t *raw; /* the stored bytes (layout: schemes/scheme.h) */
+    size_t raw_size;
+    float *data;        /* the values when q is fp32 (then raw == data), else NULL */
+    void *owned;        /* what lmq_model_free releases for this tensor, or NULL */
 } lmq_tensor;
 
 /* A file carried with the model (tokenizer.bin, vocab.json, merges.txt, tokenizer.json). */
@@ -68,6 +77,7 @@ typedef struct {
     uint64_t source_checksum; /* XXH3-64 over the source checkpoint's bytes */
     char source[512];         /* what was imported, for the manifest */
     char notes[1024];         /* what the import did (transpositions, rope layout), for the manifest */
+    lmq_blob mapping;         /* the artefact the tensor views point into, when read from one */
 } lmq_model;
 
 void lmq_model_init(lmq_model *m);
@@ -76,6 +86,10 @@ void lmq_model_free(lmq_model *m);
 /* Adds a zero-filled tensor (data allocated) and returns it via out. */
 lmq_code lmq_model_add(lmq_model *m, const char *name, int ndim, const int64_t *shape,
                        lmq_tensor **out, lmq_err *err);
+/* Adds a tensor stored as raw_size bytes at raw in encoding q; raw must outlive the model, or
+ * be `owned` (malloc'd, freed with the model). Sizes are the caller's to check. */
+lmq_code lmq_model_add_view(lmq_model *m, const char *name, int ndim, const int64_t *shape, lmq_qparams q,
+                            const void *raw, size_t raw_size, void *owned, lmq_tensor **out, lmq_err *err);
 /* Takes ownership of data (malloc'd, size bytes). */
 lmq_code lmq_model_add_file(lmq_model *m, const char *name, uint8_t *data, size_t size, lmq_err *err);
 
@@ -83,8 +97,9 @@ lmq_tensor *lmq_model_find(const lmq_model *m, const char *name);
 const lmq_file *lmq_model_find_file(const lmq_model *m, const char *name);
 int64_t lmq_tensor_numel(const lmq_tensor *t);
 
-/* Checks that every tensor the architecture needs is present with the right shape,
- * and that every weight is finite. Errors name the tensor. */
+/* Checks that every tensor the architecture needs is present with the right shape, and that
+ * every fp32 weight is finite (a loader checks the other encodings' scales and codes: see
+ * runtime/artefact.h). Errors name the tensor. */
 lmq_code lmq_model_validate(const lmq_model *m, lmq_err *err);
 
 #endif

@@ -7,17 +7,67 @@
 
 /* ---------------------------------------------------------------- the model view */
 
-static const float *tensor(const lmq_model *m, const char *name)
+/* Norm weights and biases as fp32: the stored values when fp32, else decoded once into a buffer
+ * the model owns (vectors are small; matrices are never copied). */
+static lmq_code vector(rt_model *rm, const lmq_model *m, const char *name, const float **out, lmq_err *err)
 {
+    *out = NULL;
     const lmq_tensor *t = lmq_model_find(m, name);
-    return t ? t->data : NULL;
+    if (!t || t->data) {
+        *out = t ? t->data : NULL;
+        return LMQ_OK;
+    }
+    const int64_t n = lmq_tensor_numel(t);
+    float *v = malloc((size_t)n * sizeof *v);
+    void **grown = realloc(rm->owned, (size_t)(rm->n_owned + 1) * sizeof *grown);
+    if (!v || !grown) {
+        free(v);
+        if (grown)
+            rm->owned = grown;
+        return lmq_fail(err, LMQ_E_NOMEM, "tensor %s: out of memory", name);
+    }
+    rm->owned = grown;
+    rm->owned[rm->n_owned++] = v;
+    if (q_dequantize(&t->q, t->raw, t->raw_size, 1, n, v, err))
+        return lmq_err_prefix(err, "tensor %s: ", name);
+    *out = v;
+    return LMQ_OK;
 }
 
-static rt_weight weight(const lmq_model *m, const char *name, const char *bias)
+static lmq_code weight(rt_model *rm, const lmq_model *m, const char *name, const char *bias, rt_weight *W,
+                       lmq_err *err)
 {
-    const lmq_tensor *t = lmq_model_find(m, name);
-    return (rt_weight){ .w = t->data, .b = bias ? tensor(m, bias) : NULL, .out = (int)t->shape[0],
-                        .in = (int)t->shape[1] };
+    const float *b = NULL;
+    lmq_code c = bias ? vector(rm, m, bias, &b, err) : LMQ_OK;
+    return c ? c : rt_weight_of(lmq_model_find(m, name), b, W, err);
+}
+
+static lmq_code layer_init(rt_model *rm, const lmq_model *m, int l, lmq_err *err)
+{
+    const int gpt2 = rm->arch.family == LMQ_FAMILY_GPT2;
+    rt_layer *L = &rm->layers[l];
+    char n[2][LMQ_NAME_MAX];
+#define NAME(i, what) (snprintf(n[i], sizeof n[i], "blk.%d.%s", l, what), n[i])
+#define BIAS(what) (gpt2 ? NAME(1, what) : NULL)
+    lmq_code c;
+    L->fused_qkv = gpt2 && lmq_model_find(m, NAME(0, "attn_qkv.weight"));
+    if ((c = vector(rm, m, NAME(0, "attn_norm.weight"), &L->attn_norm_w, err)) ||
+        (c = vector(rm, m, NAME(0, "ffn_norm.weight"), &L->ffn_norm_w, err)) ||
+        (gpt2 && (c = vector(rm, m, NAME(0, "attn_norm.bias"), &L->attn_norm_b, err))) ||
+        (gpt2 && (c = vector(rm, m, NAME(0, "ffn_norm.bias"), &L->ffn_norm_b, err))) ||
+        (c = weight(rm, m, NAME(0, "attn_out.weight"), BIAS("attn_out.bias"), &L->attn_out, err)) ||
+        (c = weight(rm, m, NAME(0, "ffn_up.weight"), BIAS("ffn_up.bias"), &L->ffn_up, err)) ||
+        (c = weight(rm, m, NAME(0, "ffn_down.weight"), BIAS("ffn_down.bias"), &L->ffn_down, err)) ||
+        (!gpt2 && (c = weight(rm, m, NAME(0, "ffn_gate.weight"), NULL, &L->ffn_gate, err))))
+        return c;
+    if (L->fused_qkv)
+        return weight(rm, m, NAME(0, "attn_qkv.weight"), NAME(1, "attn_qkv.bias"), &L->attn_qkv, err);
+    if ((c = weight(rm, m, NAME(0, "attn_q.weight"), BIAS("attn_q.bias"), &L->attn_q, err)) ||
+        (c = weight(rm, m, NAME(0, "attn_k.weight"), BIAS("attn_k.bias"), &L->attn_k, err)))
+        return c;
+    return weight(rm, m, NAME(0, "attn_v.weight"), BIAS("attn_v.bias"), &L->attn_v, err);
+#undef BIAS
+#undef NAME
 }
 
 lmq_code rt_model_init(rt_model *rm, const lmq_model *m, lmq_err *err)
@@ -44,46 +94,43 @@ lmq_code rt_model_init(rt_model *rm, const lmq_model *m, lmq_err *err)
     rm->layers = calloc((size_t)a->n_layers, sizeof *rm->layers);
     if (!rm->layers)
         return lmq_fail(err, LMQ_E_NOMEM, "out of memory for %d layers", a->n_layers);
-    rm->tok_embd = tensor(m, "tok_embd.weight");
-    rm->pos_embd = gpt2 ? tensor(m, "pos_embd.weight") : NULL;
-    rm->out_norm_w = tensor(m, "out_norm.weight");
-    rm->out_norm_b = gpt2 ? tensor(m, "out_norm.bias") : NULL;
-    rm->classifier = weight(m, a->tied_embedding ? "tok_embd.weight" : "output.weight", NULL);
-    for (int l = 0; l < a->n_layers; l++) {
-        rt_layer *L = &rm->layers[l];
-        char n[6][LMQ_NAME_MAX];
-#define NAME(i, what) (snprintf(n[i], sizeof n[i], "blk.%d.%s", l, what), n[i])
-        L->attn_norm_w = tensor(m, NAME(0, "attn_norm.weight"));
-        L->ffn_norm_w = tensor(m, NAME(0, "ffn_norm.weight"));
-        L->fused_qkv = gpt2 && lmq_model_find(m, NAME(0, "attn_qkv.weight"));
-        if (L->fused_qkv)
-            L->attn_qkv = weight(m, NAME(0, "attn_qkv.weight"), NAME(1, "attn_qkv.bias"));
-        else {
-            L->attn_q = weight(m, NAME(0, "attn_q.weight"), gpt2 ? NAME(1, "attn_q.bias") : NULL);
-            L->attn_k = weight(m, NAME(0, "attn_k.weight"), gpt2 ? NAME(1, "attn_k.bias") : NULL);
-            L->attn_v = weight(m, NAME(0, "attn_v.weight"), gpt2 ? NAME(1, "attn_v.bias") : NULL);
-        }
-        if (gpt2) {
-            L->attn_norm_b = tensor(m, NAME(0, "attn_norm.bias"));
-            L->ffn_norm_b = tensor(m, NAME(0, "ffn_norm.bias"));
-            L->attn_out = weight(m, NAME(0, "attn_out.weight"), NAME(1, "attn_out.bias"));
-            L->ffn_up = weight(m, NAME(0, "ffn_up.weight"), NAME(1, "ffn_up.bias"));
-            L->ffn_down = weight(m, NAME(0, "ffn_down.weight"), NAME(1, "ffn_down.bias"));
-        } else {
-            L->attn_out = weight(m, NAME(0, "attn_out.weight"), NULL);
-            L->ffn_gate = weight(m, NAME(0, "ffn_gate.weight"), NULL);
-            L->ffn_up = weight(m, NAME(0, "ffn_up.weight"), NULL);
-            L->ffn_down = weight(m, NAME(0, "ffn_down.weight"), NULL);
-        }
-#undef NAME
-    }
+    /* A tied classifier reads tok_embd.weight, unless quantize stored its own copy. */
+    const char *cls = lmq_model_find(m, "output.weight") ? "output.weight" : "tok_embd.weight";
+    if ((c = weight(rm, m, "tok_embd.weight", NULL, &rm->tok_embd, err)) ||
+        (gpt2 && (c = weight(rm, m, "pos_embd.weight", NULL, &rm->pos_embd, err))) ||
+        (c = vector(rm, m, "out_norm.weight", &rm->out_norm_w, err)) ||
+        (gpt2 && (c = vector(rm, m, "out_norm.bias", &rm->out_norm_b, err))) ||
+        (c = weight(rm, m, cls, NULL, &rm->classifier, err)))
+        goto fail;
+    for (int l = 0; l < a->n_layers; l++)
+        if ((c = layer_init(rm, m, l, err)))
+            goto fail;
     return LMQ_OK;
+fail:
+    rt_model_free(rm);
+    return c;
 }
 
 void rt_model_free(rt_model *rm)
 {
+    for (int i = 0; i < rm->n_owned; i++)
+        free(rm->owned[i]);
+    free(rm->owned);
     free(rm->layers);
     memset(rm, 0, sizeof *rm);
+}
+
+uint64_t rt_model_weight_bytes(const rt_model *rm)
+{
+    uint64_t bytes = rm->classifier.L.bytes; /* the embeddings are read a row per token */
+    for (int l = 0; l < rm->arch.n_layers; l++) {
+        const rt_layer *L = &rm->layers[l];
+        const rt_weight *lw[] = { &L->attn_qkv, &L->attn_q, &L->attn_k, &L->attn_v, &L->attn_out,
+                                  &L->ffn_gate, &L->ffn_up, &L->ffn_down };
+        for (size_t i = 0; i < sizeof lw / sizeof lw[0]; i++)
+            bytes += lw[i]->data ? lw[i]->L.bytes : 0;
+    }
+    return bytes;
 }
 
 /* ---------------------------------------------------------------- the state */
@@ -294,11 +341,12 @@ lmq_code rt_forward(rt_state *s, const int32_t *tokens, int n, int pos0, rt_logi
         return lmq_fail(err, LMQ_E_ARG, "forward: no logits buffer");
 
     /* Token (and, for GPT-2, learned position) embeddings. */
-    for (int i = 0; i < n; i++) {
+    lmq_code c = LMQ_OK;
+    for (int i = 0; i < n && !c; i++) {
         float *x = s->x + (size_t)i * d;
-        memcpy(x, m->tok_embd + (size_t)tokens[i] * d, (size_t)d * sizeof *x);
-        if (gpt2)
-            add_rows(x, m->pos_embd + (size_t)(pos0 + i) * d, (size_t)d);
+        c = rt_weight_rows(&m->tok_embd, tokens[i], 1, x, err);
+        if (!c && gpt2 && !(c = rt_weight_rows(&m->pos_embd, pos0 + i, 1, s->xb, err)))
+            add_rows(x, s->xb, (size_t)d);
     }
 
     for (int l = 0; l < a->n_layers; l++) {
@@ -308,7 +356,8 @@ lmq_code rt_forward(rt_state *s, const int32_t *tokens, int n, int pos0, rt_logi
         /* Attention: q for the new rows; k and v appended to the cache. */
         norm_rows(m, s->xb, s->x, L->attn_norm_w, L->attn_norm_b, n);
         if (L->fused_qkv) {
-            rt_linear(ex, s->xb, n, &L->attn_qkv, s->qkv);
+            if ((c = rt_linear(ex, s->xb, n, &L->attn_qkv, s->qkv, err)))
+                return c;
             for (int i = 0; i < n; i++) {
                 const float *r = s->qkv + (size_t)i * 3 * d;
                 memcpy(s->q + (size_t)i * d, r, (size_t)d * sizeof(float));
@@ -316,9 +365,12 @@ lmq_code rt_forward(rt_state *s, const int32_t *tokens, int n, int pos0, rt_logi
                 memcpy(vc + (size_t)i * kvd, r + 2 * d, (size_t)d * sizeof(float));
             }
         } else {
-            rt_linear(ex, s->xb, n, &L->attn_q, s->q);
-            rt_linear(ex, s->xb, n, &L->attn_k, kc);
-            rt_linear(ex, s->xb, n, &L->attn_v, vc);
+            if ((c = rt_linear(ex, s->xb, n, &L->attn_q, s->q, err)))
+                return c;
+            if ((c = rt_linear(ex, s->xb, n, &L->attn_k, kc, err)))
+                return c;
+            if ((c = rt_linear(ex, s->xb, n, &L->attn_v, vc, err)))
+                return c;
         }
         for (int i = 0; i < n && a->rope != LMQ_ROPE_NONE; i++) {
             rope(s, s->q + (size_t)i * d, a->n_heads, pos0 + i);
@@ -331,17 +383,21 @@ lmq_code rt_forward(rt_state *s, const int32_t *tokens, int n, int pos0, rt_logi
         aj.groups = a->n_heads / aj.heads_per_task;
         const int64_t work = (int64_t)n * (pos0 + n) * d;
         rt_pool_for(work < RT_PARALLEL_MIN_WORK ? NULL : ex->pool, (int64_t)aj.blocks * aj.groups, 1, attn_task, &aj);
-        rt_linear(ex, s->xb2, n, &L->attn_out, s->xb);
+        if ((c = rt_linear(ex, s->xb2, n, &L->attn_out, s->xb, err)))
+            return c;
         add_rows(s->x, s->xb, (size_t)n * d);
 
         /* Feed-forward: GELU(x·up)·down for GPT-2, (silu(x·gate) ⊙ x·up)·down for Llama. */
         norm_rows(m, s->xb, s->x, L->ffn_norm_w, L->ffn_norm_b, n);
-        rt_linear(ex, s->xb, n, gpt2 ? &L->ffn_up : &L->ffn_gate, s->hb);
+        if ((c = rt_linear(ex, s->xb, n, gpt2 ? &L->ffn_up : &L->ffn_gate, s->hb, err)))
+            return c;
         if (!gpt2)
-            rt_linear(ex, s->xb, n, &L->ffn_up, s->hb2);
+            if ((c = rt_linear(ex, s->xb, n, &L->ffn_up, s->hb2, err)))
+                return c;
         act_job act = { .isa = ex->isa, .g = s->hb, .u = gpt2 ? NULL : s->hb2 };
         rt_pool_for(ex->pool, (int64_t)n * hid, 4096, act_task, &act);
-        rt_linear(ex, s->hb, n, &L->ffn_down, s->xb);
+        if ((c = rt_linear(ex, s->hb, n, &L->ffn_down, s->xb, err)))
+            return c;
         add_rows(s->x, s->xb, (size_t)n * d);
     }
     s->filled = pos0 + n;
@@ -351,7 +407,8 @@ lmq_code rt_forward(rt_state *s, const int32_t *tokens, int n, int pos0, rt_logi
     /* Final norm and classifier, for every row or only the last. */
     const int first = which == RT_LOGITS_ALL ? 0 : n - 1;
     norm_rows(m, s->xb + (size_t)first * d, s->x + (size_t)first * d, m->out_norm_w, m->out_norm_b, n - first);
-    rt_linear(ex, s->xb + (size_t)first * d, n - first, &m->classifier, logits);
+    if ((c = rt_linear(ex, s->xb + (size_t)first * d, n - first, &m->classifier, logits, err)))
+        return c;
     return LMQ_OK;
 }
 

@@ -1,7 +1,9 @@
 /* The CPU forward pass for the two model families lmq imports (GPT-2 and Llama).
  *
  * rt_model is a view of an lmq_model: it looks the tensors up by their canonical names, checks
- * their shapes and keeps pointers (no copy), so the lmq_model must outlive it. rt_state holds
+ * their shapes and keeps typed views of the weights in their stored encodings (no copy; only
+ * norm and bias vectors stored in another encoding are decoded), so the lmq_model must outlive
+ * it. rt_state holds
  * the activations and the KV cache for up to max_tokens positions. rt_forward evaluates n
  * tokens at positions pos0.. in one pass (prefill as matrix-matrix products); rt_decode is its
  * one-token case. A token's logits are bit-identical whether it was evaluated alone from the
@@ -10,7 +12,7 @@
 #define LMQ_RT_FORWARD_H
 
 #include "formats/model.h"
-#include "runtime/kernels.h"
+#include "runtime/linear.h"
 
 typedef struct {
     const float *attn_norm_w, *attn_norm_b; /* b: GPT-2 only */
@@ -26,16 +28,21 @@ typedef struct {
 typedef struct {
     lmq_arch arch;
     int head_dim, kv_dim;
-    const float *tok_embd; /* [vocab × dim] */
-    const float *pos_embd; /* [max_seq × dim], GPT-2 only */
+    rt_weight tok_embd; /* [vocab × dim], read a row at a time */
+    rt_weight pos_embd; /* [max_seq × dim], GPT-2 only */
     rt_layer *layers;
     const float *out_norm_w, *out_norm_b;
-    rt_weight classifier; /* tok_embd when tied */
+    rt_weight classifier; /* output.weight, or tok_embd when tied */
+    void **owned;         /* decoded vectors */
+    int n_owned;
 } rt_model;
 
 /* Validates m (shapes, finite weights, a supported rope layout) and points rm into it. */
 lmq_code rt_model_init(rt_model *rm, const lmq_model *m, lmq_err *err);
 void rt_model_free(rt_model *rm);
+/* Bytes of the stored weight matrices one decoded token streams from memory (every linear layer
+ * and the classifier; the embeddings give one row each): the roofline's numerator. */
+uint64_t rt_model_weight_bytes(const rt_model *rm);
 
 typedef struct rt_state rt_state;
 

@@ -1,6 +1,7 @@
 #include "runtime/kernels.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -12,17 +13,26 @@
 
 rt_isa rt_isa_best(void)
 {
+    rt_isa best = RT_ISA_SCALAR;
 #if HAVE_X86
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-        return RT_ISA_AVX2;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
+        best = RT_ISA_AVX2;
+    if (best == RT_ISA_AVX2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+        best = RT_ISA_AVX512;
 #endif
-    return RT_ISA_SCALAR;
+    const char *want = getenv("LMQ_ISA");
+    for (rt_isa i = RT_ISA_SCALAR; want && i < best; i++)
+        if (!strcmp(want, rt_isa_name(i)))
+            best = i;
+    return best;
 }
 
 const char *rt_isa_name(rt_isa isa)
 {
-    return isa == RT_ISA_AVX2 ? "avx2+fma" : "scalar";
+    static const char *const names[] = { "scalar", "avx2", "avx512" };
+    return names[isa];
 }
 
 /* ---------------------------------------------------------------- scalar reference versions */
@@ -449,7 +459,7 @@ AVX2 static double kl_row_avx2(const float *lr, const rt_rowstat *sr, const floa
 
 /* ---------------------------------------------------------------- dispatch */
 #if HAVE_X86
-#define DISPATCH(isa, avx2_call, scalar_call) ((isa) == RT_ISA_AVX2 ? (avx2_call) : (scalar_call))
+#define DISPATCH(isa, avx2_call, scalar_call) ((isa) >= RT_ISA_AVX2 ? (avx2_call) : (scalar_call))
 #else
 #define DISPATCH(isa, avx2_call, scalar_call) ((void)(isa), (scalar_call))
 #endif
@@ -491,40 +501,3 @@ double rt_kl_row(rt_isa isa, const float *lr, const rt_rowstat *sr, const float 
     return DISPATCH(isa, kl_row_avx2(lr, sr, lq, n), kl_row_scalar(lr, sr, lq, n));
 }
 
-/* ---------------------------------------------------------------- the linear layer */
-
-/* Task tiles: ROWS_PER_TASK rows of x (a multiple of the kernel's 3) against COLS_PER_TASK rows
- * of W. Tasks run W-block-major, so neighbouring tasks share a W block while x stays cached. */
-#define ROWS_PER_TASK 48
-#define COLS_PER_TASK 64
-
-typedef struct {
-    const rt_exec *ex;
-    const float *x;
-    const rt_weight *W;
-    float *y;
-    int n, row_blocks;
-} linear_job;
-
-static void linear_task(void *v, int64_t begin, int64_t end, int thread)
-{
-    (void)thread;
-    const linear_job *j = v;
-    const rt_weight *W = j->W;
-    for (int64_t t = begin; t < end; t++) {
-        int c0 = (int)(t / j->row_blocks) * COLS_PER_TASK, r0 = (int)(t % j->row_blocks) * ROWS_PER_TASK;
-        int cols = W->out - c0 < COLS_PER_TASK ? W->out - c0 : COLS_PER_TASK;
-        int rows = j->n - r0 < ROWS_PER_TASK ? j->n - r0 : ROWS_PER_TASK;
-        rt_gemm_nt(j->ex->isa, j->x + (size_t)r0 * W->in, (size_t)W->in, W->w + (size_t)c0 * W->in, (size_t)W->in,
-                   W->b ? W->b + c0 : NULL, j->y + (size_t)r0 * W->out + c0, (size_t)W->out, rows, cols, W->in);
-    }
-}
-
-void rt_linear(const rt_exec *ex, const float *x, int n, const rt_weight *W, float *y)
-{
-    linear_job j = { .ex = ex, .x = x, .W = W, .y = y, .n = n,
-                     .row_blocks = (n + ROWS_PER_TASK - 1) / ROWS_PER_TASK };
-    int64_t tasks = (int64_t)j.row_blocks * ((W->out + COLS_PER_TASK - 1) / COLS_PER_TASK);
-    const int64_t macs = (int64_t)n * W->out * W->in;
-    rt_pool_for(macs < RT_PARALLEL_MIN_WORK ? NULL : ex->pool, tasks, 1, linear_task, &j);
-}

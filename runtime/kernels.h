@@ -4,8 +4,7 @@
  * identical for any thread count and for any batch size (a token's logits do not depend on
  * whether it ran alone or inside a window).
  *
- * rt_linear is the one entry point of every linear layer in the forward pass: the seam where
- * quantised weights and activation quantisation plug in. */
+ * The linear layers over packed weights are in runtime/linear.h. */
 #ifndef LMQ_RT_KERNELS_H
 #define LMQ_RT_KERNELS_H
 
@@ -13,9 +12,11 @@
 
 #include "runtime/pool.h"
 
-typedef enum { RT_ISA_SCALAR = 0, RT_ISA_AVX2 = 1 } rt_isa;
+/* Kernel sets, each a superset of the one before. AVX-512 (F, BW, VL, DQ) adds the linear
+ * layers' fused kernels over packed weights; its other kernels are AVX2's. */
+typedef enum { RT_ISA_SCALAR = 0, RT_ISA_AVX2 = 1, RT_ISA_AVX512 = 2 } rt_isa;
 
-/* The best kernel set this CPU runs. */
+/* The best kernel set this CPU runs (LMQ_ISA=scalar|avx2 in the environment asks for less). */
 rt_isa rt_isa_best(void);
 const char *rt_isa_name(rt_isa isa);
 
@@ -27,16 +28,6 @@ typedef struct {
 
 /* Below this many multiply-adds a parallel loop is not worth waking the workers for. */
 #define RT_PARALLEL_MIN_WORK 65536
-
-/* A linear layer's weight: y = x·Wᵀ + b with W [out × in] row-major fp32. */
-typedef struct {
-    const float *w;
-    const float *b; /* [out] or NULL */
-    int out, in;
-} rt_weight;
-
-/* y[n × out] = x[n × in] · Wᵀ (+ b). Parallel over tiles of rows and outputs. */
-void rt_linear(const rt_exec *ex, const float *x, int n, const rt_weight *W, float *y);
 
 /* Serial building block: y[i·ldy + j] = Σ_k x[i·ldx + k]·w[j·ldw + k] (+ b[j]) for i < m,
  * j < cols. Same per-element summation order as rt_linear. */

@@ -406,6 +406,46 @@ lmq_code q_dequantize(const lmq_qparams *qp, const uint8_t *data, size_t size, i
     return q_dequantize_rows(qp, data, size, rows, cols, 0, rows, out, err);
 }
 
+lmq_code q_validate(const lmq_qparams *qp, const uint8_t *data, size_t size, int64_t rows, int64_t cols,
+                    lmq_err *err)
+{
+    q_layout L;
+    lmq_code rc = q_layout_of(qp, rows, cols, &L, err);
+    if (rc)
+        return rc;
+    const q_scheme *s = q_scheme_get(qp->dtype);
+    if (size != L.bytes)
+        return lmq_fail(err, LMQ_E_FORMAT, "%zu bytes stored, the %s layout of [%" PRId64 ", %" PRId64
+                        "] needs %zu", size, s->name, rows, cols, L.bytes);
+    if (!s->decode)
+        return LMQ_OK;
+    for (int64_t i = 0; i < L.n_scales; i++) {
+        float v = scale_value(s, (uint32_t)get_le(data + (size_t)i * (s->scale_bits / 8), s->scale_bits / 8));
+        if (!(v >= 0.0f) || !isfinite(v))
+            return lmq_fail(err, LMQ_E_FORMAT, "scale %" PRId64 " is %g: scales are finite and >= 0", i, (double)v);
+    }
+    /* Integer codes are bounded, so finite scales make every weight finite; float codes (times
+     * their scale) are decoded and checked chunk by chunk, never the whole tensor at once. */
+    if (s->integer)
+        return LMQ_OK;
+    uint32_t codes[CHUNK];
+    float out[CHUNK];
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t k = 0, n; k < cols; k += n) { /* a chunk never spans two groups */
+            const int64_t gi = k / L.group, end = (gi + 1) * L.group < cols ? (gi + 1) * L.group : cols;
+            n = end - k < CHUNK ? end - k : CHUNK;
+            q_group g = load_group(s, qp, &L, scale_index(qp, &L, r, gi), data);
+            q_unpack(data, (uint64_t)L.code_offset * 8 + (uint64_t)(r * cols + k) * s->bits, codes, (size_t)n,
+                     s->bits);
+            s->decode(s, &g, codes, (size_t)n, out);
+            for (int64_t i = 0; i < n; i++)
+                if (!isfinite(out[i]))
+                    return lmq_fail(err, LMQ_E_FORMAT, "element %" PRId64 " (row %" PRId64 ") decodes to %g",
+                                    r * cols + k + i, r, (double)out[i]);
+        }
+    return LMQ_OK;
+}
+
 char *q_describe(const lmq_qparams *qp, char *buf, size_t size)
 {
     lmq_err err;

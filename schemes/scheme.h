@@ -133,6 +133,12 @@ lmq_code q_dequantize_rows(const lmq_qparams *qp, const uint8_t *data, size_t si
 lmq_code q_dequantize(const lmq_qparams *qp, const uint8_t *data, size_t size, int64_t rows,
                       int64_t cols, float *out, lmq_err *err);
 
+/* Checks a stored tensor before a reader uses it in place: its size is the layout's, every scale
+ * is finite and >= 0, and (float codes) every weight decodes to a finite number. What the
+ * runtime checks at load instead of dequantising. */
+lmq_code q_validate(const lmq_qparams *qp, const uint8_t *data, size_t size, int64_t rows, int64_t cols,
+                    lmq_err *err);
+
 /* Writes a short description of qp ("int4 g32 asym", "int8 per-channel", "fp16") into buf, the
  * way the golden tables and the manifest name schemes. Returns buf. */
 char *q_describe(const lmq_qparams *qp, char *buf, size_t size);

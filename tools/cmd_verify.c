@@ -12,11 +12,14 @@
 
 static const char usage[] =
     "usage: lmq verify A.lmq [B.lmq ...] --text FILE [--reference REF.lmq] [--ctx N] [--threads N]\n"
-    "                  [--json FILE] [--markdown FILE]\n"
+    "                  [--json FILE] [--markdown FILE] [--speed-only] [--bandwidth GBPS]\n"
     "Scores every artefact on FILE by protocol P1 (windows of N tokens, default 256, each from an\n"
     "empty cache). The reference (default: the first artefact) is run once; every other artefact\n"
-    "is compared with it: top-1 agreement and KL(P_ref || P) per position. Prints a table; --json\n"
-    "and --markdown write the same report to files.\n";
+    "is compared with it: top-1 agreement and KL(P_ref || P) per position. Then measures each\n"
+    "artefact's speed on its packed weights: prefill (one pass over N tokens) and decode (one token\n"
+    "at a time), and decode's fraction of the memory roofline (weight bytes per token over the\n"
+    "read bandwidth, probed at start unless --bandwidth gives it in GB/s). --speed-only skips the\n"
+    "scoring (no --text needed). Prints a table; --json and --markdown write the same report to files.\n";
 
 #define MAX_ARTEFACTS 256
 
@@ -43,19 +46,22 @@ static int write_report(const char *path, void (*emit)(FILE *, const vf_report *
 int cmd_verify(int argc, char **argv)
 {
     const char *text = NULL, *ref = NULL, *ctx_s = "256", *threads_s = "0", *json = NULL, *md = NULL;
-    const char *pos[MAX_ARTEFACTS];
-    int n;
+    const char *bw_s = "0", *pos[MAX_ARTEFACTS];
+    int n, speed_only = 0;
     const arg_opt opts[] = { { "--text", "-t", &text, NULL },      { "--reference", NULL, &ref, NULL },
                              { "--ctx", NULL, &ctx_s, NULL },      { "--threads", NULL, &threads_s, NULL },
                              { "--json", NULL, &json, NULL },      { "--markdown", NULL, &md, NULL },
+                             { "--speed-only", NULL, NULL, &speed_only }, { "--bandwidth", NULL, &bw_s, NULL },
                              { 0 } };
     int rc = args_parse(argc, argv, opts, pos, MAX_ARTEFACTS, &n, usage);
     if (rc >= 0)
         return rc;
     long ctx, threads;
-    if (!args_int("verify", "--ctx", ctx_s, 2, 1 << 20, &ctx) || !args_int("verify", "--threads", threads_s, 0, 1024, &threads))
+    double bw;
+    if (!args_int("verify", "--ctx", ctx_s, 2, 1 << 20, &ctx) || !args_int("verify", "--threads", threads_s, 0, 1024, &threads) ||
+        !args_double("verify", "--bandwidth", bw_s, 0, 1e6, &bw))
         return 2;
-    if (!text || (n == 0 && !ref)) {
+    if ((!text && !speed_only) || (n == 0 && !ref)) {
         fprintf(stderr, "lmq verify: need at least one artefact and --text FILE\n%s", usage);
         return 2;
     }
@@ -70,7 +76,8 @@ int cmd_verify(int argc, char **argv)
 
     progress pr;
     progress_init(&pr, "verify");
-    vf_run_opts vo = { .ctx = (int)ctx, .threads = (int)threads, .progress = on_progress, .user = &pr };
+    vf_run_opts vo = { .ctx = (int)ctx, .threads = (int)threads, .speed_only = speed_only, .bandwidth_gbps = bw,
+                       .progress = on_progress, .user = &pr };
     const double t0 = lmq_now();
     vf_report r;
     lmq_err err;

@@ -71,10 +71,11 @@ static const char *base(const char *path)
 }
 
 /* The columns, shared by the table and Markdown: heading, then how one row prints. */
-#define N_COLS 12
+#define N_COLS 14
 #define CELL 600 /* holds any field of a row */
 static const char *const heads[N_COLS] = { "artefact", "scheme",   "bpw",   "MiB",    "err med", "err max",
-                                           "PPL",      "dPPL %",   "top-1", "KL mean", "KL p99", "tok/s pre/dec" };
+                                           "PPL",      "dPPL %",   "top-1", "KL mean", "KL p99", "tok/s pre/dec",
+                                           "W MiB",    "roofline" };
 
 static void cells(const vf_row *w, char out[N_COLS][CELL])
 {
@@ -84,23 +85,31 @@ static void cells(const vf_row *w, char out[N_COLS][CELL])
     snprintf(out[3], CELL, "%.2f", w->mib);
     snprintf(out[4], CELL, w->n_changed ? "%.4f" : "-", w->err_median);
     snprintf(out[5], CELL, w->n_changed ? "%.4f" : "-", w->err_worst);
-    snprintf(out[6], CELL, "%.4f", w->res.ppl);
-    snprintf(out[7], CELL, "%+.3f", w->dppl_pct);
-    snprintf(out[8], CELL, "%.4f", w->res.top1);
-    snprintf(out[9], CELL, "%.3g", w->res.kl_mean);
-    snprintf(out[10], CELL, "%.3g", w->res.kl_p99);
+    const int q = w->res.positions > 0; /* quality measured (not --speed-only) */
+    snprintf(out[6], CELL, q ? "%.4f" : "-", w->res.ppl);
+    snprintf(out[7], CELL, q ? "%+.3f" : "-", w->dppl_pct);
+    snprintf(out[8], CELL, q ? "%.4f" : "-", w->res.top1);
+    snprintf(out[9], CELL, q ? "%.3g" : "-", w->res.kl_mean);
+    snprintf(out[10], CELL, q ? "%.3g" : "-", w->res.kl_p99);
     snprintf(out[11], CELL, "%.0f/%.0f", w->prefill_tps, w->decode_tps);
+    snprintf(out[12], CELL, "%.2f", w->weight_mib);
+    snprintf(out[13], CELL, w->roofline > 0 ? "%.0f%%" : "-", 100.0 * w->roofline);
 }
 
 static void header_lines(FILE *f, const vf_report *r, const char *prefix)
 {
     const vf_result *ref = &r->rows[0].res;
-    fprintf(f, "%s%s: %d documents, %lld tokens, ctx %d: %lld windows, %lld scored positions; %d thread%s\n", prefix,
-            r->text, r->documents, (long long)r->tokens, r->ctx, (long long)ref->windows, (long long)ref->positions,
-            r->threads, r->threads == 1 ? "" : "s");
+    if (r->text)
+        fprintf(f, "%s%s: %d documents, %lld tokens, ctx %d: %lld windows, %lld scored positions\n", prefix, r->text,
+                r->documents, (long long)r->tokens, r->ctx, (long long)ref->windows, (long long)ref->positions);
+    else
+        fprintf(f, "%sspeed only, ctx %d\n", prefix, r->ctx);
     fprintf(f, "%sreference %s (fp32 logits computed once); bpw over the linear layers; err = relative Frobenius "
                "error of the changed tensors; KL(P_ref || P) in nats per position\n",
             prefix, base(r->rows[0].path));
+    fprintf(f, "%sspeed: %d thread%s, kernels %s; prefill = one pass over ctx tokens, decode = one token at a time; "
+               "W MiB = stored weights read per decoded token; roofline = decode tok/s × those bytes / %.1f GB/s "
+               "read bandwidth\n", prefix, r->threads, r->threads == 1 ? "" : "s", r->isa, r->bandwidth_gbps);
 }
 
 void vf_report_table(FILE *f, const vf_report *r)
@@ -158,11 +167,14 @@ void vf_report_json(FILE *f, const vf_report *r)
                             "worst_tensor", w->worst, "ppl", w->res.ppl, "nll", w->res.nll, "dppl_pct", w->dppl_pct,
                             "top1", w->res.top1, "kl_mean", w->res.kl_mean, "kl_p99", w->res.kl_p99,
                             "prefill_tokens_per_s", w->prefill_tps, "decode_tokens_per_s", w->decode_tps));
+        json_object_set_new(json_array_get(rows, (size_t)i), "weight_mib", json_real(w->weight_mib));
+        json_object_set_new(json_array_get(rows, (size_t)i), "decode_roofline", json_real(w->roofline));
     }
-    json_t *doc = json_pack("{s:s, s:s, s:i, s:i, s:I, s:i, s:I, s:I, s:f, s:o}", "protocol", "P1", "text", r->text, "ctx",
-                            r->ctx, "threads", r->threads, "tokens", (json_int_t)r->tokens, "documents", r->documents,
-                            "windows", (json_int_t)ref->windows, "positions", (json_int_t)ref->positions, "ppl", ref->ppl,
-                            "rows", rows);
+    json_t *doc = json_pack("{s:s, s:s?, s:i, s:i, s:s, s:f, s:I, s:i, s:I, s:I, s:f, s:o}", "protocol", "P1", "text",
+                            r->text, "ctx", r->ctx, "threads", r->threads, "kernels", r->isa, "read_gbps",
+                            r->bandwidth_gbps, "tokens", (json_int_t)r->tokens, "documents", r->documents, "windows",
+                            (json_int_t)ref->windows, "positions", (json_int_t)ref->positions, "ppl", ref->ppl, "rows",
+                            rows);
     json_dumpf(doc, f, JSON_INDENT(1) | JSON_REAL_PRECISION(17));
     fputc('\n', f);
     json_decref(doc);

@@ -20,13 +20,17 @@ typedef struct {
     char worst[128];      /* the tensor with the worst error */
     vf_result res;
     double dppl_pct;      /* 100 (PPL / PPL_ref - 1) */
-    double prefill_tps;   /* tokens/s while scoring (windows of ctx tokens) */
+    double prefill_tps;   /* tokens/s evaluating one window of ctx tokens in a pass (a prompt) */
     double decode_tps;    /* tokens/s decoding one token at a time from the cache */
+    double weight_mib;    /* stored weight matrices one decoded token reads (resident as mapped) */
+    double roofline;      /* decode_tps · weight bytes / read bandwidth: 1 = memory-bound limit */
 } vf_row;
 
 typedef struct {
-    const char *text;       /* the evaluation text's path */
+    const char *text;       /* the evaluation text's path; NULL when only speed was measured */
     int ctx, threads;
+    const char *isa;        /* the kernel set */
+    double bandwidth_gbps;  /* read bandwidth the rooflines are taken against (lmq probe) */
     int64_t tokens;         /* stream length */
     int documents;
     const vf_row *rows;     /* rows[0] is the reference */

@@ -6,11 +6,15 @@
 #include "common/clock.h"
 #include "common/file.h"
 #include "runtime/artefact.h"
+#include "runtime/probe.h"
 #include "runtime/tokenizer.h"
 #include "verify/stream.h"
 
-/* Tokens decoded one at a time to measure decode speed (fewer if the window is shorter). */
+/* Tokens decoded one at a time to measure decode speed (fewer if the window is shorter); each
+ * speed is the best of SPEED_ROUNDS. The read bandwidth is probed over PROBE_BYTES. */
 #define DECODE_TOKENS 64
+#define SPEED_ROUNDS 3
+#define PROBE_BYTES ((size_t)512 << 20)
 
 typedef struct {
     lmq_model m;
@@ -43,17 +47,29 @@ static void unload(loaded *l)
     lmq_model_free(&l->m);
 }
 
-/* Decodes the stream's first tokens one at a time from the cache; returns tokens/s. */
-static lmq_code decode_speed(loaded *l, const int32_t *tokens, int n, double *tps, lmq_err *err)
+/* Prefill: one pass over the first ctx tokens (logits of the last, as for a prompt); decode: the
+ * first tokens one at a time from an empty cache. Best of SPEED_ROUNDS each. */
+static lmq_code measure_speed(loaded *l, const int32_t *tokens, int ctx, vf_row *row, lmq_err *err)
 {
     float *logits = malloc((size_t)l->m.arch.vocab_size * sizeof *logits);
     if (!logits)
         return lmq_fail(err, LMQ_E_NOMEM, "out of memory");
-    double t0 = lmq_now();
+    const int n_decode = ctx < DECODE_TOKENS ? ctx : DECODE_TOKENS;
+    double pre = 1e30, dec = 1e30;
     lmq_code c = LMQ_OK;
-    for (int i = 0; i < n && !c; i++)
-        c = rt_decode(l->st, tokens[i], i, logits, err);
-    *tps = n / (lmq_now() - t0);
+    for (int r = 0; r < SPEED_ROUNDS && !c; r++) {
+        double t0 = lmq_now();
+        c = rt_forward(l->st, tokens, ctx, 0, RT_LOGITS_LAST, logits, err);
+        double t1 = lmq_now();
+        for (int i = 0; i < n_decode && !c; i++)
+            c = rt_decode(l->st, tokens[i], i, logits, err);
+        double t2 = lmq_now();
+        pre = t1 - t0 < pre ? t1 - t0 : pre;
+        dec = t2 - t1 < dec ? t2 - t1 : dec;
+    }
+    row->prefill_tps = ctx / pre;
+    row->decode_tps = n_decode / dec;
+    row->weight_mib = (double)rt_model_weight_bytes(&l->rm) / (1024.0 * 1024.0);
     free(logits);
     return c;
 }
@@ -75,12 +91,25 @@ static lmq_code read_stream(const lmq_model *m, const char *text_path, int32_t *
     return c;
 }
 
+/* Token ids for a speed-only run: any in-vocabulary sequence does. */
+static lmq_code speed_tokens(int vocab, int n, int32_t **ids, size_t *n_ids, lmq_err *err)
+{
+    if (!(*ids = malloc((size_t)n * sizeof **ids)))
+        return lmq_fail(err, LMQ_E_NOMEM, "out of memory");
+    for (int i = 0; i < n; i++)
+        (*ids)[i] = (int32_t)(((uint32_t)i * 2654435761u) % (uint32_t)vocab);
+    *n_ids = (size_t)n;
+    return LMQ_OK;
+}
+
 lmq_code vf_run(const char *ref_path, const char *const *cand_paths, int n_cands, const char *text_path,
                 const vf_run_opts *opts, vf_report *report, lmq_err *err)
 {
-    const int ctx = opts && opts->ctx ? opts->ctx : 256;
+    const vf_run_opts none = { 0 };
+    opts = opts ? opts : &none;
+    const int ctx = opts->ctx ? opts->ctx : 256;
     memset(report, 0, sizeof *report);
-    report->text = text_path;
+    report->text = opts->speed_only ? NULL : text_path;
     report->ctx = ctx;
     const int n = n_cands + 1;
     loaded *l = calloc((size_t)n, sizeof *l);
@@ -92,8 +121,12 @@ lmq_code vf_run(const char *ref_path, const char *const *cand_paths, int n_cands
     rt_pool *pool = NULL;
     lmq_code c = (l && cands && rows && res) ? LMQ_OK : lmq_fail(err, LMQ_E_NOMEM, "out of memory");
     if (!c)
-        c = rt_pool_create(opts ? opts->threads : 0, &pool, err);
+        c = rt_pool_create(opts->threads, &pool, err);
     rt_exec ex = { .pool = pool, .isa = rt_isa_best() };
+    report->isa = rt_isa_name(ex.isa);
+    report->bandwidth_gbps = opts->bandwidth_gbps;
+    if (!c && !(report->bandwidth_gbps > 0))
+        c = rt_probe_read_bw(pool, PROBE_BYTES, SPEED_ROUNDS, &report->bandwidth_gbps, err);
     for (int i = 0; i < n && !c; i++) {
         const char *path = i ? cand_paths[i - 1] : ref_path;
         if (!(c = vf_row_from_artefact(path, &rows[i], err)))
@@ -104,19 +137,19 @@ lmq_code vf_run(const char *ref_path, const char *const *cand_paths, int n_cands
         cands[i] = l[i].st;
     }
     if (!c)
-        c = read_stream(&l[0].m, text_path, &ids, &n_ids, &report->documents, err);
+        c = opts->speed_only ? speed_tokens(l[0].m.arch.vocab_size, ctx, &ids, &n_ids, err)
+                             : read_stream(&l[0].m, text_path, &ids, &n_ids, &report->documents, err);
     if (!c && n_ids < (size_t)ctx)
         c = lmq_fail(err, LMQ_E_ARG, "%s: %zu tokens, shorter than one window of %d", text_path, n_ids, ctx);
-    if (!c) {
-        vf_opts vo = { .ctx = ctx, .progress = opts ? opts->progress : NULL, .user = opts ? opts->user : NULL };
+    if (!c && !opts->speed_only) {
+        vf_opts vo = { .ctx = ctx, .progress = opts->progress, .user = opts->user };
         c = vf_score(cands[0], cands + 1, n_cands, ids, (int64_t)n_ids, &vo, &res[0], res + 1, err);
     }
-    const int n_decode = ctx < DECODE_TOKENS ? ctx : DECODE_TOKENS;
     for (int i = 0; i < n && !c; i++) {
         rows[i].res = res[i];
-        rows[i].dppl_pct = 100.0 * (res[i].ppl / res[0].ppl - 1.0);
-        rows[i].prefill_tps = (double)(res[i].windows * ctx) / res[i].seconds;
-        c = decode_speed(&l[i], ids, n_decode, &rows[i].decode_tps, err);
+        rows[i].dppl_pct = opts->speed_only ? 0 : 100.0 * (res[i].ppl / res[0].ppl - 1.0);
+        if (!(c = measure_speed(&l[i], ids, ctx, &rows[i], err)))
+            rows[i].roofline = rows[i].decode_tps * rows[i].weight_mib * 1048576.0 / (report->bandwidth_gbps * 1e9);
     }
     report->tokens = (int64_t)n_ids;
     report->threads = rt_pool_threads(pool);

@@ -1,20 +1,22 @@
 /* lmq verify as a library call: load a reference and candidate artefacts, build the P1 token
  * stream of a text with the reference's tokenizer, score every artefact against the
- * reference, time decoding, and fill the side-by-side report. */
+ * reference, time prefill and decoding on the packed weights, and fill the side-by-side report. */
 #ifndef LMQ_VF_RUN_H
 #define LMQ_VF_RUN_H
 
 #include "verify/report.h"
 
 typedef struct {
-    int ctx;     /* window length; 0 = 256 */
-    int threads; /* 0 = one per online CPU */
+    int ctx;              /* window length; 0 = 256 */
+    int threads;          /* 0 = one per online CPU */
+    int speed_only;       /* 1: measure speed alone (no text needed; quality columns stay empty) */
+    double bandwidth_gbps; /* read bandwidth for the rooflines; 0 = measure it (rt_probe_read_bw) */
     vf_progress_fn progress;
     void *user;
 } vf_run_opts;
 
 /* rows (allocated here; the caller frees report->rows) get the reference first, then each
- * candidate in order. text_path names the evaluation text. */
+ * candidate in order. text_path names the evaluation text (may be NULL with speed_only). */
 lmq_code vf_run(const char *ref_path, const char *const *cand_paths, int n_cands, const char *text_path,
                 const vf_run_opts *opts, vf_report *report, lmq_err *err);
 

@@ -1,0 +1,107 @@
+/* Does it run faster? One matrix of an output projection's size ([OUT × IN], default 4096 ×
+ * 4096: larger than any cache, so one token streams it from memory) in each encoding, at 1 token
+ * (decode: a matrix-vector product) and at 512 tokens (prefill), on the best kernel set and the
+ * given thread count. Prints time, the stored bytes streamed per second at 1 token, the fraction
+ * of the read bandwidth that is (measured by the same run, all threads), and the speed-up over
+ * fp32. Usage: bench_linear [threads] [out] [in]. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "runtime/linear.h"
+#include "runtime/probe.h"
+
+#define PREFILL 512
+
+static const struct {
+    const char *name;
+    lmq_qparams q;
+} ENC[] = {
+    { "fp32", { .dtype = LMQ_T_F32 } },
+    { "fp16", { .dtype = LMQ_T_F16 } },
+    { "bf16", { .dtype = LMQ_T_BF16 } },
+    { "int8 per-channel", { .dtype = LMQ_T_INT8, .gran = LMQ_GRAN_CHANNEL } },
+    { "int8 g128", { .dtype = LMQ_T_INT8, .gran = LMQ_GRAN_GROUP, .group = 128 } },
+    { "int4 g128", { .dtype = LMQ_T_INT4, .gran = LMQ_GRAN_GROUP, .group = 128 } },
+    { "int4 g32", { .dtype = LMQ_T_INT4, .gran = LMQ_GRAN_GROUP, .group = 32 } },
+    { "int4 g32 asym", { .dtype = LMQ_T_INT4, .gran = LMQ_GRAN_GROUP, .group = 32, .asym = 1 } },
+    { "int3 g32", { .dtype = LMQ_T_INT3, .gran = LMQ_GRAN_GROUP, .group = 32 } },
+    { "fp8 e4m3 per-channel", { .dtype = LMQ_T_F8_E4M3, .gran = LMQ_GRAN_CHANNEL } },
+};
+
+static int fail(const lmq_err *e)
+{
+    fprintf(stderr, "bench_linear: %s\n", e->msg);
+    return 1;
+}
+
+/* Best of reps calls, in seconds. */
+static double best(const rt_exec *ex, const float *x, int n, const rt_weight *W, float *y, int reps, lmq_err *e)
+{
+    double t = 1e30;
+    for (int r = 0; r < reps; r++) {
+        double t0 = lmq_now();
+        if (rt_linear(ex, x, n, W, y, e))
+            return -1;
+        double dt = lmq_now() - t0;
+        t = dt < t ? dt : t;
+    }
+    return t;
+}
+
+int main(int argc, char **argv)
+{
+    const int threads = argc > 1 ? atoi(argv[1]) : 0, out = argc > 2 ? atoi(argv[2]) : 4096,
+              in = argc > 3 ? atoi(argv[3]) : 4096;
+    lmq_err e;
+    rt_pool *pool;
+    if (out < 1 || in < 1 || rt_pool_create(threads, &pool, &e))
+        return fprintf(stderr, "usage: bench_linear [threads] [out] [in]\n"), 1;
+    rt_exec ex = { .pool = pool, .isa = rt_isa_best() };
+    double bw;
+    if (rt_probe_read_bw(pool, (size_t)1 << 30, 5, &bw, &e))
+        return fail(&e);
+    float *w = malloc((size_t)out * in * sizeof *w), *x = malloc((size_t)PREFILL * in * sizeof *x);
+    float *y = malloc((size_t)PREFILL * out * sizeof *y);
+    uint64_t s = 1;
+    for (size_t i = 0; i < (size_t)out * in; i++) {
+        s = s * 6364136223846793005u + 1442695040888963407u;
+        w[i] = (float)((double)(s >> 40) / 16777216.0 - 0.5) * 0.05f;
+    }
+    for (size_t i = 0; i < (size_t)PREFILL * in; i++)
+        x[i] = (float)(i % 97) / 97.0f - 0.5f;
+    printf("one [%d × %d] matrix, kernels %s, %d threads; read bandwidth %.1f GB/s (all threads)\n", out, in,
+           rt_isa_name(ex.isa), rt_pool_threads(pool), bw);
+    printf("%-22s %6s %6s %10s %8s %9s %7s %11s %8s\n", "encoding", "path", "bpw", "1 tok µs", "GB/s", "roofline",
+           "×fp32", "512 tok ms", "×fp32");
+    double t1_f32 = 0, tn_f32 = 0;
+    for (size_t k = 0; k < sizeof ENC / sizeof ENC[0]; k++) {
+        q_layout L;
+        if (q_layout_of(&ENC[k].q, out, in, &L, &e))
+            return fail(&e);
+        uint8_t *bytes = malloc(L.bytes);
+        if (q_quantize(&ENC[k].q, w, out, in, bytes, L.bytes, &e))
+            return fail(&e);
+        lmq_tensor t = { .name = "bench", .ndim = 2, .shape = { out, in }, .q = ENC[k].q, .raw = bytes,
+                         .raw_size = L.bytes };
+        rt_weight W;
+        if (rt_weight_of(&t, NULL, &W, &e))
+            return fail(&e);
+        const double t1 = best(&ex, x, 1, &W, y, 50, &e), tn = best(&ex, x, PREFILL, &W, y, 3, &e);
+        if (t1 < 0 || tn < 0)
+            return fail(&e);
+        if (k == 0)
+            t1_f32 = t1, tn_f32 = tn;
+        const double gbs = (double)L.bytes / t1 / 1e9;
+        printf("%-22s %6s %6.3f %10.1f %8.1f %8.0f%% %7.2f %11.2f %8.2f\n", ENC[k].name,
+               rt_linear_fused(ex.isa, &W) ? "fused" : "generic", (double)L.bits / ((double)out * in), t1 * 1e6,
+               gbs, 100.0 * gbs / bw, t1_f32 / t1, tn * 1e3, tn_f32 / tn);
+        free(bytes);
+    }
+    free(w);
+    free(x);
+    free(y);
+    rt_pool_free(pool);
+    return 0;
+}

@@ -1,0 +1,371 @@
+#include "runtime/linear.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define HAVE_X86 1
+#else
+#define HAVE_X86 0
+#endif
+
+/* Work split: tasks are blocks of W_BLOCK rows of W (× X_BLOCK rows of x when the weight is
+ * used as stored), W-block-major so that neighbouring tasks share a block of W while x stays
+ * in cache. X_BLOCK is a multiple of every tile height. */
+#define W_BLOCK 64
+#define X_BLOCK 48
+/* Up to this many activation rows the fused kernels decode W in registers for every tile;
+ * beyond it a block of W is decoded once into scratch and reused by every row. */
+#define FUSED_ROWS 4
+
+lmq_code rt_weight_of(const lmq_tensor *t, const float *b, rt_weight *W, lmq_err *err)
+{
+    memset(W, 0, sizeof *W);
+    if (t->ndim != 2 || t->shape[0] > INT32_MAX || t->shape[1] > INT32_MAX)
+        return lmq_fail(err, LMQ_E_FORMAT, "tensor %s: a linear layer's weight is a matrix", t->name);
+    lmq_code c = q_layout_of(&t->q, t->shape[0], t->shape[1], &W->L, err);
+    if (c)
+        return lmq_err_prefix(err, "tensor %s: ", t->name);
+    if (W->L.bytes != t->raw_size || !q_scheme_get(t->q.dtype)->decode)
+        return lmq_fail(err, LMQ_E_FORMAT, "tensor %s: %zu bytes do not hold a %s [%lld, %lld]", t->name,
+                        t->raw_size, q_scheme_get(t->q.dtype)->name, (long long)t->shape[0],
+                        (long long)t->shape[1]);
+    W->name = t->name;
+    W->q = t->q;
+    W->data = t->raw;
+    W->b = b;
+    W->out = (int)t->shape[0];
+    W->in = (int)t->shape[1];
+    return LMQ_OK;
+}
+
+lmq_code rt_weight_rows(const rt_weight *W, int r0, int n, float *out, lmq_err *err)
+{
+    if (W->q.dtype == LMQ_T_F32 && r0 >= 0 && n >= 0 && r0 <= W->out - n) {
+        memcpy(out, W->data + (size_t)r0 * W->in * sizeof(float), (size_t)n * W->in * sizeof(float));
+        return LMQ_OK;
+    }
+    lmq_code c = q_dequantize_rows(&W->q, W->data, W->L.bytes, W->out, W->in, r0, n, out, err);
+    return c ? lmq_err_prefix(err, "tensor %s: ", W->name) : LMQ_OK;
+}
+
+/* ---------------------------------------------------------------- fused kernels (AVX-512) */
+
+typedef void (*tiles_fn)(const rt_weight *W, const float *x, size_t ldx, int m, int j0, int cols, float *y,
+                         size_t ldy);
+typedef void (*decode_fn)(const rt_weight *W, int j0, int cols, float *out);
+
+#if HAVE_X86
+#define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c")))
+#define AVX512_INLINE static inline __attribute__((always_inline, target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c")))
+
+enum { ENC_F32, ENC_F16, ENC_BF16, ENC_I8, ENC_I4 };
+
+/* One row of W as the fused step walks it: where its values or codes start, where its scales
+ * and zero points start, and the current group's parameters. */
+typedef struct {
+    const uint8_t *p, *sc, *zp;
+    __m512 s, tab; /* int8: the scale; int4: the 16 values a code can stand for */
+    __m512i z;     /* int8: the zero code */
+} wrow;
+
+AVX512_INLINE void row_init(int enc, const rt_weight *W, int j, wrow *r)
+{
+    const q_layout *L = &W->L;
+    const size_t in = (size_t)W->in;
+    static const unsigned bytes_x2[] = { [ENC_F32] = 8, [ENC_F16] = 4, [ENC_BF16] = 4, [ENC_I8] = 2, [ENC_I4] = 1 };
+    r->p = W->data + L->code_offset + (size_t)j * in * bytes_x2[enc] / 2;
+    const size_t sidx = W->q.gran == LMQ_GRAN_TENSOR ? 0 : (size_t)j * (size_t)L->groups_per_row;
+    r->sc = W->data + sidx * 2;
+    r->zp = W->q.asym ? W->data + L->zero_offset + sidx * 2 : NULL;
+    r->s = r->tab = _mm512_setzero_ps(); /* set by row_group before a quantised step */
+    r->z = _mm512_setzero_si512();
+}
+
+/* The parameters of group gi; the values are (code − zero)·scale, rounded as q_dequantize does. */
+AVX512_INLINE void row_group(int enc, wrow *r, int64_t gi, unsigned bits)
+{
+    uint16_t h, z16;
+    memcpy(&h, r->sc + 2 * gi, 2);
+    const float s = _cvtsh_ss(h);
+    int32_t z = 1 << (bits - 1);
+    if (r->zp) {
+        memcpy(&z16, r->zp + 2 * gi, 2);
+        z = (int16_t)z16;
+    }
+    if (enc == ENC_I8) {
+        r->s = _mm512_set1_ps(s);
+        r->z = _mm512_set1_epi32(z);
+    } else {
+        const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+        r->tab = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(iota, _mm512_set1_epi32(z))), _mm512_set1_ps(s));
+    }
+}
+
+/* 32 weights of the row from column k: w0 then w1, zero in dead lanes. int4 gives the even
+ * columns of the 32 in w0 and the odd ones in w1 (low nibbles, then high): x is reordered the
+ * same way before the product. */
+AVX512_INLINE void row_step(int enc, const wrow *r, int64_t k, __mmask16 m0, __mmask16 m1, __m512 *w0, __m512 *w1)
+{
+    switch (enc) {
+    case ENC_F32:
+        *w0 = _mm512_maskz_loadu_ps(m0, r->p + 4 * k);
+        *w1 = _mm512_maskz_loadu_ps(m1, r->p + 4 * (k + 16));
+        break;
+    case ENC_F16:
+        *w0 = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m0, r->p + 2 * k));
+        *w1 = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m1, r->p + 2 * (k + 16)));
+        break;
+    case ENC_BF16:
+        *w0 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m0, r->p + 2 * k)), 16));
+        *w1 = _mm512_castsi512_ps(
+            _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m1, r->p + 2 * (k + 16))), 16));
+        break;
+    case ENC_I8: {
+        __m512i c0 = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m0, r->p + k));
+        __m512i c1 = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m1, r->p + k + 16));
+        *w0 = _mm512_maskz_mul_ps(m0, _mm512_cvtepi32_ps(_mm512_sub_epi32(c0, r->z)), r->s);
+        *w1 = _mm512_maskz_mul_ps(m1, _mm512_cvtepi32_ps(_mm512_sub_epi32(c1, r->z)), r->s);
+        break;
+    }
+    default: { /* ENC_I4: whole 32-blocks only */
+        __m512i c = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(r->p + k / 2)));
+        *w0 = _mm512_permutexvar_ps(_mm512_and_si512(c, _mm512_set1_epi32(15)), r->tab);
+        *w1 = _mm512_permutexvar_ps(_mm512_srli_epi32(c, 4), r->tab);
+        break;
+    }
+    }
+}
+
+AVX512_INLINE __mmask16 lanes(int64_t n)
+{
+    return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
+}
+
+/* MR rows of x against rows j[0..3] of W: per output, 16-lane accumulators over steps of 32
+ * (w0 then w1), then one fixed reduction. An output's operations do not depend on MR or on its
+ * neighbours, so every tiling gives the same result. */
+AVX512_INLINE void tile(int enc, int MR, const rt_weight *W, const int j[4], const float *x, size_t ldx, float out[4][4])
+{
+    const int64_t K = W->in, group = enc >= ENC_I8 ? W->L.group : K;
+    const unsigned bits = enc == ENC_I8 ? 8 : 4;
+    wrow r[4];
+    for (int c = 0; c < 4; c++)
+        row_init(enc, W, j[c], &r[c]);
+    __m512 acc[4][4];
+    for (int i = 0; i < MR; i++)
+        for (int c = 0; c < 4; c++)
+            acc[i][c] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < K; k += 32) {
+        const __mmask16 m0 = lanes(K - k), m1 = lanes(K - k - 16);
+        if (enc >= ENC_I8 && k % group == 0)
+            for (int c = 0; c < 4; c++)
+                row_group(enc, &r[c], k / group, bits);
+        __m512 x0[4], x1[4];
+        for (int i = 0; i < MR; i++) {
+            x0[i] = _mm512_maskz_loadu_ps(m0, x + (size_t)i * ldx + k);
+            x1[i] = _mm512_maskz_loadu_ps(m1, x + (size_t)i * ldx + k + 16);
+        }
+        for (int c = 0; c < 4; c++) {
+            __m512 w0, w1;
+            row_step(enc, &r[c], k, m0, m1, &w0, &w1);
+            for (int i = 0; i < MR; i++) {
+                acc[i][c] = _mm512_fmadd_ps(x0[i], w0, acc[i][c]);
+                acc[i][c] = _mm512_fmadd_ps(x1[i], w1, acc[i][c]);
+            }
+        }
+    }
+    for (int i = 0; i < MR; i++)
+        for (int c = 0; c < 4; c++)
+            out[i][c] = _mm512_reduce_add_ps(acc[i][c]);
+}
+
+AVX512_INLINE void tiles(int enc, const rt_weight *W, const float *x, size_t ldx, int m, int j0, int cols, float *y,
+                         size_t ldy)
+{
+    for (int jb = j0; jb < j0 + cols; jb += 4) {
+        const int nr = j0 + cols - jb < 4 ? j0 + cols - jb : 4;
+        const int j[4] = { jb, jb + (nr > 1), jb + (nr > 2 ? 2 : nr - 1), jb + (nr > 3 ? 3 : nr - 1) };
+        float out[4][4];
+        for (int i = 0; i < m;) {
+            const int rows = m - i >= 4 ? 4 : 1;
+            if (rows == 4)
+                tile(enc, 4, W, j, x + (size_t)i * ldx, ldx, out);
+            else
+                tile(enc, 1, W, j, x + (size_t)i * ldx, ldx, out);
+            for (int r = 0; r < rows; r++)
+                for (int c = 0; c < nr; c++)
+                    y[(size_t)(i + r) * ldy + jb - j0 + c] = W->b ? out[r][c] + W->b[jb + c] : out[r][c];
+            i += rows;
+        }
+    }
+}
+
+/* Rows [j0, j0 + cols) decoded by the same step into out (cols × in, the kernel's order). */
+AVX512_INLINE void decode(int enc, const rt_weight *W, int j0, int cols, float *out)
+{
+    const int64_t K = W->in, group = enc >= ENC_I8 ? W->L.group : K;
+    for (int c = 0; c < cols; c++) {
+        wrow r;
+        row_init(enc, W, j0 + c, &r);
+        float *o = out + (size_t)c * (size_t)K;
+        for (int64_t k = 0; k < K; k += 32) {
+            const __mmask16 m0 = lanes(K - k), m1 = lanes(K - k - 16);
+            if (enc >= ENC_I8 && k % group == 0)
+                row_group(enc, &r, k / group, enc == ENC_I8 ? 8 : 4);
+            __m512 w0, w1;
+            row_step(enc, &r, k, m0, m1, &w0, &w1);
+            _mm512_mask_storeu_ps(o + k, m0, w0);
+            _mm512_mask_storeu_ps(o + k + 16, m1, w1);
+        }
+    }
+}
+
+#define FUSED(enc, name)                                                                                        \
+    AVX512 static void tiles_##name(const rt_weight *W, const float *x, size_t ldx, int m, int j0, int cols,   \
+                                    float *y, size_t ldy)                                                     \
+    {                                                                                                         \
+        tiles(enc, W, x, ldx, m, j0, cols, y, ldy);                                                           \
+    }                                                                                                         \
+    AVX512 static void decode_##name(const rt_weight *W, int j0, int cols, float *out)                         \
+    {                                                                                                         \
+        decode(enc, W, j0, cols, out);                                                                        \
+    }
+FUSED(ENC_F32, f32)
+FUSED(ENC_F16, f16)
+FUSED(ENC_BF16, bf16)
+FUSED(ENC_I8, i8)
+FUSED(ENC_I4, i4)
+#define ROW(dt, name, perm, tails) { dt, perm, tails, tiles_##name, decode_##name }
+#else
+#define ROW(dt, name, perm, tails) { dt, perm, tails, NULL, NULL }
+#endif
+
+/* The fused encodings: one row each. permuted: x is reordered within each 32 columns as the
+ * step delivers W (int4: even columns, then odd); tails: rows of any length (else a multiple
+ * of 32). Groups must be a multiple of 32 long so that a step never spans two. */
+static const struct fused_row {
+    lmq_dtype dtype;
+    int permuted, tails;
+    tiles_fn tiles;
+    decode_fn decode;
+} FUSED_ROWS_TABLE[] = {
+    ROW(LMQ_T_F32, f32, 0, 1),
+    ROW(LMQ_T_F16, f16, 0, 1),
+    ROW(LMQ_T_BF16, bf16, 0, 1),
+    ROW(LMQ_T_INT8, i8, 0, 1),
+    ROW(LMQ_T_INT4, i4, 1, 0),
+};
+
+static const struct fused_row *fused_row(rt_isa isa, const rt_weight *W)
+{
+    if (isa != RT_ISA_AVX512 || (W->q.gran == LMQ_GRAN_GROUP && W->q.group % 32))
+        return NULL;
+    for (size_t i = 0; i < sizeof FUSED_ROWS_TABLE / sizeof FUSED_ROWS_TABLE[0]; i++) {
+        const struct fused_row *f = &FUSED_ROWS_TABLE[i];
+        if (f->dtype == W->q.dtype && f->tiles && (f->tails || W->in % 32 == 0))
+            return f;
+    }
+    return NULL;
+}
+
+int rt_linear_fused(rt_isa isa, const rt_weight *W)
+{
+    return fused_row(isa, W) != NULL;
+}
+
+/* ---------------------------------------------------------------- the linear layer */
+
+typedef struct {
+    rt_isa isa;
+    const struct fused_row *f; /* NULL: generic */
+    const rt_weight *W;
+    const float *x; /* reordered when f->permuted */
+    float *y;
+    int n, x_blocks, staged;
+    float *scratch; /* [threads × W_BLOCK × in] when staged */
+    int failed;
+} linear_job;
+
+/* The fp32 product of x rows against `cols` decoded rows at w (in the kernel set's own order):
+ * the fused fp32 tiles on AVX-512, rt_gemm_nt otherwise. */
+static void f32_product(const linear_job *j, const float *x, int m, const float *w, int c0, int cols, float *y)
+{
+    const rt_weight *W = j->W;
+    const int in = W->in;
+    if (j->isa == RT_ISA_AVX512 && FUSED_ROWS_TABLE[0].tiles) {
+        rt_weight S = { .q = { .dtype = LMQ_T_F32 }, .data = (const uint8_t *)w, .b = W->b ? W->b + c0 : NULL,
+                        .out = cols, .in = in };
+        FUSED_ROWS_TABLE[0].tiles(&S, x, (size_t)in, m, 0, cols, y, (size_t)W->out);
+    } else {
+        rt_gemm_nt(j->isa, x, (size_t)in, w, (size_t)in, W->b ? W->b + c0 : NULL, y, (size_t)W->out, m, cols, in);
+    }
+}
+
+static void linear_task(void *v, int64_t begin, int64_t end, int thread)
+{
+    linear_job *j = v;
+    const rt_weight *W = j->W;
+    const size_t in = (size_t)W->in;
+    for (int64_t t = begin; t < end; t++) {
+        const int c0 = (int)(t / j->x_blocks) * W_BLOCK, cols = W->out - c0 < W_BLOCK ? W->out - c0 : W_BLOCK;
+        if (!j->staged) { /* W as stored: fp32, or fused for a few rows */
+            const int r0 = (int)(t % j->x_blocks) * X_BLOCK, rows = j->n - r0 < X_BLOCK ? j->n - r0 : X_BLOCK;
+            const float *x = j->x + (size_t)r0 * in;
+            float *y = j->y + (size_t)r0 * W->out + c0;
+            if (j->f)
+                j->f->tiles(W, x, in, rows, c0, cols, y, (size_t)W->out);
+            else
+                f32_product(j, x, rows, (const float *)W->data + (size_t)c0 * in, c0, cols, y);
+            continue;
+        }
+        float *s = j->scratch + (size_t)thread * W_BLOCK * in;
+        if (j->f)
+            j->f->decode(W, c0, cols, s);
+        else if (q_dequantize_rows(&W->q, W->data, W->L.bytes, W->out, W->in, c0, cols, s, NULL)) {
+            j->failed = 1;
+            continue;
+        }
+        for (int r0 = 0; r0 < j->n; r0 += X_BLOCK)
+            f32_product(j, j->x + (size_t)r0 * in, j->n - r0 < X_BLOCK ? j->n - r0 : X_BLOCK, s, c0, cols,
+                        j->y + (size_t)r0 * W->out + c0);
+    }
+}
+
+/* x reordered within each 32 columns: even columns, then odd (the int4 step's order). */
+static void permute32(const float *x, int n, int in, float *out)
+{
+    for (size_t i = 0; i < (size_t)n; i++)
+        for (int k = 0; k < in; k += 32)
+            for (int c = 0; c < 32; c++)
+                out[i * (size_t)in + (size_t)k + (size_t)c] = x[i * (size_t)in + (size_t)k + (size_t)(c < 16 ? 2 * c : 2 * (c - 16) + 1)];
+}
+
+lmq_code rt_linear(const rt_exec *ex, const float *x, int n, const rt_weight *W, float *y, lmq_err *err)
+{
+    linear_job j = { .isa = ex->isa, .f = fused_row(ex->isa, W), .W = W, .x = x, .y = y, .n = n };
+    const int direct = W->q.dtype == LMQ_T_F32 || (j.f && n <= FUSED_ROWS);
+    j.staged = !direct;
+    j.x_blocks = direct ? (n + X_BLOCK - 1) / X_BLOCK : 1;
+    const int threads = rt_pool_threads(ex->pool);
+    float *xp = NULL;
+    if (j.f && j.f->permuted) {
+        if (!(xp = malloc((size_t)n * (size_t)W->in * sizeof *xp)))
+            return lmq_fail(err, LMQ_E_NOMEM, "tensor %s: out of memory for the activations", W->name);
+        permute32(x, n, W->in, xp);
+        j.x = xp;
+    }
+    if (j.staged && !(j.scratch = malloc((size_t)threads * W_BLOCK * (size_t)W->in * sizeof *j.scratch))) {
+        free(xp);
+        return lmq_fail(err, LMQ_E_NOMEM, "tensor %s: out of memory for a block of rows", W->name);
+    }
+    const int64_t tasks = (int64_t)j.x_blocks * ((W->out + W_BLOCK - 1) / W_BLOCK);
+    const int64_t macs = (int64_t)n * W->out * W->in;
+    rt_pool_for(macs < RT_PARALLEL_MIN_WORK ? NULL : ex->pool, tasks, 1, linear_task, &j);
+    free(j.scratch);
+    free(xp);
+    if (j.failed)
+        return lmq_fail(err, LMQ_E_FORMAT, "tensor %s: stored rows do not decode", W->name);
+    return LMQ_OK;
+}

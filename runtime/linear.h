@@ -1,0 +1,45 @@
+/* Linear layers over weights in their stored encodings.
+ *
+ * rt_weight is a typed view: the encoding, its layout (schemes/scheme.h) and the stored bytes,
+ * which point into the artefact's mapping. Nothing is copied or widened at load. rt_linear
+ * picks, per encoding and kernel set, one of two ways, which give bit-identical results:
+ *   fused   (AVX-512; fp32, fp16, bf16, int8 and int4, symmetric or not, per tensor, channel or
+ *           group of a multiple of 32): each step decodes 32 weights of a row in registers,
+ *           exactly as the scheme table's dequantiser would, and multiplies them into the
+ *           activations. For a few activation rows (decode) it runs straight over the stored
+ *           bytes; for many (prefill) it first decodes a block of rows into scratch with the
+ *           same step and then runs the fp32 tiles over it, so decoding costs once per block.
+ *   generic (any encoding, any kernel set): a block of rows is dequantised into scratch by the
+ *           scheme table, then the kernel set's fp32 matrix product runs over it.
+ * Either way no whole-model fp32 copy exists, and every output is summed in an order fixed by
+ * the encoding and the kernel set alone: thread count and batch size never change a result. */
+#ifndef LMQ_RT_LINEAR_H
+#define LMQ_RT_LINEAR_H
+
+#include "formats/model.h"
+#include "runtime/kernels.h"
+#include "schemes/scheme.h"
+
+/* y = x·Wᵀ + b with W [out × in] stored as `q` at `data`. */
+typedef struct {
+    const char *name;    /* the tensor's canonical name: its identity for observers and messages */
+    lmq_qparams q;
+    q_layout L;
+    const uint8_t *data; /* scales, zero points and codes as schemes/scheme.h lays them out */
+    const float *b;      /* [out] or NULL */
+    int out, in;
+} rt_weight;
+
+/* A view of the 2-D tensor t with bias b (fp32, or NULL). */
+lmq_code rt_weight_of(const lmq_tensor *t, const float *b, rt_weight *W, lmq_err *err);
+
+/* Rows [r0, r0 + n) of W as fp32, exactly as the scheme table decodes them (embedding lookups). */
+lmq_code rt_weight_rows(const rt_weight *W, int r0, int n, float *out, lmq_err *err);
+
+/* Whether rt_linear runs W fused on this kernel set (else generic); for reports and tests. */
+int rt_linear_fused(rt_isa isa, const rt_weight *W);
+
+/* y[n × out] = x[n × in] · Wᵀ (+ b). Parallel over blocks of W's rows. */
+lmq_code rt_linear(const rt_exec *ex, const float *x, int n, const rt_weight *W, float *y, lmq_err *err);
+
+#endif

@@ -1,0 +1,236 @@
+/* runtime/linear: rt_linear over every encoding the scheme table stores, on every kernel set this
+ * CPU has, on ragged shapes (rows and columns that are not multiples of a group or a vector; one
+ * row; one column). Independent values: the scheme table's own dequantiser and a double-precision
+ * product over its output.
+ *   decoding   with one-hot activations each output is one weight: it must equal q_dequantize's
+ *              value bit for bit, through the fused path (few rows) and the staged one (many);
+ *   products   every output within 1e-5 of the double product, relative to Σ|x·w|;
+ *   invariance a row's outputs are the same bits alone, inside a batch, and on 1, 2 or 3 threads. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/linear.h"
+#include "tests/testutil.h"
+
+typedef struct {
+    const char *name;
+    lmq_qparams q;
+} enc;
+
+#define Q(dt, gr, as, g) { .dtype = LMQ_T_##dt, .gran = LMQ_GRAN_##gr, .asym = as, .group = g }
+static const enc ENCODINGS[] = {
+    { "fp32", Q(F32, NONE, 0, 0) },           { "fp16", Q(F16, NONE, 0, 0) },
+    { "bf16", Q(BF16, NONE, 0, 0) },          { "fp8 e4m3 channel", Q(F8_E4M3, CHANNEL, 0, 0) },
+    { "int8 tensor", Q(INT8, TENSOR, 0, 0) }, { "int8 channel", Q(INT8, CHANNEL, 0, 0) },
+    { "int8 g32", Q(INT8, GROUP, 0, 32) },    { "int8 g128 asym", Q(INT8, GROUP, 1, 128) },
+    { "int8 g16", Q(INT8, GROUP, 0, 16) },    { "int4 channel", Q(INT4, CHANNEL, 0, 0) },
+    { "int4 g32", Q(INT4, GROUP, 0, 32) },    { "int4 g32 asym", Q(INT4, GROUP, 1, 32) },
+    { "int4 g64", Q(INT4, GROUP, 0, 64) },    { "int4 g128 asym", Q(INT4, GROUP, 1, 128) },
+    { "int4 tensor asym", Q(INT4, TENSOR, 1, 0) }, { "int3 g32", Q(INT3, GROUP, 0, 32) },
+    { "int2 g32 asym", Q(INT2, GROUP, 1, 32) },
+};
+#define N_ENC (int)(sizeof ENCODINGS / sizeof ENCODINGS[0])
+
+/* out × in: a single row, a single column, tails of every kind, and shapes the fused kernels take. */
+static const int SHAPES[][2] = { { 1, 1 }, { 1, 37 }, { 5, 64 }, { 7, 96 }, { 67, 160 }, { 3, 172 }, { 130, 256 }, { 9, 288 } };
+#define N_SHAPES (int)(sizeof SHAPES / sizeof SHAPES[0])
+
+static uint64_t rng = 0x9e3779b97f4a7c15u;
+static float uniform(void) /* [-1, 1) */
+{
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (float)((double)(rng >> 11) / 4503599627370496.0 - 1.0);
+}
+
+/* A stored tensor and its view: weights with an outlier row and a wide spread of magnitudes. */
+typedef struct {
+    lmq_tensor t;
+    uint8_t *bytes;
+    float *deq, *bias;
+    rt_weight W;
+} stored;
+
+static void make(stored *s, const enc *e, int out, int in)
+{
+    lmq_err err;
+    memset(s, 0, sizeof *s);
+    float *w = malloc((size_t)out * in * sizeof *w);
+    for (int i = 0; i < out * in; i++)
+        w[i] = uniform() * (i % 11 == 0 ? 3.0f : 0.2f) * (i / in == out / 2 ? 8.0f : 1.0f);
+    q_layout L;
+    ck_assert_msg(q_layout_of(&e->q, out, in, &L, &err) == LMQ_OK, "%s: %s", e->name, err.msg);
+    s->bytes = malloc(L.bytes);
+    ck_assert_msg(q_quantize(&e->q, w, out, in, s->bytes, L.bytes, &err) == LMQ_OK, "%s: %s", e->name, err.msg);
+    s->deq = malloc((size_t)out * in * sizeof *s->deq);
+    ck_assert(q_dequantize(&e->q, s->bytes, L.bytes, out, in, s->deq, &err) == LMQ_OK);
+    s->bias = malloc((size_t)out * sizeof *s->bias);
+    for (int j = 0; j < out; j++)
+        s->bias[j] = uniform();
+    snprintf(s->t.name, sizeof s->t.name, "test.%s", e->name);
+    s->t.ndim = 2;
+    s->t.shape[0] = out;
+    s->t.shape[1] = in;
+    s->t.q = e->q;
+    s->t.raw = s->bytes;
+    s->t.raw_size = L.bytes;
+    ck_assert_msg(rt_weight_of(&s->t, NULL, &s->W, &err) == LMQ_OK, "%s: %s", e->name, err.msg);
+    free(w);
+}
+
+static void unmake(stored *s)
+{
+    free(s->bytes);
+    free(s->deq);
+    free(s->bias);
+}
+
+static rt_pool *pools[4]; /* 1, 2 and 3 threads, made in each test's process */
+
+static void pools_up(void)
+{
+    lmq_err err;
+    for (int t = 1; t <= 3; t++)
+        ck_assert_msg(rt_pool_create(t, &pools[t], &err) == LMQ_OK, "%s", err.msg);
+}
+
+static void pools_down(void)
+{
+    for (int t = 1; t <= 3; t++)
+        rt_pool_free(pools[t]);
+}
+
+static void linear(rt_isa isa, int threads, const float *x, int n, const rt_weight *W, float *y)
+{
+    lmq_err err;
+    rt_exec ex = { .pool = pools[threads], .isa = isa };
+    ck_assert_msg(rt_linear(&ex, x, n, W, y, &err) == LMQ_OK, "%s", err.msg);
+}
+
+/* One-hot rows: y[i][j] = w'[j][k_i] + 0s, exact in any summation order. */
+START_TEST(decodes_exactly)
+{
+    for (rt_isa isa = RT_ISA_SCALAR; isa <= rt_isa_best(); isa++)
+        for (int e = 0; e < N_ENC; e++)
+            for (int sh = 0; sh < N_SHAPES; sh++) {
+                const int out = SHAPES[sh][0], in = SHAPES[sh][1];
+                stored s;
+                make(&s, &ENCODINGS[e], out, in);
+                float *x = calloc((size_t)in * in, sizeof *x), *y = malloc((size_t)in * out * sizeof *y);
+                for (int i = 0; i < in; i++)
+                    x[(size_t)i * in + i] = 1.0f;
+                const int ns[] = { 1, in < 3 ? in : 3, in }; /* few rows (fused where it applies), then many (staged) */
+                for (int k = 0; k < 3; k++) {
+                    const int n = ns[k];
+                    linear(isa, 2, x, n, &s.W, y);
+                    for (int i = 0; i < n; i++)
+                        for (int j = 0; j < out; j++)
+                            ck_assert_msg(y[(size_t)i * out + j] == s.deq[(size_t)j * in + i],
+                                          "%s, %s [%d × %d], %d rows: w[%d][%d] = %.9g, decoded %.9g",
+                                          rt_isa_name(isa), ENCODINGS[e].name, out, in, n, j, i,
+                                          (double)s.deq[(size_t)j * in + i], (double)y[(size_t)i * out + j]);
+                }
+                free(x);
+                free(y);
+                unmake(&s);
+            }
+}
+END_TEST
+
+START_TEST(products_and_invariance)
+{
+    const int ns[] = { 1, 3, 4, 5, 50 };
+    for (rt_isa isa = RT_ISA_SCALAR; isa <= rt_isa_best(); isa++)
+        for (int e = 0; e < N_ENC; e++)
+            for (int sh = 0; sh < N_SHAPES; sh++) {
+                const int out = SHAPES[sh][0], in = SHAPES[sh][1];
+                stored s;
+                make(&s, &ENCODINGS[e], out, in);
+                s.W.b = s.bias;
+                float *x = malloc((size_t)50 * in * sizeof *x), *y = malloc((size_t)50 * out * sizeof *y);
+                float *alone = malloc((size_t)out * sizeof *alone);
+                for (int i = 0; i < 50 * in; i++)
+                    x[i] = uniform();
+                for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
+                    const int n = ns[k];
+                    for (int threads = 1; threads <= 3; threads++) {
+                        linear(isa, threads, x, n, &s.W, y);
+                        for (int i = 0; i < n; i++) {
+                            linear(isa, 1, x + (size_t)i * in, 1, &s.W, alone);
+                            for (int j = 0; j < out; j++) {
+                                double ref = s.bias[j], mag = fabs(s.bias[j]);
+                                for (int c = 0; c < in; c++) {
+                                    double p = (double)x[(size_t)i * in + c] * s.deq[(size_t)j * in + c];
+                                    ref += p;
+                                    mag += fabs(p);
+                                }
+                                const float got = y[(size_t)i * out + j];
+                                ck_assert_msg(fabs(got - ref) <= 1e-5 * mag, "%s, %s [%d × %d], row %d of %d: "
+                                              "%.9g, double product %.9g", rt_isa_name(isa), ENCODINGS[e].name,
+                                              out, in, i, n, (double)got, ref);
+                                ck_assert_msg(memcmp(&got, &alone[j], sizeof got) == 0,
+                                              "%s, %s [%d × %d]: row %d of %d on %d threads gives %.9g, alone %.9g",
+                                              rt_isa_name(isa), ENCODINGS[e].name, out, in, i, n, threads,
+                                              (double)got, (double)alone[j]);
+                            }
+                        }
+                    }
+                }
+                free(x);
+                free(y);
+                free(alone);
+                unmake(&s);
+            }
+}
+END_TEST
+
+/* Which encodings the fused kernels take: the ones the scheme table says they may. */
+START_TEST(fused_where_expected)
+{
+    if (rt_isa_best() < RT_ISA_AVX512)
+        return; /* nothing is fused without AVX-512: every case above ran the generic path */
+    struct { int e, in, fused; } cases[] = {
+        { 0, 37, 1 }, { 1, 37, 1 }, { 2, 37, 1 }, { 3, 64, 0 }, { 4, 37, 1 }, { 6, 160, 1 }, { 8, 160, 0 },
+        { 10, 160, 1 }, { 10, 172, 0 }, { 15, 64, 0 }, { 16, 64, 0 },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        stored s;
+        make(&s, &ENCODINGS[cases[i].e], 3, cases[i].in);
+        ck_assert_msg(rt_linear_fused(RT_ISA_AVX512, &s.W) == cases[i].fused, "%s over %d inputs",
+                      ENCODINGS[cases[i].e].name, cases[i].in);
+        ck_assert(!rt_linear_fused(RT_ISA_AVX2, &s.W));
+        unmake(&s);
+    }
+}
+END_TEST
+
+START_TEST(bad_views)
+{
+    lmq_err err;
+    uint8_t bytes[64] = { 0 };
+    lmq_tensor t = { .name = "blk.0.ffn_up.weight", .ndim = 2, .shape = { 4, 8 }, .q = Q(INT8, CHANNEL, 0, 0),
+                     .raw = bytes, .raw_size = 39 };
+    rt_weight W;
+    ck_assert_int_eq(rt_weight_of(&t, NULL, &W, &err), LMQ_E_FORMAT);
+    ck_assert_msg(strstr(err.msg, "blk.0.ffn_up.weight"), "%s", err.msg);
+    t.raw_size = 40;
+    ck_assert_int_eq(rt_weight_of(&t, NULL, &W, &err), LMQ_OK);
+    t.ndim = 1;
+    ck_assert_int_eq(rt_weight_of(&t, NULL, &W, &err), LMQ_E_FORMAT);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("linear");
+    TCase *tc = tcase_create("linear");
+    tcase_set_timeout(tc, 600);
+    tcase_add_checked_fixture(tc, pools_up, pools_down);
+    tcase_add_test(tc, decodes_exactly);
+    tcase_add_test(tc, products_and_invariance);
+    tcase_add_test(tc, fused_where_expected);
+    tcase_add_test(tc, bad_views);
+    suite_add_tcase(s, tc);
+    return run_suite(s);
+}
