@@ -15,6 +15,7 @@ static const struct {
     { "generate", cmd_generate, "generate MODEL.lmq [--prompt TEXT] [-n N] [--temp T] [--top-p P] [--seed S]" },
     { "inspect", cmd_inspect, "inspect A.lmq                               manifest and tensor table" },
     { "audit", cmd_audit, "audit A.lmq [...]                           checksums and manifest policy" },
+    { "synth", cmd_synth, "synth --shape SHAPE -o DIR [--seed S]       a real-shape checkpoint of random weights" },
 };
 
 static void usage(FILE *f)
