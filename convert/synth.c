@@ -1,5 +1,5 @@
 /* Synthetic checkpoints (convert/synth.h): one tensor table per family, expanded per layer;
- * values from a counter-free splitmix64 stream per tensor; tokenizers made of generated words. */
+ * values from a splitmix64 stream of its own per tensor; tokenizers made of generated words. */
 #include "convert/synth.h"
 
 #include <errno.h>
