@@ -381,8 +381,24 @@ static char *write_header(const st_out *ts, int n, size_t *len, lmq_err *err)
     return padded;
 }
 
-lmq_code st_write(const char *path, const st_out *ts, int n, lmq_err *err)
+static uint64_t out_numel(const st_out *t)
 {
+    uint64_t numel = 1;
+    for (int k = 0; k < t->ndim; k++)
+        numel *= (uint64_t)t->shape[k];
+    return numel;
+}
+
+/* Moves s->next past the tensors whose values are all written (empty ones included). */
+static void stream_advance(st_stream *s)
+{
+    while (!s->left && s->next < s->n && ++s->next < s->n)
+        s->left = out_numel(&s->tensors[s->next]);
+}
+
+lmq_code st_stream_open(st_stream *s, const char *path, const st_out *ts, int n, lmq_err *err)
+{
+    memset(s, 0, sizeof *s);
     for (int i = 0; i < n; i++) {
         if ((unsigned)ts[i].dtype >= ST_DTYPE_COUNT || !DTYPES[ts[i].dtype].encode)
             return lmq_fail(err, LMQ_E_ARG, "%s: tensor %s: cannot write dtype %s", path, ts[i].name,
@@ -397,33 +413,78 @@ lmq_code st_write(const char *path, const st_out *ts, int n, lmq_err *err)
     char *header = write_header(ts, n, &hlen, err);
     if (!header)
         return lmq_err_prefix(err, "%s: ", path);
-    lmq_atomic a;
-    lmq_code c = lmq_atomic_open(&a, path, err);
+    lmq_code c = lmq_atomic_open(&s->file, path, err);
     if (c) {
         free(header);
         return c;
     }
     uint8_t len8[8];
     store_le(len8, hlen, 8);
-    int ok = fwrite(len8, 1, 8, a.fp) == 8 && fwrite(header, 1, hlen, a.fp) == hlen;
+    int ok = fwrite(len8, 1, 8, s->file.fp) == 8 && fwrite(header, 1, hlen, s->file.fp) == hlen;
     free(header);
-    for (int i = 0; i < n && ok; i++) {
-        size_t numel = 1;
-        for (int k = 0; k < ts[i].ndim; k++)
-            numel *= (size_t)ts[i].shape[k];
-        const size_t bytes = numel * (size_t)DTYPES[ts[i].dtype].bits / 8;
-        uint8_t *buf = malloc(bytes ? bytes : 1);
-        if (!buf) {
-            lmq_atomic_abort(&a);
-            return lmq_fail(err, LMQ_E_NOMEM, "%s: tensor %s: out of memory", path, ts[i].name);
-        }
-        DTYPES[ts[i].dtype].encode(ts[i].data, buf, numel);
-        ok = fwrite(buf, 1, bytes, a.fp) == bytes;
-        free(buf);
-    }
     if (!ok) {
-        lmq_atomic_abort(&a);
+        st_stream_abort(s);
         return lmq_fail(err, LMQ_E_IO, "%s: write failed", path);
     }
-    return lmq_atomic_commit(&a, err);
+    s->tensors = ts;
+    s->n = n;
+    s->next = -1;
+    stream_advance(s);
+    return LMQ_OK;
+}
+
+lmq_code st_stream_write(st_stream *s, const float *values, size_t n, lmq_err *err)
+{
+    uint8_t buf[16384];
+    while (n) {
+        if (s->next >= s->n)
+            return lmq_fail(err, LMQ_E_ARG, "%s: more values than the tensors hold", s->file.path);
+        const st_out *t = &s->tensors[s->next];
+        const int bytes = DTYPES[t->dtype].bits / 8;
+        size_t k = sizeof buf / (size_t)bytes;
+        if (k > n)
+            k = n;
+        if (k > s->left)
+            k = (size_t)s->left;
+        DTYPES[t->dtype].encode(values, buf, k);
+        if (fwrite(buf, (size_t)bytes, k, s->file.fp) != k)
+            return lmq_fail(err, LMQ_E_IO, "%s: tensor %s: write failed", s->file.path, t->name);
+        values += k;
+        n -= k;
+        s->left -= k;
+        stream_advance(s);
+    }
+    return LMQ_OK;
+}
+
+lmq_code st_stream_commit(st_stream *s, lmq_err *err)
+{
+    if (s->next < s->n) {
+        lmq_code c = lmq_fail(err, LMQ_E_ARG, "%s: tensor %s: %llu values missing", s->file.path,
+                              s->tensors[s->next].name, (unsigned long long)s->left);
+        st_stream_abort(s);
+        return c;
+    }
+    lmq_code c = lmq_atomic_commit(&s->file, err);
+    memset(s, 0, sizeof *s);
+    return c;
+}
+
+void st_stream_abort(st_stream *s)
+{
+    lmq_atomic_abort(&s->file);
+    memset(s, 0, sizeof *s);
+}
+
+lmq_code st_write(const char *path, const st_out *ts, int n, lmq_err *err)
+{
+    st_stream s;
+    lmq_code c = st_stream_open(&s, path, ts, n, err);
+    for (int i = 0; i < n && !c; i++)
+        c = st_stream_write(&s, ts[i].data, (size_t)out_numel(&ts[i]), err);
+    if (c) {
+        st_stream_abort(&s);
+        return c;
+    }
+    return st_stream_commit(&s, err);
 }

@@ -87,4 +87,23 @@ typedef struct {
  * with spaces to a multiple of 8 bytes, "__metadata__": {"format": "pt"}. */
 lmq_code st_write(const char *path, const st_out *tensors, int n, lmq_err *err);
 
+/* The same file written piece by piece, for models too large to hold: st_stream_open writes
+ * the header from the tensors' names, dtypes and shapes (their data is not read), then
+ * st_stream_write takes the values of every tensor in order, in pieces of any size (a piece may
+ * run on into the next tensor), and st_stream_commit checks that every value came and renames
+ * the file into place (or, failing, removes it). After a failed open nothing is left to undo;
+ * after a failed write, st_stream_abort. The caller keeps `tensors` alive until then. */
+typedef struct {
+    lmq_atomic file;
+    const st_out *tensors;
+    int n, next;   /* next: the tensor whose values come next */
+    uint64_t left; /* values still due for tensors[next] */
+} st_stream;
+
+lmq_code st_stream_open(st_stream *s, const char *path, const st_out *tensors, int n, lmq_err *err);
+lmq_code st_stream_write(st_stream *s, const float *values, size_t n, lmq_err *err);
+lmq_code st_stream_commit(st_stream *s, lmq_err *err);
+/* Abandons the file: nothing appears at path. */
+void st_stream_abort(st_stream *s);
+
 #endif

@@ -9,5 +9,7 @@ int cmd_audit(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
+int cmd_synth(int argc, char **argv);
+int cmd_probe(int argc, char **argv);
 
 #endif

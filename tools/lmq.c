@@ -15,6 +15,8 @@ static const struct {
     { "generate", cmd_generate, "generate MODEL.lmq [--prompt TEXT] [-n N] [--temp T] [--top-p P] [--seed S]" },
     { "inspect", cmd_inspect, "inspect A.lmq                               manifest and tensor table" },
     { "audit", cmd_audit, "audit A.lmq [...]                           checksums and manifest policy" },
+    { "synth", cmd_synth, "synth --shape SHAPE -o DIR [--seed S]       a real-shape checkpoint of random weights" },
+    { "probe", cmd_probe, "probe [--mib N] [--threads N] [--json]      this machine's memory read bandwidth" },
 };
 
 static void usage(FILE *f)

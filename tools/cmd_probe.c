@@ -1,0 +1,63 @@
+/* lmq probe: this machine's memory read bandwidth, with one thread and with all of them: the
+ * ceiling that decode speed (every weight read once per token) is measured against. */
+#include <stdio.h>
+
+#include "runtime/kernels.h"
+#include "runtime/pool.h"
+#include "runtime/probe.h"
+#include "tools/args.h"
+#include "tools/cmd.h"
+
+static const char usage[] =
+    "usage: lmq probe [--mib N] [--threads N] [--rounds R] [--json]\n"
+    "Measures memory read bandwidth STREAM-style: fills a buffer, then sums it with vector code,\n"
+    "first on one thread, then on all; prints the best round of each in GB/s (10^9 bytes/s).\n"
+    "  --mib N       buffer size in MiB (default 1024; use at least 8x the last-level cache)\n"
+    "  --threads N   threads for the all-threads figure (default 0: one per CPU)\n"
+    "  --rounds R    rounds of reading, the best counts (default 5)\n"
+    "  --json        print {\"threads\":N,\"read_gbps_1\":x,\"read_gbps_all\":y} only\n";
+
+int cmd_probe(int argc, char **argv)
+{
+    const char *mib_s = "1024", *threads_s = "0", *rounds_s = "5", *pos[1];
+    int json = 0, n;
+    const arg_opt opts[] = { { "--mib", NULL, &mib_s, NULL },       { "--threads", NULL, &threads_s, NULL },
+                             { "--rounds", NULL, &rounds_s, NULL }, { "--json", NULL, NULL, &json },
+                             { 0 } };
+    int rc = args_parse(argc, argv, opts, pos, 0, &n, usage);
+    if (rc >= 0)
+        return rc;
+    long mib, threads, rounds;
+    if (!args_int("probe", "--mib", mib_s, 1, 1L << 20, &mib) ||
+        !args_int("probe", "--threads", threads_s, 0, 1024, &threads) ||
+        !args_int("probe", "--rounds", rounds_s, 1, 1000, &rounds))
+        return 2;
+    const size_t bytes = (size_t)mib << 20, llc = rt_probe_llc_bytes();
+    if (llc && bytes < 8 * llc)
+        fprintf(stderr, "lmq probe: note: %ld MiB is less than 8x the last-level cache (%zu MiB): caches inflate "
+                        "the figures\n", mib, llc >> 20);
+    rt_pool *pool = NULL;
+    lmq_err err;
+    double one = 0, all = 0;
+    lmq_code c = rt_probe_read_bw(NULL, bytes, (int)rounds, &one, &err);
+    if (!c)
+        c = rt_pool_create((int)threads, &pool, &err);
+    const int nt = pool ? rt_pool_threads(pool) : 1;
+    if (!c)
+        c = nt > 1 ? rt_probe_read_bw(pool, bytes, (int)rounds, &all, &err) : (all = one, LMQ_OK);
+    rt_pool_free(pool);
+    if (c) {
+        fprintf(stderr, "lmq probe: %s\n", err.msg);
+        return 1;
+    }
+    if (json) {
+        printf("{\"threads\":%d,\"read_gbps_1\":%.3f,\"read_gbps_all\":%.3f}\n", nt, one, all);
+        return 0;
+    }
+    printf("memory read bandwidth: %ld MiB buffer, best of %ld rounds, %s\n", mib, rounds,
+           rt_isa_name(rt_isa_best()));
+    char label[32];
+    snprintf(label, sizeof label, "%d threads:", nt);
+    printf("  %-12s %8.2f GB/s\n  %-12s %8.2f GB/s\n", "1 thread:", one, label, all);
+    return 0;
+}
