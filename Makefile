@@ -119,13 +119,14 @@ fuzz: fuzz-build
 	@set -e; for t in $(FUZZ_TARGETS); do echo "== fuzz_$$t: $(FUZZ_TIME) s"; mkdir -p build-fuzz/corpus/$$t; \
 	  $(call fuzz_run,-max_total_time=$(FUZZ_TIME) build-fuzz/corpus/$$t fuzz/corpus/$$t); done
 
-# Speed (never part of check): each bench/*.c is a program against liblmq.a.
+# Speed and memory (never part of check): bench/bench.sh drives lmq at real shapes and runs each
+# bench/*.c, a program against liblmq.a.
 $(BUILD)/bench/%: bench/%.c $(BUILD)/liblmq.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/liblmq.a $(LDLIBS)
 
-bench: $(BUILD)/bench/bench_runtime
-	$(BUILD)/bench/bench_runtime
+bench: $(BUILD)/lmq $(BUILD)/bench/bench_runtime $(BUILD)/bench/bench_linear
+	LMQ=$(BUILD)/lmq BUILD=$(BUILD) bash bench/bench.sh
 
 # Debian packages the build needs; a no-op when they are installed.
 DEB_PKGS := build-essential pkg-config libzstd-dev libyaml-dev libxxhash-dev libjansson-dev check

@@ -1,7 +1,8 @@
 /* Does it run faster? One matrix of an output projection's size ([OUT × IN], default 4096 ×
- * 4096: larger than any cache, so one token streams it from memory) in each encoding, at 1 token
- * (decode: a matrix-vector product) and at 512 tokens (prefill), on the best kernel set and the
- * given thread count. Prints time, the stored bytes streamed per second at 1 token, the fraction
+ * 4096) in each encoding, at 1 token (decode: a matrix-vector product) and at 512 tokens
+ * (prefill), on the best kernel set and the given thread count. Calls rotate over enough copies
+ * of the matrix to fill four last-level caches, so that one token streams it from memory as a
+ * model's decode does. Prints time, the stored bytes streamed per second at 1 token, the fraction
  * of the read bandwidth that is (measured by the same run, all threads), and the speed-up over
  * fp32. Usage: bench_linear [threads] [out] [in]. */
 #include <stdio.h>
@@ -36,13 +37,14 @@ static int fail(const lmq_err *e)
     return 1;
 }
 
-/* Best of reps calls, in seconds. */
-static double best(const rt_exec *ex, const float *x, int n, const rt_weight *W, float *y, int reps, lmq_err *e)
+/* Best of reps calls (each on the next of the copies), in seconds. */
+static double best(const rt_exec *ex, const float *x, int n, const rt_weight *W, int copies, float *y, int reps,
+                   lmq_err *e)
 {
     double t = 1e30;
     for (int r = 0; r < reps; r++) {
         double t0 = lmq_now();
-        if (rt_linear(ex, x, n, W, y, e))
+        if (rt_linear(ex, x, n, &W[r % copies], y, e))
             return -1;
         double dt = lmq_now() - t0;
         t = dt < t ? dt : t;
@@ -80,24 +82,30 @@ int main(int argc, char **argv)
         q_layout L;
         if (q_layout_of(&ENC[k].q, out, in, &L, &e))
             return fail(&e);
-        uint8_t *bytes = malloc(L.bytes);
-        if (q_quantize(&ENC[k].q, w, out, in, bytes, L.bytes, &e))
+        const size_t llc = rt_probe_llc_bytes() ? rt_probe_llc_bytes() : (size_t)32 << 20;
+        const int copies = (int)((4 * llc + L.bytes - 1) / L.bytes);
+        uint8_t *bytes = malloc(L.bytes * (size_t)copies);
+        rt_weight *W = calloc((size_t)copies, sizeof *W);
+        if (!bytes || !W || q_quantize(&ENC[k].q, w, out, in, bytes, L.bytes, &e))
             return fail(&e);
-        lmq_tensor t = { .name = "bench", .ndim = 2, .shape = { out, in }, .q = ENC[k].q, .raw = bytes,
-                         .raw_size = L.bytes };
-        rt_weight W;
-        if (rt_weight_of(&t, NULL, &W, &e))
-            return fail(&e);
-        const double t1 = best(&ex, x, 1, &W, y, 50, &e), tn = best(&ex, x, PREFILL, &W, y, 3, &e);
+        for (int c = 0; c < copies; c++) {
+            memcpy(bytes + c * L.bytes, bytes, L.bytes);
+            lmq_tensor t = { .name = "bench", .ndim = 2, .shape = { out, in }, .q = ENC[k].q,
+                             .raw = bytes + c * L.bytes, .raw_size = L.bytes };
+            if (rt_weight_of(&t, NULL, &W[c], &e))
+                return fail(&e);
+        }
+        const double t1 = best(&ex, x, 1, W, copies, y, 10 * copies, &e), tn = best(&ex, x, PREFILL, W, copies, y, 3, &e);
         if (t1 < 0 || tn < 0)
             return fail(&e);
         if (k == 0)
             t1_f32 = t1, tn_f32 = tn;
         const double gbs = (double)L.bytes / t1 / 1e9;
         printf("%-22s %6s %6.3f %10.1f %8.1f %8.0f%% %7.2f %11.2f %8.2f\n", ENC[k].name,
-               rt_linear_fused(ex.isa, &W) ? "fused" : "generic", (double)L.bits / ((double)out * in), t1 * 1e6,
+               rt_linear_fused(ex.isa, W) ? "fused" : "generic", (double)L.bits / ((double)out * in), t1 * 1e6,
                gbs, 100.0 * gbs / bw, t1_f32 / t1, tn * 1e3, tn_f32 / tn);
         free(bytes);
+        free(W);
     }
     free(w);
     free(x);

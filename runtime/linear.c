@@ -59,6 +59,8 @@ typedef void (*decode_fn)(const rt_weight *W, int j0, int cols, float *out);
 #if HAVE_X86
 #define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c")))
 #define AVX512_INLINE static inline __attribute__((always_inline, target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c")))
+/* Loops over rows of a tile are unrolled so that their accumulators live in registers. */
+#define UNROLL _Pragma("GCC unroll 4")
 
 enum { ENC_F32, ENC_F16, ENC_BF16, ENC_I8, ENC_I4 };
 
@@ -83,23 +85,27 @@ AVX512_INLINE void row_init(int enc, const rt_weight *W, int j, wrow *r)
     r->z = _mm512_setzero_si512();
 }
 
-/* The parameters of group gi; the values are (code − zero)·scale, rounded as q_dequantize does. */
+/* The parameters of group gi; the values are (code − zero)·scale, rounded as q_dequantize does
+ * (the code − zero differences are small integers, exact as floats). */
 AVX512_INLINE void row_group(int enc, wrow *r, int64_t gi, unsigned bits)
 {
-    uint16_t h, z16;
+    uint16_t h;
     memcpy(&h, r->sc + 2 * gi, 2);
-    const float s = _cvtsh_ss(h);
-    int32_t z = 1 << (bits - 1);
+    const __m512 s = _mm512_cvtph_ps(_mm256_set1_epi16((short)h));
+    __m512i z = _mm512_set1_epi32(1 << (bits - 1));
     if (r->zp) {
+        int16_t z16;
         memcpy(&z16, r->zp + 2 * gi, 2);
-        z = (int16_t)z16;
+        z = _mm512_set1_epi32(z16);
     }
     if (enc == ENC_I8) {
-        r->s = _mm512_set1_ps(s);
-        r->z = _mm512_set1_epi32(z);
+        r->s = s;
+        r->z = z;
+    } else if (!r->zp) { /* symmetric int4: the code − 8 table is a constant */
+        r->tab = _mm512_mul_ps(_mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7), s);
     } else {
         const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-        r->tab = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(iota, _mm512_set1_epi32(z))), _mm512_set1_ps(s));
+        r->tab = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(iota, z)), s);
     }
 }
 
@@ -130,12 +136,20 @@ AVX512_INLINE void row_step(int enc, const wrow *r, int64_t k, __mmask16 m0, __m
         break;
     }
     default: { /* ENC_I4: whole 32-blocks only */
+        /* vpermps reads the low 4 bits of each index: the low nibble needs no mask */
         __m512i c = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(r->p + k / 2)));
-        *w0 = _mm512_permutexvar_ps(_mm512_and_si512(c, _mm512_set1_epi32(15)), r->tab);
+        *w0 = _mm512_permutexvar_ps(c, r->tab);
         *w1 = _mm512_permutexvar_ps(_mm512_srli_epi32(c, 4), r->tab);
         break;
     }
     }
+}
+
+/* Where step k of the row starts. */
+AVX512_INLINE const uint8_t *row_at(int enc, const wrow *r, int64_t k)
+{
+    static const unsigned bytes_x2[] = { [ENC_F32] = 8, [ENC_F16] = 4, [ENC_BF16] = 4, [ENC_I8] = 2, [ENC_I4] = 1 };
+    return r->p + (size_t)k * bytes_x2[enc] / 2;
 }
 
 AVX512_INLINE __mmask16 lanes(int64_t n)
@@ -143,42 +157,62 @@ AVX512_INLINE __mmask16 lanes(int64_t n)
     return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
 }
 
-/* MR rows of x against rows j[0..3] of W: per output, 16-lane accumulators over steps of 32
- * (w0 then w1), then one fixed reduction. An output's operations do not depend on MR or on its
- * neighbours, so every tiling gives the same result. */
-AVX512_INLINE void tile(int enc, int MR, const rt_weight *W, const int j[4], const float *x, size_t ldx, float out[4][4])
+/* One step of a tile: 32 columns from k of MR rows of x against the tile's 4 rows of W. */
+AVX512_INLINE void tile_step(int enc, int MR, wrow r[4], const float *x, size_t ldx, int64_t k, __mmask16 m0,
+                             __mmask16 m1, size_t ahead, __m512 a0[2][4], __m512 a1[2][4])
+{
+    __m512 x0[2], x1[2];
+    UNROLL for (int i = 0; i < MR; i++) {
+        x0[i] = _mm512_maskz_loadu_ps(m0, x + (size_t)i * ldx + k);
+        x1[i] = _mm512_maskz_loadu_ps(m1, x + (size_t)i * ldx + k + 16);
+    }
+    UNROLL for (int c = 0; c < 4; c++) {
+        __m512 w0, w1;
+        _mm_prefetch((const char *)row_at(enc, &r[c], k) + ahead, _MM_HINT_T0);
+        if (enc == ENC_F32) /* a step spans two cache lines */
+            _mm_prefetch((const char *)row_at(enc, &r[c], k) + ahead + 64, _MM_HINT_T0);
+        row_step(enc, &r[c], k, m0, m1, &w0, &w1);
+        UNROLL for (int i = 0; i < MR; i++) {
+            a0[i][c] = _mm512_fmadd_ps(x0[i], w0, a0[i][c]);
+            a1[i][c] = _mm512_fmadd_ps(x1[i], w1, a1[i][c]);
+        }
+    }
+}
+
+/* MR rows of x against rows j[0..3] of W: per output, two 16-lane accumulators over steps of 32
+ * (w0's products in one, w1's in the other, so that no chain of dependent FMAs sets the pace),
+ * added and reduced once at the end in a fixed order. An output's operations do not depend on MR
+ * or on its neighbours, so every tiling gives the same result. Whole steps run with constant
+ * masks (plain loads); a row's last, partial step with live-lane masks. */
+AVX512_INLINE void tile(int enc, int MR, const rt_weight *W, const int j[4], const float *x, size_t ldx, float out[2][4])
 {
     const int64_t K = W->in, group = enc >= ENC_I8 ? W->L.group : K;
     const unsigned bits = enc == ENC_I8 ? 8 : 4;
     wrow r[4];
-    for (int c = 0; c < 4; c++)
+    UNROLL for (int c = 0; c < 4; c++)
         row_init(enc, W, j[c], &r[c]);
-    __m512 acc[4][4];
-    for (int i = 0; i < MR; i++)
-        for (int c = 0; c < 4; c++)
-            acc[i][c] = _mm512_setzero_ps();
-    for (int64_t k = 0; k < K; k += 32) {
-        const __mmask16 m0 = lanes(K - k), m1 = lanes(K - k - 16);
-        if (enc >= ENC_I8 && k % group == 0)
-            for (int c = 0; c < 4; c++)
+    /* Rows are short streams the hardware prefetcher learns late: ask for the next tile's rows
+     * (4 rows on, same column) while this one runs. */
+    const size_t ahead = 4 * (size_t)(r[1].p - r[0].p);
+    __m512 a0[2][4], a1[2][4];
+    UNROLL for (int i = 0; i < MR; i++)
+        UNROLL for (int c = 0; c < 4; c++)
+            a0[i][c] = a1[i][c] = _mm512_setzero_ps();
+    int64_t k = 0;
+    for (int64_t group_end = 0; k < K; k += 32) {
+        if (enc >= ENC_I8 && k == group_end) {
+            UNROLL for (int c = 0; c < 4; c++)
                 row_group(enc, &r[c], k / group, bits);
-        __m512 x0[4], x1[4];
-        for (int i = 0; i < MR; i++) {
-            x0[i] = _mm512_maskz_loadu_ps(m0, x + (size_t)i * ldx + k);
-            x1[i] = _mm512_maskz_loadu_ps(m1, x + (size_t)i * ldx + k + 16);
+            group_end += group;
         }
-        for (int c = 0; c < 4; c++) {
-            __m512 w0, w1;
-            row_step(enc, &r[c], k, m0, m1, &w0, &w1);
-            for (int i = 0; i < MR; i++) {
-                acc[i][c] = _mm512_fmadd_ps(x0[i], w0, acc[i][c]);
-                acc[i][c] = _mm512_fmadd_ps(x1[i], w1, acc[i][c]);
-            }
-        }
+        if (k + 32 <= K)
+            tile_step(enc, MR, r, x, ldx, k, 0xFFFF, 0xFFFF, ahead, a0, a1);
+        else
+            tile_step(enc, MR, r, x, ldx, k, lanes(K - k), lanes(K - k - 16), ahead, a0, a1);
     }
-    for (int i = 0; i < MR; i++)
-        for (int c = 0; c < 4; c++)
-            out[i][c] = _mm512_reduce_add_ps(acc[i][c]);
+    UNROLL for (int i = 0; i < MR; i++)
+        UNROLL for (int c = 0; c < 4; c++)
+            out[i][c] = _mm512_reduce_add_ps(_mm512_add_ps(a0[i][c], a1[i][c]));
 }
 
 AVX512_INLINE void tiles(int enc, const rt_weight *W, const float *x, size_t ldx, int m, int j0, int cols, float *y,
@@ -187,11 +221,11 @@ AVX512_INLINE void tiles(int enc, const rt_weight *W, const float *x, size_t ldx
     for (int jb = j0; jb < j0 + cols; jb += 4) {
         const int nr = j0 + cols - jb < 4 ? j0 + cols - jb : 4;
         const int j[4] = { jb, jb + (nr > 1), jb + (nr > 2 ? 2 : nr - 1), jb + (nr > 3 ? 3 : nr - 1) };
-        float out[4][4];
+        float out[2][4];
         for (int i = 0; i < m;) {
-            const int rows = m - i >= 4 ? 4 : 1;
-            if (rows == 4)
-                tile(enc, 4, W, j, x + (size_t)i * ldx, ldx, out);
+            const int rows = m - i >= 2 ? 2 : 1;
+            if (rows == 2)
+                tile(enc, 2, W, j, x + (size_t)i * ldx, ldx, out);
             else
                 tile(enc, 1, W, j, x + (size_t)i * ldx, ldx, out);
             for (int r = 0; r < rows; r++)
