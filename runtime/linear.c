@@ -383,22 +383,25 @@ lmq_code rt_linear(const rt_exec *ex, const float *x, int n, const rt_weight *W,
     j.staged = !direct;
     j.x_blocks = direct ? (n + X_BLOCK - 1) / X_BLOCK : 1;
     const int threads = rt_pool_threads(ex->pool);
-    float *xp = NULL;
+    float local[4096], *xp = NULL; /* a decoded token's reordered activations fit on the stack */
     if (j.f && j.f->permuted) {
-        if (!(xp = malloc((size_t)n * (size_t)W->in * sizeof *xp)))
+        const size_t len = (size_t)n * (size_t)W->in;
+        if (!(xp = len <= sizeof local / sizeof *local ? local : malloc(len * sizeof *xp)))
             return lmq_fail(err, LMQ_E_NOMEM, "tensor %s: out of memory for the activations", W->name);
         permute32(x, n, W->in, xp);
         j.x = xp;
     }
     if (j.staged && !(j.scratch = malloc((size_t)threads * W_BLOCK * (size_t)W->in * sizeof *j.scratch))) {
-        free(xp);
+        if (xp != local)
+            free(xp);
         return lmq_fail(err, LMQ_E_NOMEM, "tensor %s: out of memory for a block of rows", W->name);
     }
     const int64_t tasks = (int64_t)j.x_blocks * ((W->out + W_BLOCK - 1) / W_BLOCK);
     const int64_t macs = (int64_t)n * W->out * W->in;
     rt_pool_for(macs < RT_PARALLEL_MIN_WORK ? NULL : ex->pool, tasks, 1, linear_task, &j);
     free(j.scratch);
-    free(xp);
+    if (xp != local)
+        free(xp);
     if (j.failed)
         return lmq_fail(err, LMQ_E_FORMAT, "tensor %s: stored rows do not decode", W->name);
     return LMQ_OK;
