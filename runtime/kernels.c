@@ -526,5 +526,5 @@ void rt_linear(const rt_exec *ex, const float *x, int n, const rt_weight *W, flo
                      .row_blocks = (n + ROWS_PER_TASK - 1) / ROWS_PER_TASK };
     int64_t tasks = (int64_t)j.row_blocks * ((W->out + COLS_PER_TASK - 1) / COLS_PER_TASK);
     const int64_t macs = (int64_t)n * W->out * W->in;
-    rt_pool_for(macs < RT_PARALLEL_MIN_WORK ? NULL : ex->pool, tasks, 1, linear_task, &j);
+    lmq_pool_for(macs < RT_PARALLEL_MIN_WORK ? NULL : ex->pool, tasks, 1, linear_task, &j);
 }

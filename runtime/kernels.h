@@ -11,7 +11,7 @@
 
 #include <stddef.h>
 
-#include "runtime/pool.h"
+#include "common/pool.h"
 
 typedef enum { RT_ISA_SCALAR = 0, RT_ISA_AVX2 = 1 } rt_isa;
 
@@ -21,7 +21,7 @@ const char *rt_isa_name(rt_isa isa);
 
 /* Where and how kernels run: a pool (NULL = the caller's thread only) and a kernel set. */
 typedef struct {
-    rt_pool *pool;
+    lmq_pool *pool;
     rt_isa isa;
 } rt_exec;
 

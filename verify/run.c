@@ -89,10 +89,10 @@ lmq_code vf_run(const char *ref_path, const char *const *cand_paths, int n_cands
     vf_result *res = calloc((size_t)n, sizeof *res);
     int32_t *ids = NULL;
     size_t n_ids = 0;
-    rt_pool *pool = NULL;
+    lmq_pool *pool = NULL;
     lmq_code c = (l && cands && rows && res) ? LMQ_OK : lmq_fail(err, LMQ_E_NOMEM, "out of memory");
     if (!c)
-        c = rt_pool_create(opts ? opts->threads : 0, &pool, err);
+        c = lmq_pool_create(opts ? opts->threads : 0, &pool, err);
     rt_exec ex = { .pool = pool, .isa = rt_isa_best() };
     for (int i = 0; i < n && !c; i++) {
         const char *path = i ? cand_paths[i - 1] : ref_path;
@@ -119,10 +119,10 @@ lmq_code vf_run(const char *ref_path, const char *const *cand_paths, int n_cands
         c = decode_speed(&l[i], ids, n_decode, &rows[i].decode_tps, err);
     }
     report->tokens = (int64_t)n_ids;
-    report->threads = rt_pool_threads(pool);
+    report->threads = lmq_pool_threads(pool);
     for (int i = 0; l && i < n; i++)
         unload(&l[i]);
-    rt_pool_free(pool);
+    lmq_pool_free(pool);
     free(l);
     free(cands);
     free(res);
