@@ -333,6 +333,33 @@ const void *lmq_container_stored(const lmq_container *c, const lmq_tensor_entry 
     return c->data + t->offset;
 }
 
+/* raw: t's decoded bytes. */
+static lmq_code check_raw(const lmq_container *c, const lmq_tensor_entry *t, const void *raw, lmq_err *err)
+{
+    uint64_t h = XXH3_64bits(raw, t->raw_size);
+    if (h != t->checksum)
+        return lmq_fail(err, LMQ_E_CHECKSUM, "%s: tensor %s: checksum mismatch (index %016" PRIx64 ", data %016" PRIx64 ")",
+                        c->path, t->name, t->checksum, h);
+    return LMQ_OK;
+}
+
+lmq_code lmq_container_view(const lmq_container *c, const lmq_tensor_entry *t, const void **raw, lmq_err *err)
+{
+    *raw = NULL;
+    if (t->codec != LMQ_CODEC_NONE)
+        return lmq_fail(err, LMQ_E_UNSUPPORTED, "%s: tensor %s: stored with %s, not viewable in place", c->path,
+                        t->name, lmq_codec_names[t->codec]);
+    lmq_code rc = check_raw(c, t, lmq_container_stored(c, t), err);
+    if (!rc)
+        *raw = lmq_container_stored(c, t);
+    return rc;
+}
+
+void lmq_container_release(const lmq_container *c, const lmq_tensor_entry *t)
+{
+    lmq_blob_release(&c->blob, t->offset, t->stored_size);
+}
+
 lmq_code lmq_container_read(const lmq_container *c, const lmq_tensor_entry *t, void *dst, size_t dst_size,
                             lmq_err *err)
 {
@@ -351,11 +378,7 @@ lmq_code lmq_container_read(const lmq_container *c, const lmq_tensor_entry *t, v
             return lmq_fail(err, LMQ_E_FORMAT, "%s: tensor %s: decodes to %zu bytes, the index says %" PRIu64, c->path,
                             t->name, r, t->raw_size);
     }
-    uint64_t h = XXH3_64bits(dst, t->raw_size);
-    if (h != t->checksum)
-        return lmq_fail(err, LMQ_E_CHECKSUM, "%s: tensor %s: checksum mismatch (index %016" PRIx64 ", data %016" PRIx64 ")",
-                        c->path, t->name, t->checksum, h);
-    return LMQ_OK;
+    return check_raw(c, t, dst, err);
 }
 
 lmq_code lmq_container_read_alloc(const lmq_container *c, const lmq_tensor_entry *t, void **out, lmq_err *err)

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/pool.h"
 #include "common/stats.h"
 #include "formats/container.h"
 #include "formats/manifest.h"
@@ -19,24 +20,42 @@ typedef struct {
     q_recipe recipe;
     q_plan plan;
     lmq_writer *w;
+    lmq_pool *pool;
 } q_run;
 
-/* The input tensor t decoded to fp32 (malloc'd). */
-static lmq_code decode(const q_run *r, const lmq_tensor_entry *t, float **out, lmq_err *err)
+/* t's raw bytes, checksum checked: in place in the mapping when stored uncompressed, else
+ * decoded into *buf (malloc'd; the caller frees it, NULL otherwise). */
+static lmq_code raw_bytes(const q_run *r, const lmq_tensor_entry *t, const void **raw, void **buf, lmq_err *err)
 {
-    void *raw;
-    lmq_code c = lmq_container_read_alloc(&r->in, t, &raw, err);
-    if (c)
+    *buf = NULL;
+    if (t->codec == LMQ_CODEC_NONE)
+        return lmq_container_view(&r->in, t, raw, err);
+    lmq_code c = lmq_container_read_alloc(&r->in, t, buf, err);
+    *raw = *buf;
+    return c;
+}
+
+/* The input tensor t as fp32 [rows, cols]. fp32 is used as stored (the container checked its
+ * size); other encodings are dequantised into a buffer. *buf as for raw_bytes. */
+static lmq_code input_f32(const q_run *r, const lmq_tensor_entry *t, int64_t rows, int64_t cols, const float **w,
+                          void **buf, lmq_err *err)
+{
+    const void *raw;
+    lmq_code c = raw_bytes(r, t, &raw, buf, err);
+    if (c || t->q.dtype == LMQ_T_F32) {
+        *w = raw;
         return c;
-    int64_t rows = t->ndim > 1 ? t->shape[0] : 1, cols = lmq_entry_numel(t) / rows;
-    *out = malloc((size_t)(rows * cols) * sizeof(float));
-    if (!*out)
-        c = lmq_fail(err, LMQ_E_NOMEM, "tensor %s: out of memory", t->name);
-    else if ((c = q_dequantize(&t->q, raw, t->raw_size, rows, cols, *out, err))) {
-        free(*out);
-        *out = NULL;
     }
-    free(raw);
+    float *f = malloc((size_t)(rows * cols) * sizeof *f);
+    if (!f)
+        c = lmq_fail(err, LMQ_E_NOMEM, "tensor %s: out of memory", t->name);
+    else if ((c = q_dequantize(&t->q, raw, t->raw_size, rows, cols, f, r->pool, err))) {
+        free(f);
+        f = NULL;
+    }
+    free(*buf);
+    *buf = f;
+    *w = f;
     return c;
 }
 
@@ -51,14 +70,13 @@ static lmq_code write_tensor(q_run *r, const lmq_tensor_entry *t, const char *na
         return c;
     const lmq_manifest_tensor *was = lmq_manifest_find(&r->src, t->name);
     int64_t n = lmq_entry_numel(t), rows = t->ndim > 1 ? t->shape[0] : 1, cols = n / rows;
-    float *w = NULL, *back = NULL;
-    uint8_t *enc = NULL;
+    const void *raw;
+    void *buf = NULL;
     if (p->keep_reason) { /* source precision: the same bytes, the same record */
-        void *raw;
-        if ((c = lmq_container_read_alloc(&r->in, t, &raw, err)))
+        if ((c = raw_bytes(r, t, &raw, &buf, err)))
             return c;
         c = lmq_writer_add(r->w, name, t->q, t->ndim, t->shape, raw, t->raw_size, LMQ_CODEC_NONE, err);
-        free(raw);
+        free(buf);
         if (was)
             *m = *was;
         snprintf(m->name, sizeof m->name, "%s", name);
@@ -69,8 +87,11 @@ static lmq_code write_tensor(q_run *r, const lmq_tensor_entry *t, const char *na
             snprintf(m->reason, sizeof m->reason, "%s", p->keep_reason);
         return c;
     }
+    const float *w;
+    float *back = NULL;
+    uint8_t *enc = NULL;
     q_layout L;
-    if ((c = q_layout_of(&p->qp, rows, cols, &L, err)) || (c = decode(r, t, &w, err)))
+    if ((c = q_layout_of(&p->qp, rows, cols, &L, err)) || (c = input_f32(r, t, rows, cols, &w, &buf, err)))
         goto done;
     enc = malloc(L.bytes ? L.bytes : 1);
     back = malloc((size_t)n * sizeof *back);
@@ -78,8 +99,8 @@ static lmq_code write_tensor(q_run *r, const lmq_tensor_entry *t, const char *na
         c = lmq_fail(err, LMQ_E_NOMEM, "tensor %s: out of memory", name);
         goto done;
     }
-    if ((c = q_quantize(&p->qp, w, rows, cols, enc, L.bytes, err)) ||
-        (c = q_dequantize(&p->qp, enc, L.bytes, rows, cols, back, err)))
+    if ((c = q_quantize(&p->qp, w, rows, cols, enc, L.bytes, r->pool, err)) ||
+        (c = q_dequantize(&p->qp, enc, L.bytes, rows, cols, back, r->pool, err)))
         goto done;
     lmq_tensor_stats(w, back, (size_t)n, &m->stats);
     m->q = p->qp;
@@ -91,7 +112,7 @@ static lmq_code write_tensor(q_run *r, const lmq_tensor_entry *t, const char *na
 done:
     if (c)
         lmq_err_prefix(err, "tensor %s: ", name);
-    free(w);
+    free(buf);
     free(back);
     free(enc);
     return c;
@@ -158,22 +179,25 @@ static lmq_code run(q_run *r, const char *in_path, const char *recipe_path, cons
     const int split = r->src.arch.tied_embedding && lookup && classifier && !same_encoding(lookup, classifier);
     if (split)
         r->out.arch.tied_embedding = 0; /* each use now has a tensor of its own */
-    if ((c = lmq_writer_open(&r->w, out_path, err)))
+    if ((c = lmq_pool_create(opts ? opts->threads : 0, &r->pool, err)) ||
+        (c = lmq_writer_open(&r->w, out_path, err)))
         return c;
     const int total = r->in.n_tensors + split;
     for (int k = 0; k < r->in.n_tensors && !c; k++) {
         const lmq_tensor_entry *t = &r->in.tensors[r->in.by_offset[k]];
         if (t->q.dtype == LMQ_T_BYTES) { /* a carried file: verbatim */
-            void *raw;
-            if (!(c = lmq_container_read_alloc(&r->in, t, &raw, err))) {
+            const void *raw;
+            void *buf;
+            if (!(c = raw_bytes(r, t, &raw, &buf, err))) {
                 c = lmq_writer_add(r->w, t->name, t->q, t->ndim, t->shape, raw, t->raw_size, LMQ_CODEC_NONE, err);
-                free(raw);
+                free(buf);
             }
             if (!c)
                 c = lmq_manifest_add_file(&r->out, t->name + strlen(FILE_PREFIX), t->raw_size, err);
         } else {
             c = write_tensor(r, t, t->name, plan_for(&r->plan, t->name), err);
         }
+        lmq_container_release(&r->in, t); /* read once: resident memory stays about one tensor */
         if (!c && opts && opts->progress)
             opts->progress(opts->progress_ctx, k + 1, total, t->name);
     }
@@ -198,6 +222,7 @@ lmq_code q_quantize_file(const char *in_path, const char *recipe_path, const cha
     lmq_manifest_init(&r.out);
     lmq_code c = run(&r, in_path, recipe_path, out_path, opts, err);
     lmq_writer_abort(r.w);
+    lmq_pool_free(r.pool);
     q_plan_free(&r.plan);
     q_recipe_free(&r.recipe);
     lmq_manifest_free(&r.out);

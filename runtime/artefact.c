@@ -19,7 +19,7 @@ static lmq_code dequantize_entry(const lmq_tensor_entry *t, const void *raw, flo
                         (long long)cols, L.bytes);
     if (!out)
         return LMQ_OK; /* the size check lmq_container_read_model asks for first */
-    return q_dequantize(&t->q, raw, t->raw_size, rows, cols, out, err);
+    return q_dequantize(&t->q, raw, t->raw_size, rows, cols, out, NULL, err);
 }
 
 lmq_code rt_load_artefact(const char *path, lmq_model *out, lmq_err *err)
