@@ -21,6 +21,11 @@ typedef struct {
     q_plan plan;
     lmq_writer *w;
     lmq_pool *pool;
+    /* A tensor's encoding and its reconstruction, kept from tensor to tensor: fresh buffers
+     * each time cost a page fault and a zeroed page per 4 KiB. */
+    uint8_t *enc;
+    float *back;
+    size_t enc_cap, back_cap;
 } q_run;
 
 /* t's raw bytes, checksum checked: in place in the mapping when stored uncompressed, else
@@ -59,6 +64,44 @@ static lmq_code input_f32(const q_run *r, const lmq_tensor_entry *t, int64_t row
     return c;
 }
 
+/* Grows *buf to hold size bytes (at least 1). */
+static lmq_code reserve(void **buf, size_t *cap, size_t size, lmq_err *err)
+{
+    if (size <= *cap && *buf)
+        return LMQ_OK;
+    free(*buf);
+    *buf = malloc(size ? size : 1);
+    *cap = *buf ? size : 0;
+    return *buf ? LMQ_OK : lmq_fail(err, LMQ_E_NOMEM, "out of memory (%zu bytes)", size);
+}
+
+/* The two steps after encoding a tensor, each one pass that cannot be split (the statistics are
+ * sums in a fixed order, the same doubles for any thread count; the writer streams), and
+ * independent of each other: they run side by side. */
+typedef struct {
+    q_run *r;
+    const lmq_tensor_entry *t;
+    const char *name;
+    const lmq_qparams *qp;
+    const float *w;
+    size_t n, bytes;
+    lmq_stats *stats;
+    lmq_code c;
+    lmq_err *err;
+} finish_job;
+
+static void finish_task(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    (void)thread;
+    finish_job *j = ctx;
+    for (int64_t i = begin; i < end; i++)
+        if (i == 0)
+            lmq_tensor_stats(j->w, j->r->back, j->n, j->stats);
+        else
+            j->c = lmq_writer_add(j->r->w, j->name, *j->qp, j->t->ndim, j->t->shape, j->r->enc, j->bytes,
+                                  LMQ_CODEC_NONE, j->err);
+}
+
 /* Writes one tensor under `name`: the input's bytes as they are when the plan keeps it,
  * else its fp32 values encoded as the plan says. Records it in the manifest. */
 static lmq_code write_tensor(q_run *r, const lmq_tensor_entry *t, const char *name, const q_plan_entry *p,
@@ -88,33 +131,25 @@ static lmq_code write_tensor(q_run *r, const lmq_tensor_entry *t, const char *na
         return c;
     }
     const float *w;
-    float *back = NULL;
-    uint8_t *enc = NULL;
     q_layout L;
-    if ((c = q_layout_of(&p->qp, rows, cols, &L, err)) || (c = input_f32(r, t, rows, cols, &w, &buf, err)))
+    if ((c = q_layout_of(&p->qp, rows, cols, &L, err)) || (c = input_f32(r, t, rows, cols, &w, &buf, err)) ||
+        (c = reserve((void **)&r->enc, &r->enc_cap, L.bytes, err)) ||
+        (c = reserve((void **)&r->back, &r->back_cap, (size_t)n * sizeof *r->back, err)) ||
+        (c = q_quantize(&p->qp, w, rows, cols, r->enc, L.bytes, r->pool, err)) ||
+        (c = q_dequantize(&p->qp, r->enc, L.bytes, rows, cols, r->back, r->pool, err)))
         goto done;
-    enc = malloc(L.bytes ? L.bytes : 1);
-    back = malloc((size_t)n * sizeof *back);
-    if (!enc || !back) {
-        c = lmq_fail(err, LMQ_E_NOMEM, "tensor %s: out of memory", name);
-        goto done;
-    }
-    if ((c = q_quantize(&p->qp, w, rows, cols, enc, L.bytes, r->pool, err)) ||
-        (c = q_dequantize(&p->qp, enc, L.bytes, rows, cols, back, r->pool, err)))
-        goto done;
-    lmq_tensor_stats(w, back, (size_t)n, &m->stats);
     m->q = p->qp;
     q_describe(&p->qp, m->scheme, sizeof m->scheme);
     m->linear = lmq_is_linear(name, t->ndim);
     m->bits = L.bits;
     m->bpw = (double)L.bits / (double)n;
-    c = lmq_writer_add(r->w, name, p->qp, t->ndim, t->shape, enc, L.bytes, LMQ_CODEC_NONE, err);
+    finish_job j = { r, t, name, &p->qp, w, (size_t)n, L.bytes, &m->stats, LMQ_OK, err };
+    lmq_pool_for(r->pool, 2, 1, finish_task, &j);
+    c = j.c;
 done:
     if (c)
         lmq_err_prefix(err, "tensor %s: ", name);
     free(buf);
-    free(back);
-    free(enc);
     return c;
 }
 
@@ -223,6 +258,8 @@ lmq_code q_quantize_file(const char *in_path, const char *recipe_path, const cha
     lmq_code c = run(&r, in_path, recipe_path, out_path, opts, err);
     lmq_writer_abort(r.w);
     lmq_pool_free(r.pool);
+    free(r.enc);
+    free(r.back);
     q_plan_free(&r.plan);
     q_recipe_free(&r.recipe);
     lmq_manifest_free(&r.out);
