@@ -38,9 +38,9 @@ static void set_scale(const q_scheme *s, q_group *g, float v)
 
 /* ---- integer codes ----------------------------------------------------------------------- */
 
-/* roundf (halves away from zero), inline and without a branch on the data: the libm call cost
- * as much as the rest of encoding. Below 2^23, |x| + 0.5 is exact in double, so truncating it
- * rounds; from 2^23 on every float is an integer already. */
+/* roundf (halves away from zero), inline and without a branch that mispredicts: the libm call
+ * cost as much as the rest of encoding. Below 2^23, |x| + 0.5 is exact in double, so truncating
+ * it rounds; from 2^23 on every float is an integer already. Equal to roundf for all floats. */
 static inline float round_half_away(float x)
 {
     float a = fabsf(x);
