@@ -57,8 +57,8 @@ int main(int argc, char **argv)
     const int threads = argc > 1 ? atoi(argv[1]) : 0, out = argc > 2 ? atoi(argv[2]) : 4096,
               in = argc > 3 ? atoi(argv[3]) : 4096;
     lmq_err e;
-    rt_pool *pool;
-    if (out < 1 || in < 1 || rt_pool_create(threads, &pool, &e))
+    lmq_pool *pool;
+    if (out < 1 || in < 1 || lmq_pool_create(threads, &pool, &e))
         return fprintf(stderr, "usage: bench_linear [threads] [out] [in]\n"), 1;
     rt_exec ex = { .pool = pool, .isa = rt_isa_best() };
     double bw;
@@ -74,7 +74,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < (size_t)PREFILL * in; i++)
         x[i] = (float)(i % 97) / 97.0f - 0.5f;
     printf("one [%d × %d] matrix, kernels %s, %d threads; read bandwidth %.1f GB/s (all threads)\n", out, in,
-           rt_isa_name(ex.isa), rt_pool_threads(pool), bw);
+           rt_isa_name(ex.isa), lmq_pool_threads(pool), bw);
     printf("%-22s %6s %6s %10s %8s %9s %7s %11s %8s\n", "encoding", "path", "bpw", "1 tok µs", "GB/s", "roofline",
            "×fp32", "512 tok ms", "×fp32");
     double t1_f32 = 0, tn_f32 = 0;
@@ -86,7 +86,7 @@ int main(int argc, char **argv)
         const int copies = (int)((4 * llc + L.bytes - 1) / L.bytes);
         uint8_t *bytes = malloc(L.bytes * (size_t)copies);
         rt_weight *W = calloc((size_t)copies, sizeof *W);
-        if (!bytes || !W || q_quantize(&ENC[k].q, w, out, in, bytes, L.bytes, &e))
+        if (!bytes || !W || q_quantize(&ENC[k].q, w, out, in, bytes, L.bytes, pool, &e))
             return fail(&e);
         for (int c = 0; c < copies; c++) {
             memcpy(bytes + c * L.bytes, bytes, L.bytes);
@@ -110,6 +110,6 @@ int main(int argc, char **argv)
     free(w);
     free(x);
     free(y);
-    rt_pool_free(pool);
+    lmq_pool_free(pool);
     return 0;
 }

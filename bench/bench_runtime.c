@@ -51,7 +51,7 @@ int main(int argc, char **argv)
     const char *models[] = { "stories260K/stories260K.bin", "sotu-gpt2" };
     const int reps = argc > 1 ? atoi(argv[1]) : 5;
     printf("CPU runtime, kernels %s, %d online CPUs; tokens/s, best of %d\n", rt_isa_name(rt_isa_best()),
-           rt_online_cpus(), reps);
+           lmq_online_cpus(), reps);
     printf("%-12s %7s %12s %12s %12s\n", "model", "threads", "prefill", "window", "decode");
     for (size_t mi = 0; mi < sizeof models / sizeof models[0]; mi++) {
         char path[4096];
@@ -68,9 +68,9 @@ int main(int argc, char **argv)
             toks[i] = (int32_t)(rt_rng_u32(&rng) % (uint32_t)m.arch.vocab_size);
         float *logits = malloc((size_t)CTX * m.arch.vocab_size * sizeof *logits);
         for (int threads = 1; threads <= 2; threads++) {
-            rt_pool *pool;
+            lmq_pool *pool;
             rt_state *s;
-            if (rt_pool_create(threads, &pool, &e))
+            if (lmq_pool_create(threads, &pool, &e))
                 return fail(&e);
             rt_exec ex = { .pool = pool, .isa = rt_isa_best() };
             if (rt_state_create(&rm, &ex, CTX, &s, &e))
@@ -83,7 +83,7 @@ int main(int argc, char **argv)
             printf("%-12s %7d %12.0f %12.0f %12.0f\n", name, threads, CTX / t[PREFILL], CTX / t[WINDOW],
                    (CTX - PROMPT) / t[DECODE]);
             rt_state_free(s);
-            rt_pool_free(pool);
+            lmq_pool_free(pool);
         }
         free(logits);
         rt_model_free(&rm);

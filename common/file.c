@@ -43,6 +43,16 @@ void lmq_blob_close(lmq_blob *b)
     memset(b, 0, sizeof *b);
 }
 
+void lmq_blob_release(const lmq_blob *b, size_t offset, size_t size)
+{
+    if (!b->mapped || offset >= b->size || size == 0)
+        return;
+    /* Whole pages only, rounded outwards: the neighbours' pages are read back in if needed. */
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), lo = offset / page * page;
+    size_t hi = offset + size < b->size ? offset + size : b->size;
+    madvise((void *)(b->data + lo), hi - lo, MADV_DONTNEED);
+}
+
 lmq_code lmq_atomic_open(lmq_atomic *a, const char *path, lmq_err *err)
 {
     memset(a, 0, sizeof *a);

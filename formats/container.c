@@ -333,6 +333,21 @@ const void *lmq_container_stored(const lmq_container *c, const lmq_tensor_entry 
     return c->data + t->offset;
 }
 
+/* raw: t's decoded bytes. */
+static lmq_code check_raw(const lmq_container *c, const lmq_tensor_entry *t, const void *raw, lmq_err *err)
+{
+    uint64_t h = XXH3_64bits(raw, t->raw_size);
+    if (h != t->checksum)
+        return lmq_fail(err, LMQ_E_CHECKSUM, "%s: tensor %s: checksum mismatch (index %016" PRIx64 ", data %016" PRIx64 ")",
+                        c->path, t->name, t->checksum, h);
+    return LMQ_OK;
+}
+
+void lmq_container_release(const lmq_container *c, const lmq_tensor_entry *t)
+{
+    lmq_blob_release(&c->blob, t->offset, t->stored_size);
+}
+
 lmq_code lmq_container_read(const lmq_container *c, const lmq_tensor_entry *t, void *dst, size_t dst_size,
                             lmq_err *err)
 {
@@ -351,11 +366,7 @@ lmq_code lmq_container_read(const lmq_container *c, const lmq_tensor_entry *t, v
             return lmq_fail(err, LMQ_E_FORMAT, "%s: tensor %s: decodes to %zu bytes, the index says %" PRIu64, c->path,
                             t->name, r, t->raw_size);
     }
-    uint64_t h = XXH3_64bits(dst, t->raw_size);
-    if (h != t->checksum)
-        return lmq_fail(err, LMQ_E_CHECKSUM, "%s: tensor %s: checksum mismatch (index %016" PRIx64 ", data %016" PRIx64 ")",
-                        c->path, t->name, t->checksum, h);
-    return LMQ_OK;
+    return check_raw(c, t, dst, err);
 }
 
 lmq_code lmq_container_read_alloc(const lmq_container *c, const lmq_tensor_entry *t, void **out, lmq_err *err)
@@ -762,13 +773,10 @@ lmq_code lmq_container_view(const lmq_container *c, const lmq_tensor_entry *t, c
         *raw = *owned;
         return rc;
     }
-    const uint8_t *src = c->data + t->offset;
-    uint64_t h = XXH3_64bits(src, t->raw_size);
-    if (h != t->checksum)
-        return lmq_fail(err, LMQ_E_CHECKSUM, "%s: tensor %s: checksum mismatch (index %016" PRIx64 ", data %016" PRIx64 ")",
-                        c->path, t->name, t->checksum, h);
-    *raw = src;
-    return LMQ_OK;
+    lmq_code rc = check_raw(c, t, lmq_container_stored(c, t), err);
+    if (!rc)
+        *raw = lmq_container_stored(c, t);
+    return rc;
 }
 
 lmq_code lmq_container_read_model(const char *path, lmq_check_fn check, lmq_model *out, lmq_err *err)

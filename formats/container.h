@@ -73,6 +73,8 @@ const lmq_tensor_entry *lmq_container_find(const lmq_container *c, const char *n
 /* The stored bytes inside the mapping (64-byte aligned); for codec none these are the raw
  * bytes, usable without a copy once verified. */
 const void *lmq_container_stored(const lmq_container *c, const lmq_tensor_entry *t);
+/* Lets t's mapped pages go from this process once it is done with them (lmq_blob_release). */
+void lmq_container_release(const lmq_container *c, const lmq_tensor_entry *t);
 /* Decodes t into dst (at least raw_size bytes) and checks its checksum. */
 lmq_code lmq_container_read(const lmq_container *c, const lmq_tensor_entry *t, void *dst, size_t dst_size,
                             lmq_err *err);

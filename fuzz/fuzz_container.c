@@ -84,7 +84,7 @@ static void decode(const lmq_container *c, const lmq_tensor_entry *t)
     float *out = malloc((size_t)(rows * cols) * sizeof *out);
     if (!out)
         abort();
-    lmq_code rc = q_dequantize(&t->q, raw, t->raw_size, rows, cols, out, &err);
+    lmq_code rc = q_dequantize(&t->q, raw, t->raw_size, rows, cols, out, NULL, &err);
     FZ_CHECK(rc == LMQ_OK || rc == LMQ_E_FORMAT, "tensor %s: %s", t->name, err.msg);
     free(out);
     free(raw);

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/pool.h"
 #include "common/stats.h"
 #include "formats/container.h"
 #include "formats/manifest.h"
@@ -19,25 +20,74 @@ typedef struct {
     q_recipe recipe;
     q_plan plan;
     lmq_writer *w;
+    lmq_pool *pool;
+    /* A tensor's encoding and its reconstruction, kept from tensor to tensor: fresh buffers
+     * each time cost a page fault and a zeroed page per 4 KiB. */
+    uint8_t *enc;
+    float *back;
+    size_t enc_cap, back_cap;
 } q_run;
 
-/* The input tensor t decoded to fp32 (malloc'd). */
-static lmq_code decode(const q_run *r, const lmq_tensor_entry *t, float **out, lmq_err *err)
+/* The input tensor t as fp32 [rows, cols]. fp32 is used as stored (the container checked its
+ * size); other encodings are dequantised into a buffer. *buf as for lmq_container_view. */
+static lmq_code input_f32(const q_run *r, const lmq_tensor_entry *t, int64_t rows, int64_t cols, const float **w,
+                          void **buf, lmq_err *err)
 {
-    void *raw;
-    lmq_code c = lmq_container_read_alloc(&r->in, t, &raw, err);
-    if (c)
+    const void *raw;
+    lmq_code c = lmq_container_view(&r->in, t, &raw, buf, err);
+    if (c || t->q.dtype == LMQ_T_F32) {
+        *w = raw;
         return c;
-    int64_t rows = t->ndim > 1 ? t->shape[0] : 1, cols = lmq_entry_numel(t) / rows;
-    *out = malloc((size_t)(rows * cols) * sizeof(float));
-    if (!*out)
-        c = lmq_fail(err, LMQ_E_NOMEM, "tensor %s: out of memory", t->name);
-    else if ((c = q_dequantize(&t->q, raw, t->raw_size, rows, cols, *out, err))) {
-        free(*out);
-        *out = NULL;
     }
-    free(raw);
+    float *f = malloc((size_t)(rows * cols) * sizeof *f);
+    if (!f)
+        c = lmq_fail(err, LMQ_E_NOMEM, "tensor %s: out of memory", t->name);
+    else if ((c = q_dequantize(&t->q, raw, t->raw_size, rows, cols, f, r->pool, err))) {
+        free(f);
+        f = NULL;
+    }
+    free(*buf);
+    *buf = f;
+    *w = f;
     return c;
+}
+
+/* Grows *buf to hold size bytes (at least 1). */
+static lmq_code reserve(void **buf, size_t *cap, size_t size, lmq_err *err)
+{
+    if (size <= *cap && *buf)
+        return LMQ_OK;
+    free(*buf);
+    *buf = malloc(size ? size : 1);
+    *cap = *buf ? size : 0;
+    return *buf ? LMQ_OK : lmq_fail(err, LMQ_E_NOMEM, "out of memory (%zu bytes)", size);
+}
+
+/* The two steps after encoding a tensor, each one pass that cannot be split (the statistics are
+ * sums in a fixed order, the same doubles for any thread count; the writer streams), and
+ * independent of each other: they run side by side. */
+typedef struct {
+    q_run *r;
+    const lmq_tensor_entry *t;
+    const char *name;
+    const lmq_qparams *qp;
+    const float *w;
+    size_t n, bytes;
+    lmq_stats *stats;
+    lmq_code c;
+    lmq_err *err;
+} finish_job;
+
+static void finish_task(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    (void)thread;
+    finish_job *j = ctx;
+    for (int64_t i = begin; i < end; i++)
+        if (i == 0)
+            lmq_tensor_stats(j->w, j->r->back, j->n, j->stats);
+        else
+            j->c = lmq_writer_add(j->r->w, j->name, *j->qp, j->t->ndim, j->t->shape, j->r->enc, j->bytes,
+                                  LMQ_CODEC_NONE, j->err);
 }
 
 /* Writes one tensor under `name`: the input's bytes as they are when the plan keeps it,
@@ -51,14 +101,13 @@ static lmq_code write_tensor(q_run *r, const lmq_tensor_entry *t, const char *na
         return c;
     const lmq_manifest_tensor *was = lmq_manifest_find(&r->src, t->name);
     int64_t n = lmq_entry_numel(t), rows = t->ndim > 1 ? t->shape[0] : 1, cols = n / rows;
-    float *w = NULL, *back = NULL;
-    uint8_t *enc = NULL;
+    const void *raw;
+    void *buf = NULL;
     if (p->keep_reason) { /* source precision: the same bytes, the same record */
-        void *raw;
-        if ((c = lmq_container_read_alloc(&r->in, t, &raw, err)))
+        if ((c = lmq_container_view(&r->in, t, &raw, &buf, err)))
             return c;
         c = lmq_writer_add(r->w, name, t->q, t->ndim, t->shape, raw, t->raw_size, LMQ_CODEC_NONE, err);
-        free(raw);
+        free(buf);
         if (was)
             *m = *was;
         snprintf(m->name, sizeof m->name, "%s", name);
@@ -69,31 +118,26 @@ static lmq_code write_tensor(q_run *r, const lmq_tensor_entry *t, const char *na
             snprintf(m->reason, sizeof m->reason, "%s", p->keep_reason);
         return c;
     }
+    const float *w;
     q_layout L;
-    if ((c = q_layout_of(&p->qp, rows, cols, &L, err)) || (c = decode(r, t, &w, err)))
+    if ((c = q_layout_of(&p->qp, rows, cols, &L, err)) || (c = input_f32(r, t, rows, cols, &w, &buf, err)) ||
+        (c = reserve((void **)&r->enc, &r->enc_cap, L.bytes, err)) ||
+        (c = reserve((void **)&r->back, &r->back_cap, (size_t)n * sizeof *r->back, err)) ||
+        (c = q_quantize(&p->qp, w, rows, cols, r->enc, L.bytes, r->pool, err)) ||
+        (c = q_dequantize(&p->qp, r->enc, L.bytes, rows, cols, r->back, r->pool, err)))
         goto done;
-    enc = malloc(L.bytes ? L.bytes : 1);
-    back = malloc((size_t)n * sizeof *back);
-    if (!enc || !back) {
-        c = lmq_fail(err, LMQ_E_NOMEM, "tensor %s: out of memory", name);
-        goto done;
-    }
-    if ((c = q_quantize(&p->qp, w, rows, cols, enc, L.bytes, err)) ||
-        (c = q_dequantize(&p->qp, enc, L.bytes, rows, cols, back, err)))
-        goto done;
-    lmq_tensor_stats(w, back, (size_t)n, &m->stats);
     m->q = p->qp;
     q_describe(&p->qp, m->scheme, sizeof m->scheme);
     m->linear = lmq_is_linear(name, t->ndim);
     m->bits = L.bits;
     m->bpw = (double)L.bits / (double)n;
-    c = lmq_writer_add(r->w, name, p->qp, t->ndim, t->shape, enc, L.bytes, LMQ_CODEC_NONE, err);
+    finish_job j = { r, t, name, &p->qp, w, (size_t)n, L.bytes, &m->stats, LMQ_OK, err };
+    lmq_pool_for(r->pool, 2, 1, finish_task, &j);
+    c = j.c;
 done:
     if (c)
         lmq_err_prefix(err, "tensor %s: ", name);
-    free(w);
-    free(back);
-    free(enc);
+    free(buf);
     return c;
 }
 
@@ -158,22 +202,25 @@ static lmq_code run(q_run *r, const char *in_path, const char *recipe_path, cons
     const int split = r->src.arch.tied_embedding && lookup && classifier && !same_encoding(lookup, classifier);
     if (split)
         r->out.arch.tied_embedding = 0; /* each use now has a tensor of its own */
-    if ((c = lmq_writer_open(&r->w, out_path, err)))
+    if ((c = lmq_pool_create(opts ? opts->threads : 0, &r->pool, err)) ||
+        (c = lmq_writer_open(&r->w, out_path, err)))
         return c;
     const int total = r->in.n_tensors + split;
     for (int k = 0; k < r->in.n_tensors && !c; k++) {
         const lmq_tensor_entry *t = &r->in.tensors[r->in.by_offset[k]];
         if (t->q.dtype == LMQ_T_BYTES) { /* a carried file: verbatim */
-            void *raw;
-            if (!(c = lmq_container_read_alloc(&r->in, t, &raw, err))) {
+            const void *raw;
+            void *buf;
+            if (!(c = lmq_container_view(&r->in, t, &raw, &buf, err))) {
                 c = lmq_writer_add(r->w, t->name, t->q, t->ndim, t->shape, raw, t->raw_size, LMQ_CODEC_NONE, err);
-                free(raw);
+                free(buf);
             }
             if (!c)
                 c = lmq_manifest_add_file(&r->out, t->name + strlen(FILE_PREFIX), t->raw_size, err);
         } else {
             c = write_tensor(r, t, t->name, plan_for(&r->plan, t->name), err);
         }
+        lmq_container_release(&r->in, t); /* read once: resident memory stays about one tensor */
         if (!c && opts && opts->progress)
             opts->progress(opts->progress_ctx, k + 1, total, t->name);
     }
@@ -198,6 +245,9 @@ lmq_code q_quantize_file(const char *in_path, const char *recipe_path, const cha
     lmq_manifest_init(&r.out);
     lmq_code c = run(&r, in_path, recipe_path, out_path, opts, err);
     lmq_writer_abort(r.w);
+    lmq_pool_free(r.pool);
+    free(r.enc);
+    free(r.back);
     q_plan_free(&r.plan);
     q_recipe_free(&r.recipe);
     lmq_manifest_free(&r.out);

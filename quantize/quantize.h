@@ -10,11 +10,14 @@ typedef void (*q_progress_fn)(void *ctx, int done, int total, const char *name);
 typedef struct {
     q_progress_fn progress; /* may be NULL */
     void *progress_ctx;
+    int threads;            /* <= 0: one per online CPU */
 } q_opts;
 
 /* Reads in_path (any lmq artefact), applies the recipe at recipe_path and writes out_path
- * atomically. The input stays mapped: peak memory is about one tensor in fp32 plus its
- * encoding, whatever the model's size. Deterministic. */
+ * atomically. The input stays mapped and uncompressed fp32 is read in place: peak memory is
+ * about one tensor in fp32 twice (the weights and their reconstruction) plus its encoding,
+ * whatever the model's size. Each tensor is quantised on all threads (opts NULL: one per
+ * online CPU). Deterministic: the artefact does not depend on the thread count. */
 lmq_code q_quantize_file(const char *in_path, const char *recipe_path, const char *out_path, const q_opts *opts,
                          lmq_err *err);
 

@@ -28,7 +28,7 @@ static lmq_code vector(rt_model *rm, const lmq_model *m, const char *name, const
     }
     rm->owned = grown;
     rm->owned[rm->n_owned++] = v;
-    if (q_dequantize(&t->q, t->raw, t->raw_size, 1, n, v, err))
+    if (q_dequantize(&t->q, t->raw, t->raw_size, 1, n, v, NULL, err))
         return lmq_err_prefix(err, "tensor %s: ", name);
     *out = v;
     return LMQ_OK;
@@ -180,7 +180,7 @@ lmq_code rt_state_create(const rt_model *m, const rt_exec *ex, int max_tokens, r
     s->m = m;
     s->ex = *ex;
     s->max_tokens = max_tokens;
-    s->threads = rt_pool_threads(ex->pool);
+    s->threads = lmq_pool_threads(ex->pool);
     const size_t T = (size_t)max_tokens, d = (size_t)a->dim, hd2 = (size_t)m->head_dim / 2;
     const size_t kv = (size_t)a->n_layers * T * (size_t)m->kv_dim;
     const int gpt2 = a->family == LMQ_FAMILY_GPT2;
@@ -382,7 +382,7 @@ lmq_code rt_forward(rt_state *s, const int32_t *tokens, int n, int pos0, rt_logi
         aj.heads_per_task = aj.blocks >= 2 * s->threads ? a->n_heads : 1;
         aj.groups = a->n_heads / aj.heads_per_task;
         const int64_t work = (int64_t)n * (pos0 + n) * d;
-        rt_pool_for(work < RT_PARALLEL_MIN_WORK ? NULL : ex->pool, (int64_t)aj.blocks * aj.groups, 1, attn_task, &aj);
+        lmq_pool_for(work < RT_PARALLEL_MIN_WORK ? NULL : ex->pool, (int64_t)aj.blocks * aj.groups, 1, attn_task, &aj);
         if ((c = rt_linear(ex, s->xb2, n, &L->attn_out, s->xb, err)))
             return c;
         add_rows(s->x, s->xb, (size_t)n * d);
@@ -395,7 +395,7 @@ lmq_code rt_forward(rt_state *s, const int32_t *tokens, int n, int pos0, rt_logi
             if ((c = rt_linear(ex, s->xb, n, &L->ffn_up, s->hb2, err)))
                 return c;
         act_job act = { .isa = ex->isa, .g = s->hb, .u = gpt2 ? NULL : s->hb2 };
-        rt_pool_for(ex->pool, (int64_t)n * hid, 4096, act_task, &act);
+        lmq_pool_for(ex->pool, (int64_t)n * hid, 4096, act_task, &act);
         if ((c = rt_linear(ex, s->hb, n, &L->ffn_down, s->xb, err)))
             return c;
         add_rows(s->x, s->xb, (size_t)n * d);

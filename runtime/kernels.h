@@ -10,7 +10,7 @@
 
 #include <stddef.h>
 
-#include "runtime/pool.h"
+#include "common/pool.h"
 
 /* Kernel sets, each a superset of the one before. AVX-512 (F, BW, VL, DQ) adds the linear
  * layers' fused kernels over packed weights; its other kernels are AVX2's. */
@@ -22,7 +22,7 @@ const char *rt_isa_name(rt_isa isa);
 
 /* Where and how kernels run: a pool (NULL = the caller's thread only) and a kernel set. */
 typedef struct {
-    rt_pool *pool;
+    lmq_pool *pool;
     rt_isa isa;
 } rt_exec;
 

@@ -382,7 +382,7 @@ lmq_code rt_linear(const rt_exec *ex, const float *x, int n, const rt_weight *W,
     const int direct = W->q.dtype == LMQ_T_F32 || (j.f && n <= FUSED_ROWS);
     j.staged = !direct;
     j.x_blocks = direct ? (n + X_BLOCK - 1) / X_BLOCK : 1;
-    const int threads = rt_pool_threads(ex->pool);
+    const int threads = lmq_pool_threads(ex->pool);
     float local[4096], *xp = NULL; /* a decoded token's reordered activations fit on the stack */
     if (j.f && j.f->permuted) {
         const size_t len = (size_t)n * (size_t)W->in;
@@ -398,7 +398,7 @@ lmq_code rt_linear(const rt_exec *ex, const float *x, int n, const rt_weight *W,
     }
     const int64_t tasks = (int64_t)j.x_blocks * ((W->out + W_BLOCK - 1) / W_BLOCK);
     const int64_t macs = (int64_t)n * W->out * W->in;
-    rt_pool_for(macs < RT_PARALLEL_MIN_WORK ? NULL : ex->pool, tasks, 1, linear_task, &j);
+    lmq_pool_for(macs < RT_PARALLEL_MIN_WORK ? NULL : ex->pool, tasks, 1, linear_task, &j);
     free(j.scratch);
     if (xp != local)
         free(xp);

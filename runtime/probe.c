@@ -81,13 +81,13 @@ static void fill_task(void *ctx, int64_t begin, int64_t end, int thread)
         x->buf[i] = 1.0f;
 }
 
-lmq_code rt_probe_read_bw(rt_pool *pool, size_t bytes, int rounds, double *gbps, lmq_err *err)
+lmq_code rt_probe_read_bw(lmq_pool *pool, size_t bytes, int rounds, double *gbps, lmq_err *err)
 {
     if (rounds < 1)
         return lmq_fail(err, LMQ_E_ARG, "probe: %d rounds", rounds);
     const int64_t blocks = bytes / (BLOCK_FLOATS * sizeof(float)) ? (int64_t)(bytes / (BLOCK_FLOATS * sizeof(float))) : 1;
     const size_t size = (size_t)blocks * BLOCK_FLOATS * sizeof(float);
-    const int threads = rt_pool_threads(pool);
+    const int threads = lmq_pool_threads(pool);
     probe_ctx x = { .buf = aligned_alloc(64, size), .avx2 = HAVE_X86 && rt_isa_best() == RT_ISA_AVX2,
                     .partial = calloc((size_t)threads * SLOT, sizeof(double)) };
     if (!x.buf || !x.partial) {
@@ -95,11 +95,11 @@ lmq_code rt_probe_read_bw(rt_pool *pool, size_t bytes, int rounds, double *gbps,
         free(x.partial);
         return lmq_fail(err, LMQ_E_NOMEM, "probe: cannot allocate %zu MiB", size >> 20);
     }
-    rt_pool_for(pool, blocks, 1, fill_task, &x);
+    lmq_pool_for(pool, blocks, 1, fill_task, &x);
     double best = 0, total = 0;
     for (int r = 0; r < rounds; r++) {
         const double t0 = lmq_now();
-        rt_pool_for(pool, blocks, 1, sum_task, &x);
+        lmq_pool_for(pool, blocks, 1, sum_task, &x);
         const double t = lmq_now() - t0;
         if (t > 0 && size / t > best)
             best = size / t;

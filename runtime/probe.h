@@ -6,13 +6,13 @@
 #include <stddef.h>
 
 #include "common/err.h"
-#include "runtime/pool.h"
+#include "common/pool.h"
 
 /* Fills a buffer of `bytes` (rounded down to a multiple of 256 KiB, at least that), then reads
  * it `rounds` times with every thread of pool (NULL: the caller's thread alone), summing it with
  * vector code (AVX2 where rt_isa_best says so). *gbps gets the best round's rate in 10^9 bytes
  * per second. For a memory figure the buffer must be well beyond the last-level cache. */
-lmq_code rt_probe_read_bw(rt_pool *pool, size_t bytes, int rounds, double *gbps, lmq_err *err);
+lmq_code rt_probe_read_bw(lmq_pool *pool, size_t bytes, int rounds, double *gbps, lmq_err *err);
 
 /* The size of the CPU's largest cache level in bytes, 0 when the system does not say. */
 size_t rt_probe_llc_bytes(void);

@@ -2,6 +2,7 @@
 
 #include <inttypes.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -37,12 +38,23 @@ static void set_scale(const q_scheme *s, q_group *g, float v)
 
 /* ---- integer codes ----------------------------------------------------------------------- */
 
+/* roundf (halves away from zero), inline and without a branch that mispredicts: the libm call
+ * cost as much as the rest of encoding. Below 2^23, |x| + 0.5 is exact in double, so truncating
+ * it rounds; from 2^23 on every float is an integer already. Equal to roundf for all floats. */
+static inline float round_half_away(float x)
+{
+    float a = fabsf(x);
+    if (!(a < 0x1p23f))
+        return x;
+    return copysignf((float)(int32_t)((double)a + 0.5), x);
+}
+
 /* Whether z = roundf(-mn / s) exists and fits the int16 zero point. */
 static int zero_fits(float mn, float s)
 {
     if (!(s > 0))
         return 0;
-    float z = roundf(-mn / s);
+    float z = round_half_away(-mn / s);
     return z >= -32768.0f && z <= 32767.0f;
 }
 
@@ -76,7 +88,7 @@ static lmq_code int_fit(const q_scheme *s, int asym, const float *w, size_t n, q
                         "weights in [%g, %g] need a %s scale beyond the fp16 range", (double)mn,
                         (double)mx, s->name);
     if (asym)
-        g->zero = (int32_t)roundf(-mn / g->scale);
+        g->zero = (int32_t)round_half_away(-mn / g->scale);
     return LMQ_OK;
 }
 
@@ -95,7 +107,7 @@ static lmq_code int_encode(const q_scheme *s, const q_group *g, const float *w, 
     }
     float lo = (float)g->lo, hi = (float)((1u << s->bits) - 1), z = (float)g->zero;
     for (size_t i = 0; i < n; i++) {
-        float q = roundf(w[i] / g->scale) + z;
+        float q = round_half_away(w[i] / g->scale) + z;
         q = q < lo ? lo : q > hi ? hi : q;
         codes[i] = (uint32_t)q;
     }
@@ -318,8 +330,114 @@ static lmq_code fit_group(const q_scheme *s, const lmq_qparams *qp, const float 
     return LMQ_OK;
 }
 
+/* ---- chunked passes ---------------------------------------------------------------------- */
+
+/* Weights per chunk of a parallel pass: enough to amortise the hand-off, small enough that two
+ * threads share the work of one matrix evenly. */
+enum { PAR_WEIGHTS = 1 << 14 };
+
+/* Rows per chunk: about PAR_WEIGHTS weights, rounded up to a whole number of rows whose codes
+ * end on a byte boundary (at most 8 rows), so that chunks pack disjoint bytes. It depends on
+ * the shape alone, never on the thread count. */
+static int64_t chunk_rows(const q_scheme *s, int64_t cols)
+{
+    int64_t step = 1, r = (PAR_WEIGHTS + cols - 1) / cols;
+    while ((uint64_t)(step * cols) * s->bits % 8)
+        step *= 2;
+    return (r + step - 1) / step * step;
+}
+
+/* One pass over rows [r0, r1) of a tensor. */
+typedef lmq_code (*rows_fn)(const void *job, int64_t r0, int64_t r1, lmq_err *err);
+
+typedef struct {
+    rows_fn fn;
+    const void *job;
+    int64_t rows, chunk;
+    atomic_int failed;
+} par_pass;
+
+static void par_task(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    (void)thread;
+    par_pass *p = ctx;
+    lmq_err scratch;
+    for (int64_t c = begin; c < end && !atomic_load(&p->failed); c++) {
+        int64_t r0 = c * p->chunk, r1 = r0 + p->chunk < p->rows ? r0 + p->chunk : p->rows;
+        if (p->fn(p->job, r0, r1, &scratch))
+            atomic_store(&p->failed, 1);
+    }
+}
+
+/* Runs fn over every row, in chunks on the pool's threads. When a chunk fails, the pass runs
+ * again on the caller's thread over all rows at once: the error reported is the one a single
+ * thread meets first, whatever the thread count. */
+static lmq_code par_rows(lmq_pool *pool, rows_fn fn, const void *job, int64_t rows, int64_t chunk,
+                         lmq_err *err)
+{
+    if (lmq_pool_threads(pool) > 1 && rows > chunk) {
+        par_pass p = { .fn = fn, .job = job, .rows = rows, .chunk = chunk };
+        atomic_init(&p.failed, 0);
+        lmq_pool_for(pool, (rows + chunk - 1) / chunk, 1, par_task, &p);
+        if (!atomic_load(&p.failed))
+            return LMQ_OK;
+    }
+    return fn(job, 0, rows, err);
+}
+
+/* ---- quantise and dequantise ------------------------------------------------------------- */
+
+enum { CHECK = 1, ENCODE = 2 };
+
+typedef struct {
+    const q_scheme *s;
+    const lmq_qparams *qp;
+    const q_layout *L;
+    const float *w;
+    uint8_t *out;
+    q_group tensor; /* the one group of a per-tensor scale, fitted before ENCODE */
+    unsigned what;  /* CHECK (NaN or Inf), ENCODE, or both: every row checked first */
+} quant_job;
+
+static lmq_code quantize_rows(const void *job, int64_t r0, int64_t r1, lmq_err *err)
+{
+    const quant_job *j = job;
+    const q_scheme *s = j->s;
+    const q_layout *L = j->L;
+    const int64_t cols = L->cols;
+    const float *w = j->w;
+    lmq_code rc;
+    if (j->what & CHECK)
+        for (size_t i = (size_t)(r0 * cols); i < (size_t)(r1 * cols); i++)
+            if (!isfinite(w[i]))
+                return lmq_fail(err, LMQ_E_NUMERIC, "weight %zu (row %zu, col %zu) is %s", i,
+                                i / (size_t)cols, i % (size_t)cols, isnan(w[i]) ? "NaN" : "Inf");
+    if (!(j->what & ENCODE))
+        return LMQ_OK;
+    const int per_group = j->qp->gran == LMQ_GRAN_CHANNEL || j->qp->gran == LMQ_GRAN_GROUP;
+    q_group g = j->tensor;
+    uint32_t codes[CHUNK];
+    for (int64_t r = r0; r < r1; r++)
+        for (int64_t gi = 0; gi < L->groups_per_row; gi++) {
+            size_t first = (size_t)(r * cols + gi * L->group), len = (size_t)group_len(L, gi);
+            if (per_group) {
+                if ((rc = fit_group(s, j->qp, w, first, len, &g, err)))
+                    return rc;
+                store_group(s, j->qp, L, scale_index(j->qp, L, r, gi), &g, j->out);
+            }
+            for (size_t k = 0; k < len; k += CHUNK) {
+                size_t m = len - k < CHUNK ? len - k : CHUNK;
+                if ((rc = s->encode(s, &g, w + first + k, m, first + k, codes, err)))
+                    return rc;
+                q_pack(j->out, (uint64_t)L->code_offset * 8 + (uint64_t)(first + k) * s->bits,
+                       codes, m, s->bits);
+            }
+        }
+    return LMQ_OK;
+}
+
 lmq_code q_quantize(const lmq_qparams *qp, const float *w, int64_t rows, int64_t cols,
-                    uint8_t *out, size_t out_size, lmq_err *err)
+                    uint8_t *out, size_t out_size, lmq_pool *pool, lmq_err *err)
 {
     q_layout L;
     lmq_code rc = q_layout_of(qp, rows, cols, &L, err);
@@ -332,36 +450,21 @@ lmq_code q_quantize(const lmq_qparams *qp, const float *w, int64_t rows, int64_t
     if (out_size != L.bytes)
         return lmq_fail(err, LMQ_E_ARG, "output buffer has %zu bytes; the layout needs %zu",
                         out_size, L.bytes);
-    size_t n = (size_t)(rows * cols);
-    for (size_t i = 0; i < n; i++)
-        if (!isfinite(w[i]))
-            return lmq_fail(err, LMQ_E_NUMERIC, "weight %zu (row %zu, col %zu) is %s", i,
-                            i / (size_t)cols, i % (size_t)cols, isnan(w[i]) ? "NaN" : "Inf");
     memset(out, 0, out_size);
-    q_group g = { .scale = 1.0f };
-    if (qp->gran == LMQ_GRAN_TENSOR) {
-        if ((rc = fit_group(s, qp, w, 0, n, &g, err)))
-            return rc;
-        store_group(s, qp, &L, 0, &g, out);
-    }
-    uint32_t codes[CHUNK];
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t gi = 0; gi < L.groups_per_row; gi++) {
-            size_t first = (size_t)(r * cols + gi * L.group), len = (size_t)group_len(&L, gi);
-            if (qp->gran == LMQ_GRAN_CHANNEL || qp->gran == LMQ_GRAN_GROUP) {
-                if ((rc = fit_group(s, qp, w, first, len, &g, err)))
-                    return rc;
-                store_group(s, qp, &L, scale_index(qp, &L, r, gi), &g, out);
-            }
-            for (size_t k = 0; k < len; k += CHUNK) {
-                size_t m = len - k < CHUNK ? len - k : CHUNK;
-                if ((rc = s->encode(s, &g, w + first + k, m, first + k, codes, err)))
-                    return rc;
-                q_pack(out, (uint64_t)L.code_offset * 8 + (uint64_t)(first + k) * s->bits, codes,
-                       m, s->bits);
-            }
-        }
-    return LMQ_OK;
+    quant_job j = { .s = s, .qp = qp, .L = &L, .w = w, .out = out, .tensor = { .scale = 1.0f },
+                    .what = CHECK | ENCODE };
+    const int64_t chunk = chunk_rows(s, cols);
+    if (qp->gran != LMQ_GRAN_TENSOR)
+        return par_rows(pool, quantize_rows, &j, rows, chunk, err);
+    /* One scale for the whole tensor: every weight checked, then the scale fitted, then the
+     * codes. */
+    j.what = CHECK;
+    if ((rc = par_rows(pool, quantize_rows, &j, rows, chunk, err)) ||
+        (rc = fit_group(s, qp, w, 0, (size_t)(rows * cols), &j.tensor, err)))
+        return rc;
+    store_group(s, qp, &L, 0, &j.tensor, out);
+    j.what = ENCODE;
+    return par_rows(pool, quantize_rows, &j, rows, chunk, err);
 }
 
 lmq_code q_dequantize_rows(const lmq_qparams *qp, const uint8_t *data, size_t size, int64_t rows,
@@ -400,10 +503,30 @@ lmq_code q_dequantize_rows(const lmq_qparams *qp, const uint8_t *data, size_t si
     return LMQ_OK;
 }
 
-lmq_code q_dequantize(const lmq_qparams *qp, const uint8_t *data, size_t size, int64_t rows,
-                      int64_t cols, float *out, lmq_err *err)
+typedef struct {
+    const lmq_qparams *qp;
+    const uint8_t *data;
+    size_t size;
+    int64_t rows, cols;
+    float *out;
+} dequant_job;
+
+static lmq_code dequantize_rows(const void *job, int64_t r0, int64_t r1, lmq_err *err)
 {
-    return q_dequantize_rows(qp, data, size, rows, cols, 0, rows, out, err);
+    const dequant_job *j = job;
+    return q_dequantize_rows(j->qp, j->data, j->size, j->rows, j->cols, r0, r1 - r0,
+                             j->out + r0 * j->cols, err);
+}
+
+lmq_code q_dequantize(const lmq_qparams *qp, const uint8_t *data, size_t size, int64_t rows,
+                      int64_t cols, float *out, lmq_pool *pool, lmq_err *err)
+{
+    q_layout L;
+    lmq_code rc = q_layout_of(qp, rows, cols, &L, err);
+    if (rc)
+        return rc;
+    dequant_job j = { qp, data, size, rows, cols, out };
+    return par_rows(pool, dequantize_rows, &j, rows, chunk_rows(q_scheme_get(qp->dtype), cols), err);
 }
 
 lmq_code q_validate(const lmq_qparams *qp, const uint8_t *data, size_t size, int64_t rows, int64_t cols,

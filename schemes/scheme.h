@@ -53,6 +53,7 @@
 #include <stdint.h>
 
 #include "common/err.h"
+#include "common/pool.h"
 #include "formats/dtype.h"
 
 typedef struct q_scheme q_scheme;
@@ -120,18 +121,22 @@ lmq_code q_layout_of(const lmq_qparams *qp, int64_t rows, int64_t cols, q_layout
                      lmq_err *err);
 
 /* Quantises the fp32 [rows, cols] matrix w into out, which holds exactly out_size bytes and
- * must match the layout's size. Deterministic: the same input gives the same bytes. */
+ * must match the layout's size. Runs on pool's threads (NULL: the caller's alone) in chunks of
+ * whole rows that start on a byte of the codes; every group is fitted and encoded on its own,
+ * so the bytes, and the error when there is one, do not depend on the thread count.
+ * Deterministic: the same input gives the same bytes. */
 lmq_code q_quantize(const lmq_qparams *qp, const float *w, int64_t rows, int64_t cols,
-                    uint8_t *out, size_t out_size, lmq_err *err);
+                    uint8_t *out, size_t out_size, lmq_pool *pool, lmq_err *err);
 
 /* Dequantises rows [row0, row0 + nrows) of a stored tensor (size bytes at data, which must be
  * the layout's size) into out, nrows × cols floats. */
 lmq_code q_dequantize_rows(const lmq_qparams *qp, const uint8_t *data, size_t size, int64_t rows,
                            int64_t cols, int64_t row0, int64_t nrows, float *out, lmq_err *err);
 
-/* Dequantises a whole stored tensor: q_dequantize_rows over all rows. */
+/* Dequantises a whole stored tensor: q_dequantize_rows over all rows, in chunks on pool's
+ * threads (NULL: the caller's alone). */
 lmq_code q_dequantize(const lmq_qparams *qp, const uint8_t *data, size_t size, int64_t rows,
-                      int64_t cols, float *out, lmq_err *err);
+                      int64_t cols, float *out, lmq_pool *pool, lmq_err *err);
 
 /* Checks a stored tensor before a reader uses it in place: its size is the layout's, every scale
  * is finite and >= 0, and (float codes) every weight decodes to a finite number. What the

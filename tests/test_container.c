@@ -343,6 +343,7 @@ START_TEST(tensor_access)
     ck_assert_int_eq(lmq_container_open(&c, path, &e), LMQ_OK);
     ck_assert_ptr_null(lmq_container_find(&c, "nope"));
     ck_assert_ptr_null(lmq_container_find(&c, "blk.0.attn_q"));
+    int views[LMQ_CODEC_COUNT] = { 0 };
     for (int i = 0; i < m.n_tensors; i++) {
         const lmq_tensor *mt = &m.tensors[i];
         const lmq_tensor_entry *t = lmq_container_find(&c, mt->name);
@@ -362,7 +363,22 @@ START_TEST(tensor_access)
         ck_assert_int_eq(lmq_container_read_alloc(&c, t, &p, &e), LMQ_OK);
         ck_assert(!memcmp(p, mt->data, n * 4));
         free(p);
+        /* In place when stored raw (released pages read back); a zstd blob decoded into a buffer. */
+        const void *v;
+        void *owned;
+        views[t->codec]++;
+        ck_assert_int_eq(lmq_container_view(&c, t, &v, &owned, &e), LMQ_OK);
+        if (t->codec == LMQ_CODEC_NONE) {
+            ck_assert_ptr_eq(v, lmq_container_stored(&c, t));
+            ck_assert_ptr_null(owned);
+            lmq_container_release(&c, t);
+        } else {
+            ck_assert_ptr_eq(v, owned);
+        }
+        ck_assert(!memcmp(v, mt->data, n * 4));
+        free(owned);
     }
+    ck_assert(views[LMQ_CODEC_NONE] && views[LMQ_CODEC_ZSTD]);
     const lmq_tensor_entry *empty = lmq_container_find(&c, "file:empty.txt");
     ck_assert_ptr_nonnull(empty);
     ck_assert_uint_eq(empty->raw_size, 0);
@@ -720,8 +736,8 @@ START_TEST(quantised_entry)
     q_layout L;
     ck_assert_int_eq(q_layout_of(&q4, ROWS, COLS, &L, &e), LMQ_OK);
     uint8_t *packed = malloc(L.bytes);
-    ck_assert_int_eq(q_quantize(&q4, w, ROWS, COLS, packed, L.bytes, &e), LMQ_OK);
-    ck_assert_int_eq(q_dequantize(&q4, packed, L.bytes, ROWS, COLS, wq, &e), LMQ_OK);
+    ck_assert_int_eq(q_quantize(&q4, w, ROWS, COLS, packed, L.bytes, NULL, &e), LMQ_OK);
+    ck_assert_int_eq(q_dequantize(&q4, packed, L.bytes, ROWS, COLS, wq, NULL, &e), LMQ_OK);
 
     lmq_writer *wr;
     ck_assert_int_eq(lmq_writer_open(&wr, path, &e), LMQ_OK);
@@ -755,7 +771,7 @@ START_TEST(quantised_entry)
     ck_assert_int_eq(lmq_container_verify(&c, NULL, NULL, &e), LMQ_OK);
     void *bytes;
     ck_assert_int_eq(lmq_container_read_alloc(&c, &c.tensors[0], &bytes, &e), LMQ_OK);
-    ck_assert_int_eq(q_dequantize(&c.tensors[0].q, bytes, c.tensors[0].raw_size, ROWS, COLS, back_w, &e), LMQ_OK);
+    ck_assert_int_eq(q_dequantize(&c.tensors[0].q, bytes, c.tensors[0].raw_size, ROWS, COLS, back_w, NULL, &e), LMQ_OK);
     ck_assert(!memcmp(back_w, wq, sizeof wq));
     free(bytes);
     free(packed);
@@ -772,7 +788,7 @@ START_TEST(quantised_entry)
     const lmq_tensor *bt = lmq_model_find(&back, "blk.0.attn_q.weight");
     ck_assert(bt->data == NULL && bt->q.dtype == LMQ_T_INT4 && bt->q.group == 32 && bt->q.asym);
     ck_assert(bt->raw >= back.mapping.data && bt->raw + bt->raw_size <= back.mapping.data + back.mapping.size);
-    ck_assert_int_eq(q_dequantize(&bt->q, bt->raw, bt->raw_size, ROWS, COLS, back_w, &e), LMQ_OK);
+    ck_assert_int_eq(q_dequantize(&bt->q, bt->raw, bt->raw_size, ROWS, COLS, back_w, NULL, &e), LMQ_OK);
     ck_assert(!memcmp(back_w, wq, sizeof wq));
     lmq_model_free(&back);
     test_rmtree(dir);
@@ -1082,6 +1098,13 @@ START_TEST(verify_reports_every_failure)
     void *p;
     ck_assert_int_eq(lmq_container_read_alloc(&c, a, &p, &e), LMQ_E_CHECKSUM);
     ck_assert(strstr(e.msg, "tensor blk.0.attn_q.weight: checksum mismatch"));
+    const void *v;
+    void *owned;
+    ck_assert_int_eq(lmq_container_view(&c, a, &v, &owned, &e), LMQ_E_CHECKSUM);
+    ck_assert_ptr_null(v);
+    ck_assert(strstr(e.msg, "tensor blk.0.attn_q.weight: checksum mismatch"));
+    ck_assert_int_eq(lmq_container_view(&c, lmq_container_find(&c, "blk.0.attn_v.weight"), &v, &owned, &e), LMQ_OK);
+    free(owned);
     lmq_container_close(&c);
     free(d);
     test_rmtree(dir);

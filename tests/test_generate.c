@@ -133,9 +133,9 @@ static void check_golden(const char *key, const char *rel, int threads)
     for (int i = 0; i < n; i++)
         ck_assert_int_eq(ids[i], golden_id(entry, (size_t)i));
 
-    rt_pool *pool;
+    lmq_pool *pool;
     lmq_err e;
-    ck_assert_msg(rt_pool_create(threads, &pool, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_msg(lmq_pool_create(threads, &pool, &e) == LMQ_OK, "%s", e.msg);
     rt_exec ex = { .pool = pool, .isa = rt_isa_best() };
     collected out;
     rt_gen_stats st = generate(&m, &ex, ids, n, greedy(40), &out);
@@ -159,7 +159,7 @@ static void check_golden(const char *key, const char *rel, int threads)
     ck_assert_str_eq(text, json_string_value(json_object_get(entry, "text")));
     free(text);
     tok_free(tk);
-    rt_pool_free(pool);
+    lmq_pool_free(pool);
     free(ids);
     lmq_model_free(&m);
     json_decref(root);
@@ -227,9 +227,9 @@ START_TEST(sampling_by_seed)
     const rt_gen_opts o = { .max_new = 60, .temperature = 1.0f, .top_p = 0.9f, .seed = 42 };
     collected a, b;
     generate(&m, NULL, ids, n, o, &a);
-    rt_pool *pool;
+    lmq_pool *pool;
     lmq_err e;
-    ck_assert(rt_pool_create(3, &pool, &e) == LMQ_OK);
+    ck_assert(lmq_pool_create(3, &pool, &e) == LMQ_OK);
     rt_exec ex3 = { .pool = pool, .isa = rt_isa_best() };
     generate(&m, &ex3, ids, n, o, &b);
     ck_assert(a.n == b.n && !memcmp(a.ids, b.ids, (size_t)a.n * sizeof *a.ids));
@@ -259,7 +259,7 @@ START_TEST(sampling_by_seed)
     collected g;
     generate(&m, NULL, ids, n, greedy(60), &g);
     ck_assert_msg(a.n != g.n || memcmp(a.ids, g.ids, (size_t)a.n * sizeof *a.ids) != 0, "sampled = greedy");
-    rt_pool_free(pool);
+    lmq_pool_free(pool);
     free(ids);
     lmq_model_free(&m);
 }

@@ -62,9 +62,9 @@ static void make(stored *s, const enc *e, int out, int in)
     q_layout L;
     ck_assert_msg(q_layout_of(&e->q, out, in, &L, &err) == LMQ_OK, "%s: %s", e->name, err.msg);
     s->bytes = malloc(L.bytes);
-    ck_assert_msg(q_quantize(&e->q, w, out, in, s->bytes, L.bytes, &err) == LMQ_OK, "%s: %s", e->name, err.msg);
+    ck_assert_msg(q_quantize(&e->q, w, out, in, s->bytes, L.bytes, NULL, &err) == LMQ_OK, "%s: %s", e->name, err.msg);
     s->deq = malloc((size_t)out * in * sizeof *s->deq);
-    ck_assert(q_dequantize(&e->q, s->bytes, L.bytes, out, in, s->deq, &err) == LMQ_OK);
+    ck_assert(q_dequantize(&e->q, s->bytes, L.bytes, out, in, s->deq, NULL, &err) == LMQ_OK);
     s->bias = malloc((size_t)out * sizeof *s->bias);
     for (int j = 0; j < out; j++)
         s->bias[j] = uniform();
@@ -86,19 +86,19 @@ static void unmake(stored *s)
     free(s->bias);
 }
 
-static rt_pool *pools[4]; /* 1, 2 and 3 threads, made in each test's process */
+static lmq_pool *pools[4]; /* 1, 2 and 3 threads, made in each test's process */
 
 static void pools_up(void)
 {
     lmq_err err;
     for (int t = 1; t <= 3; t++)
-        ck_assert_msg(rt_pool_create(t, &pools[t], &err) == LMQ_OK, "%s", err.msg);
+        ck_assert_msg(lmq_pool_create(t, &pools[t], &err) == LMQ_OK, "%s", err.msg);
 }
 
 static void pools_down(void)
 {
     for (int t = 1; t <= 3; t++)
-        rt_pool_free(pools[t]);
+        lmq_pool_free(pools[t]);
 }
 
 static void linear(rt_isa isa, int threads, const float *x, int n, const rt_weight *W, float *y)

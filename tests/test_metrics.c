@@ -26,7 +26,7 @@ typedef struct {
     rt_state *st;
 } scored;
 
-static void attach(scored *s, rt_pool *pool, int max_tokens)
+static void attach(scored *s, lmq_pool *pool, int max_tokens)
 {
     lmq_err e;
     ck_assert_msg(rt_model_init(&s->rm, &s->m, &e) == LMQ_OK, "%s", e.msg);
@@ -41,7 +41,7 @@ static void detach(scored *s)
     lmq_model_free(&s->m);
 }
 
-static void load(scored *s, const char *rel, rt_pool *pool)
+static void load(scored *s, const char *rel, lmq_pool *pool)
 {
     lmq_err e;
     lmq_code c = lmq_convert(fixture(rel), NULL, &s->m, &e);
@@ -208,8 +208,8 @@ END_TEST
 START_TEST(self_and_threads)
 {
     lmq_err e;
-    rt_pool *p1, *p2;
-    ck_assert(rt_pool_create(1, &p1, &e) == LMQ_OK && rt_pool_create(2, &p2, &e) == LMQ_OK);
+    lmq_pool *p1, *p2;
+    ck_assert(lmq_pool_create(1, &p1, &e) == LMQ_OK && lmq_pool_create(2, &p2, &e) == LMQ_OK);
     scored a, b;
     load(&a, "stories260K/stories260K.bin", p1);
     load(&b, "stories260K/stories260K.bin", p2);
@@ -228,8 +228,8 @@ START_TEST(self_and_threads)
     free(ids);
     detach(&a);
     detach(&b);
-    rt_pool_free(p1);
-    rt_pool_free(p2);
+    lmq_pool_free(p1);
+    lmq_pool_free(p2);
 }
 END_TEST
 
@@ -277,8 +277,8 @@ static void round_all(lmq_model *m, int bf16)
 START_TEST(golden_stories)
 {
     lmq_err e;
-    rt_pool *pool;
-    ck_assert(rt_pool_create(0, &pool, &e) == LMQ_OK);
+    lmq_pool *pool;
+    ck_assert(lmq_pool_create(0, &pool, &e) == LMQ_OK);
     scored ref, half[2];
     load(&ref, "stories260K/stories260K.bin", pool);
     for (int k = 0; k < 2; k++) {
@@ -309,15 +309,15 @@ START_TEST(golden_stories)
     detach(&ref);
     detach(&half[0]);
     detach(&half[1]);
-    rt_pool_free(pool);
+    lmq_pool_free(pool);
 }
 END_TEST
 
 static void check_gpt2_text(const char *text, const char *golden)
 {
     lmq_err e;
-    rt_pool *pool;
-    ck_assert(rt_pool_create(0, &pool, &e) == LMQ_OK);
+    lmq_pool *pool;
+    ck_assert(lmq_pool_create(0, &pool, &e) == LMQ_OK);
     scored ref;
     load(&ref, "sotu-gpt2", pool);
     size_t n;
@@ -329,7 +329,7 @@ static void check_gpt2_text(const char *text, const char *golden)
     json_decref(g);
     free(ids);
     detach(&ref);
-    rt_pool_free(pool);
+    lmq_pool_free(pool);
 }
 
 START_TEST(golden_sotu)

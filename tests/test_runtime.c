@@ -25,7 +25,7 @@
 typedef struct {
     lmq_model m;
     rt_model rm;
-    rt_pool *pool;
+    lmq_pool *pool;
     rt_state *st;
 } loaded;
 
@@ -61,7 +61,7 @@ static void start(loaded *L, int threads, rt_isa isa, int max_tokens)
 {
     lmq_err e;
     ck_assert_msg(rt_model_init(&L->rm, &L->m, &e) == LMQ_OK, "%s", e.msg);
-    ck_assert_msg(rt_pool_create(threads, &L->pool, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_msg(lmq_pool_create(threads, &L->pool, &e) == LMQ_OK, "%s", e.msg);
     rt_exec ex = { .pool = L->pool, .isa = isa };
     ck_assert_msg(rt_state_create(&L->rm, &ex, max_tokens, &L->st, &e) == LMQ_OK, "%s", e.msg);
 }
@@ -80,7 +80,7 @@ static void open_model(loaded *L, const char *rel, int threads, rt_isa isa)
 static void close_model(loaded *L)
 {
     rt_state_free(L->st);
-    rt_pool_free(L->pool);
+    lmq_pool_free(L->pool);
     rt_model_free(&L->rm);
     lmq_model_free(&L->m);
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/fp.h"
+#include "common/pool.h"
 #include "schemes/fp8.h"
 #include "schemes/pack.h"
 #include "schemes/scheme.h"
@@ -62,8 +63,8 @@ static uint8_t *roundtrip(const lmq_qparams *qp, const float *w, int64_t rows, i
     lmq_err err;
     ck_assert_msg(q_layout_of(qp, rows, cols, &L, &err) == LMQ_OK, "%s", err.msg);
     uint8_t *buf = malloc(L.bytes);
-    ck_assert_msg(q_quantize(qp, w, rows, cols, buf, L.bytes, &err) == LMQ_OK, "%s", err.msg);
-    ck_assert_msg(q_dequantize(qp, buf, L.bytes, rows, cols, wq, &err) == LMQ_OK, "%s", err.msg);
+    ck_assert_msg(q_quantize(qp, w, rows, cols, buf, L.bytes, NULL, &err) == LMQ_OK, "%s", err.msg);
+    ck_assert_msg(q_dequantize(qp, buf, L.bytes, rows, cols, wq, NULL, &err) == LMQ_OK, "%s", err.msg);
     if (size)
         *size = L.bytes;
     return buf;
@@ -221,7 +222,7 @@ START_TEST(validation_errors)
     /* A buffer of the wrong size. */
     float w[8] = { 1, 2, 3, 4, 5, 6, 7, 8 };
     uint8_t out[64];
-    ck_assert_int_eq(q_quantize(&qp, w, 1, 8, out, sizeof out, &err), LMQ_E_ARG);
+    ck_assert_int_eq(q_quantize(&qp, w, 1, 8, out, sizeof out, NULL, &err), LMQ_E_ARG);
 }
 END_TEST
 
@@ -242,11 +243,11 @@ START_TEST(nonfinite_weights)
         ck_assert_int_eq(q_layout_of(&qps[k], 3, 5, &L, &err), LMQ_OK);
         uint8_t *buf = malloc(L.bytes);
         w[7] = NAN;
-        ck_assert_int_eq(q_quantize(&qps[k], w, 3, 5, buf, L.bytes, &err), LMQ_E_NUMERIC);
+        ck_assert_int_eq(q_quantize(&qps[k], w, 3, 5, buf, L.bytes, NULL, &err), LMQ_E_NUMERIC);
         ck_assert_msg(strstr(err.msg, "weight 7 (row 1, col 2) is NaN"), "%s", err.msg);
         w[7] = 0.5f;
         w[14] = -INFINITY;
-        ck_assert_int_eq(q_quantize(&qps[k], w, 3, 5, buf, L.bytes, &err), LMQ_E_NUMERIC);
+        ck_assert_int_eq(q_quantize(&qps[k], w, 3, 5, buf, L.bytes, NULL, &err), LMQ_E_NUMERIC);
         ck_assert_msg(strstr(err.msg, "weight 14 (row 2, col 4) is Inf"), "%s", err.msg);
         free(buf);
         free(w);
@@ -261,23 +262,23 @@ START_TEST(overflow_refused)
     uint8_t buf[64];
     float w[6] = { 1, 2, 3, 70000.0f, 5, 6 };
     lmq_qparams f16 = qp_of(LMQ_T_F16, LMQ_GRAN_NONE, 0, 0);
-    ck_assert_int_eq(q_quantize(&f16, w, 2, 3, buf, 12, &err), LMQ_E_NUMERIC);
+    ck_assert_int_eq(q_quantize(&f16, w, 2, 3, buf, 12, NULL, &err), LMQ_E_NUMERIC);
     ck_assert_msg(strstr(err.msg, "weight 3 (70000) overflows fp16"), "%s", err.msg);
     w[3] = FLT_MAX;
     lmq_qparams bf16 = qp_of(LMQ_T_BF16, LMQ_GRAN_NONE, 0, 0);
-    ck_assert_int_eq(q_quantize(&bf16, w, 2, 3, buf, 12, &err), LMQ_E_NUMERIC);
+    ck_assert_int_eq(q_quantize(&bf16, w, 2, 3, buf, 12, NULL, &err), LMQ_E_NUMERIC);
     ck_assert_ptr_nonnull(strstr(err.msg, "overflows bf16"));
     /* int8 symmetric: 1e7 / 127 is beyond the largest half (65504); row 1 is weights 3..5. */
     w[3] = 1e7f;
     lmq_qparams i8 = qp_of(LMQ_T_INT8, LMQ_GRAN_CHANNEL, 0, 0);
-    ck_assert_int_eq(q_quantize(&i8, w, 2, 3, buf, 2 * 2 + 6, &err), LMQ_E_NUMERIC);
+    ck_assert_int_eq(q_quantize(&i8, w, 2, 3, buf, 2 * 2 + 6, NULL, &err), LMQ_E_NUMERIC);
     ck_assert_msg(strstr(err.msg, "weights 3..5: ") && strstr(err.msg, "beyond the fp16 range"),
                   "%s", err.msg);
     /* int2 asymmetric: a range of 2e5 over 3 steps needs a scale of 66667. */
     w[3] = -1e5f;
     w[4] = 1e5f;
     lmq_qparams i2 = qp_of(LMQ_T_INT2, LMQ_GRAN_TENSOR, 0, 1);
-    ck_assert_int_eq(q_quantize(&i2, w, 2, 3, buf, 2 + 2 + 2, &err), LMQ_E_NUMERIC);
+    ck_assert_int_eq(q_quantize(&i2, w, 2, 3, buf, 2 + 2 + 2, NULL, &err), LMQ_E_NUMERIC);
     /* ...while fp8 saturates by definition. */
     lmq_qparams e4 = qp_of(LMQ_T_F8_E4M3, LMQ_GRAN_NONE, 0, 0);
     float back[6];
@@ -782,6 +783,68 @@ START_TEST(pack_round_trip)
 }
 END_TEST
 
+/* Chunked on 1, 2 or 3 threads, quantising gives the same bytes (chunks of whole rows whose codes
+ * start mid-byte when the boundary is wrong: 3-bit codes, odd widths), dequantising the same
+ * floats, and a bad tensor the same error: the first non-finite weight before any group that
+ * overflows, wherever the chunks fall. */
+START_TEST(threads_same_bytes)
+{
+    const struct {
+        int64_t rows, cols;
+        lmq_qparams qp;
+        float overflow; /* a weight the scheme refuses; 0: none (fp8 saturates) */
+    } cases[] = {
+        { 700, 37, qp_of(LMQ_T_INT3, LMQ_GRAN_GROUP, 16, 1), 1e9f },
+        { 5000, 7, qp_of(LMQ_T_INT3, LMQ_GRAN_GROUP, 16, 0), 1e9f },
+        { 5000, 7, qp_of(LMQ_T_INT2, LMQ_GRAN_TENSOR, 0, 1), 1e9f },
+        { 1000, 45, qp_of(LMQ_T_INT4, LMQ_GRAN_CHANNEL, 0, 0), 1e9f },
+        { 1000, 45, qp_of(LMQ_T_INT8, LMQ_GRAN_TENSOR, 0, 0), 1e9f },
+        { 900, 33, qp_of(LMQ_T_F8_E5M2, LMQ_GRAN_GROUP, 16, 0), 0 },
+        { 900, 33, qp_of(LMQ_T_F16, LMQ_GRAN_NONE, 0, 0), 1e6f },
+    };
+    lmq_pool *pools[3] = { NULL };
+    lmq_err err, err1;
+    ck_assert(lmq_pool_create(2, &pools[1], &err) == LMQ_OK && lmq_pool_create(3, &pools[2], &err) == LMQ_OK);
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        const int64_t rows = cases[k].rows, cols = cases[k].cols;
+        const size_t n = (size_t)(rows * cols);
+        float *w = gauss_matrix(31 + k, n, 0.05), *ref = malloc(n * sizeof *ref), *back = malloc(n * sizeof *back);
+        size_t size;
+        uint8_t *want = roundtrip(&cases[k].qp, w, rows, cols, ref, &size), *got = malloc(size);
+        for (int p = 1; p < 3; p++) {
+            ck_assert_int_eq(q_quantize(&cases[k].qp, w, rows, cols, got, size, pools[p], &err), LMQ_OK);
+            ck_assert_mem_eq(got, want, size);
+            ck_assert_int_eq(q_dequantize(&cases[k].qp, got, size, rows, cols, back, pools[p], &err), LMQ_OK);
+            ck_assert_mem_eq(back, ref, n * sizeof *back);
+        }
+        /* A group that overflows fp16 scales early, a NaN in a later chunk: the NaN is named. */
+        w[3 * cols + 1] = cases[k].overflow ? cases[k].overflow : w[3 * cols + 1];
+        w[n - cols / 2] = NAN;
+        ck_assert_int_eq(q_quantize(&cases[k].qp, w, rows, cols, got, size, NULL, &err1), LMQ_E_NUMERIC);
+        ck_assert_ptr_nonnull(strstr(err1.msg, "NaN"));
+        for (int p = 1; p < 3; p++) {
+            ck_assert_int_eq(q_quantize(&cases[k].qp, w, rows, cols, got, size, pools[p], &err), LMQ_E_NUMERIC);
+            ck_assert_str_eq(err.msg, err1.msg);
+        }
+        /* Only the overflow left: the same message from every pool. */
+        w[n - cols / 2] = 0;
+        for (int p = 0; p < 3 && cases[k].overflow; p++) {
+            ck_assert_int_eq(q_quantize(&cases[k].qp, w, rows, cols, got, size, pools[p], &err), LMQ_E_NUMERIC);
+            if (p == 0)
+                err1 = err;
+            ck_assert_str_eq(err.msg, err1.msg);
+        }
+        free(w);
+        free(ref);
+        free(back);
+        free(want);
+        free(got);
+    }
+    lmq_pool_free(pools[1]);
+    lmq_pool_free(pools[2]);
+}
+END_TEST
+
 /* Every scheme round-trips its own storage at ragged shapes, and dequantising a slice of rows
  * equals the same rows of the whole. */
 START_TEST(rows_slice)
@@ -821,23 +884,23 @@ START_TEST(hostile_bytes)
     float out[8];
     lmq_qparams i4 = qp_of(LMQ_T_INT4, LMQ_GRAN_CHANNEL, 0, 0);
     uint8_t buf[6] = { 0x00, 0x3c, 0x12, 0x34, 0x56, 0x78 };
-    ck_assert_int_eq(q_dequantize(&i4, buf, 6, 1, 8, out, &err), LMQ_OK);
-    ck_assert_int_eq(q_dequantize(&i4, buf, 5, 1, 8, out, &err), LMQ_E_FORMAT);
+    ck_assert_int_eq(q_dequantize(&i4, buf, 6, 1, 8, out, NULL, &err), LMQ_OK);
+    ck_assert_int_eq(q_dequantize(&i4, buf, 5, 1, 8, out, NULL, &err), LMQ_E_FORMAT);
     ck_assert_ptr_nonnull(strstr(err.msg, "has 5 bytes; int4 [1, 8] needs 6"));
     buf[1] = 0x7c; /* scale = +Inf */
-    ck_assert_int_eq(q_dequantize(&i4, buf, 6, 1, 8, out, &err), LMQ_E_FORMAT);
+    ck_assert_int_eq(q_dequantize(&i4, buf, 6, 1, 8, out, NULL, &err), LMQ_E_FORMAT);
     ck_assert_ptr_nonnull(strstr(err.msg, "element 0 (row 0)"));
     lmq_qparams f16 = qp_of(LMQ_T_F16, LMQ_GRAN_NONE, 0, 0);
     uint8_t h[6] = { 0x00, 0x3c, 0x00, 0x7e, 0x00, 0x00 }; /* 1.0, NaN, 0 */
-    ck_assert_int_eq(q_dequantize(&f16, h, 6, 1, 3, out, &err), LMQ_E_FORMAT);
+    ck_assert_int_eq(q_dequantize(&f16, h, 6, 1, 3, out, NULL, &err), LMQ_E_FORMAT);
     ck_assert_ptr_nonnull(strstr(err.msg, "element 1 (row 0)"));
     lmq_qparams e4 = qp_of(LMQ_T_F8_E4M3, LMQ_GRAN_NONE, 0, 0);
     uint8_t e[3] = { 0x38, 0x7e, 0xff }; /* 1.0, 448, NaN */
-    ck_assert_int_eq(q_dequantize(&e4, e, 3, 1, 3, out, &err), LMQ_E_FORMAT);
+    ck_assert_int_eq(q_dequantize(&e4, e, 3, 1, 3, out, NULL, &err), LMQ_E_FORMAT);
     ck_assert_ptr_nonnull(strstr(err.msg, "element 2"));
     lmq_qparams bytes = qp_of(LMQ_T_BYTES, LMQ_GRAN_NONE, 0, 0);
-    ck_assert_int_eq(q_dequantize(&bytes, e, 3, 1, 3, out, &err), LMQ_E_UNSUPPORTED);
-    ck_assert_int_eq(q_quantize(&bytes, out, 1, 3, e, 3, &err), LMQ_E_UNSUPPORTED);
+    ck_assert_int_eq(q_dequantize(&bytes, e, 3, 1, 3, out, NULL, &err), LMQ_E_UNSUPPORTED);
+    ck_assert_int_eq(q_quantize(&bytes, out, 1, 3, e, 3, NULL, &err), LMQ_E_UNSUPPORTED);
 }
 END_TEST
 
@@ -1115,6 +1178,7 @@ int main(void)
     tcase_add_test(tc, pack_known_bytes);
     tcase_add_test(tc, pack_round_trip);
     tcase_add_test(tc, rows_slice);
+    tcase_add_test(tc, threads_same_bytes);
     tcase_add_test(tc, hostile_bytes);
     tcase_add_test(tc, float_rows);
     tcase_add_test(tc, fp8_exhaustive);

@@ -130,7 +130,7 @@ int cmd_generate(int argc, char **argv)
 
     lmq_model m;
     tok_tokenizer *tok = NULL;
-    rt_pool *pool = NULL;
+    lmq_pool *pool = NULL;
     int32_t *ids = NULL;
     int n_ids = 0;
     rt_gen_stats st;
@@ -141,7 +141,7 @@ int cmd_generate(int argc, char **argv)
         return 1;
     }
     if (!(c = tok_open_model(&m, &tok, &err)) && !(c = rt_gen_prompt(&m, tok, prompt, &ids, &n_ids, &err)) &&
-        !(c = rt_pool_create((int)threads, &pool, &err))) {
+        !(c = lmq_pool_create((int)threads, &pool, &err))) {
         rt_exec ex = { .pool = pool, .isa = rt_isa_best() };
         printer pr = { .tok = tok, .prev = ids[n_ids - 1], .echo = prompt };
         c = rt_generate(&m, &ex, ids, n_ids, &o, print_token, &pr, &st, &err);
@@ -152,7 +152,7 @@ int cmd_generate(int argc, char **argv)
         fprintf(stderr, "lmq generate: %s: %s\n", path, err.msg);
     else
         summary(&st, &o);
-    rt_pool_free(pool);
+    lmq_pool_free(pool);
     free(ids);
     tok_free(tok);
     lmq_model_free(&m);

@@ -3,7 +3,7 @@
 #include <stdio.h>
 
 #include "runtime/kernels.h"
-#include "runtime/pool.h"
+#include "common/pool.h"
 #include "runtime/probe.h"
 #include "tools/args.h"
 #include "tools/cmd.h"
@@ -36,16 +36,16 @@ int cmd_probe(int argc, char **argv)
     if (llc && bytes < 8 * llc)
         fprintf(stderr, "lmq probe: note: %ld MiB is less than 8x the last-level cache (%zu MiB): caches inflate "
                         "the figures\n", mib, llc >> 20);
-    rt_pool *pool = NULL;
+    lmq_pool *pool = NULL;
     lmq_err err;
     double one = 0, all = 0;
     lmq_code c = rt_probe_read_bw(NULL, bytes, (int)rounds, &one, &err);
     if (!c)
-        c = rt_pool_create((int)threads, &pool, &err);
-    const int nt = pool ? rt_pool_threads(pool) : 1;
+        c = lmq_pool_create((int)threads, &pool, &err);
+    const int nt = pool ? lmq_pool_threads(pool) : 1;
     if (!c)
         c = nt > 1 ? rt_probe_read_bw(pool, bytes, (int)rounds, &all, &err) : (all = one, LMQ_OK);
-    rt_pool_free(pool);
+    lmq_pool_free(pool);
     if (c) {
         fprintf(stderr, "lmq probe: %s\n", err.msg);
         return 1;

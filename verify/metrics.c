@@ -92,7 +92,7 @@ static lmq_code run_model(rt_state *s, const int32_t *win, int ctx, float *logit
     job->isa = rt_state_exec(s)->isa;
     job->lq = logits;
     job->out = scores;
-    rt_pool_for(rt_state_exec(s)->pool, ctx - 1, 4, score_task, job);
+    lmq_pool_for(rt_state_exec(s)->pool, ctx - 1, 4, score_task, job);
     for (int t = 0; t < ctx - 1; t++) {
         if (scores[t].bad)
             return lmq_fail(err, LMQ_E_NUMERIC, "%s: non-finite logits in window %lld at position %d", what,

@@ -118,10 +118,10 @@ lmq_code vf_run(const char *ref_path, const char *const *cand_paths, int n_cands
     vf_result *res = calloc((size_t)n, sizeof *res);
     int32_t *ids = NULL;
     size_t n_ids = 0;
-    rt_pool *pool = NULL;
+    lmq_pool *pool = NULL;
     lmq_code c = (l && cands && rows && res) ? LMQ_OK : lmq_fail(err, LMQ_E_NOMEM, "out of memory");
     if (!c)
-        c = rt_pool_create(opts->threads, &pool, err);
+        c = lmq_pool_create(opts->threads, &pool, err);
     rt_exec ex = { .pool = pool, .isa = rt_isa_best() };
     report->isa = rt_isa_name(ex.isa);
     report->bandwidth_gbps = opts->bandwidth_gbps;
@@ -152,10 +152,10 @@ lmq_code vf_run(const char *ref_path, const char *const *cand_paths, int n_cands
             rows[i].roofline = rows[i].decode_tps * rows[i].weight_mib * 1048576.0 / (report->bandwidth_gbps * 1e9);
     }
     report->tokens = (int64_t)n_ids;
-    report->threads = rt_pool_threads(pool);
+    report->threads = lmq_pool_threads(pool);
     for (int i = 0; l && i < n; i++)
         unload(&l[i]);
-    rt_pool_free(pool);
+    lmq_pool_free(pool);
     free(l);
     free(cands);
     free(res);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # lmq quantize end to end on stories260K: every shipped recipe gives an artefact that passes
-# audit, twice the same bytes; the tied embedding is split when its uses differ; a recipe with
-# an error names file, line and key, and leaves no artefact; quantised artefacts run.
+# audit, twice the same bytes; the thread count changes no byte; the tied embedding is split
+# when its uses differ; a recipe with an error names file, line and key, and leaves no artefact;
+# quantised artefacts run.
 set -euo pipefail
 
 LMQ=${LMQ:-build/lmq}
@@ -19,6 +20,20 @@ for r in recipes/*.yaml; do
     rm "$tmp/$name.again.lmq"
 done
 "$LMQ" audit "$tmp"/*.lmq >"$tmp/audit" || { cat "$tmp/audit" >&2; fail "audit"; }
+
+# The thread count changes nothing: GPT-2 (fused qkv, a 50257-row tied embedding, so many chunks
+# per tensor) at 1, 2 and 3 threads gives the same bytes.
+"$LMQ" convert "$FIX/sotu-gpt2" -o "$tmp/g.lmq" >/dev/null
+for name in int4-g32-asym int3-g32 int8-channel fp16 w4a16; do
+    for t in 1 2 3; do
+        "$LMQ" quantize "$tmp/g.lmq" --recipe "recipes/$name.yaml" -o "$tmp/g-$t.lmq" --threads $t >/dev/null ||
+            fail "$name --threads $t"
+    done
+    cmp -s "$tmp/g-1.lmq" "$tmp/g-2.lmq" && cmp -s "$tmp/g-1.lmq" "$tmp/g-3.lmq" || fail "$name: threads differ"
+done
+rm "$tmp"/g*.lmq
+st=0; "$LMQ" quantize "$tmp/s.lmq" --recipe recipes/fp16.yaml -o "$tmp/x.lmq" --threads -1 2>/dev/null || st=$?
+[ "$st" = 2 ] || fail "--threads -1: exit $st"
 
 # w4a16: the classifier at int8 per channel and the lookup at fp16 are two tensors now.
 "$LMQ" inspect "$tmp/w4a16.lmq" >"$tmp/inspect"

@@ -1,4 +1,4 @@
-#include "runtime/pool.h"
+#include "common/pool.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -18,7 +18,7 @@
 #define ST_GEN(s) ((s) >> 32)
 #define ST_ACTIVE(s) ((s) & (ST_OPEN - 1))
 
-struct rt_pool {
+struct lmq_pool {
     int threads;
     pthread_t *tids;
     pthread_mutex_t mu;
@@ -27,14 +27,14 @@ struct rt_pool {
     atomic_uint_fast64_t state;
     atomic_int stop;
     /* The current job: written before it opens, read only by workers that joined it. */
-    rt_task_fn fn;
+    lmq_task_fn fn;
     void *ctx;
     int64_t n, grain;
     atomic_int_fast64_t next;
 };
 
 typedef struct {
-    rt_pool *p;
+    lmq_pool *p;
     int thread;
 } worker_arg;
 
@@ -45,7 +45,7 @@ static inline void cpu_relax(void)
 #endif
 }
 
-static void run_chunks(rt_pool *p, int thread)
+static void run_chunks(lmq_pool *p, int thread)
 {
     for (;;) {
         int64_t b = atomic_fetch_add(&p->next, p->grain);
@@ -60,7 +60,7 @@ static void *worker(void *v)
 {
     worker_arg a = *(worker_arg *)v;
     free(v);
-    rt_pool *p = a.p;
+    lmq_pool *p = a.p;
     uint_fast64_t seen = 0;
     for (;;) {
         uint_fast64_t s = atomic_load(&p->state);
@@ -95,20 +95,20 @@ static void *worker(void *v)
     }
 }
 
-int rt_online_cpus(void)
+int lmq_online_cpus(void)
 {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n < 1 ? 1 : n > 256 ? 256 : (int)n;
 }
 
-lmq_code rt_pool_create(int threads, rt_pool **out, lmq_err *err)
+lmq_code lmq_pool_create(int threads, lmq_pool **out, lmq_err *err)
 {
     *out = NULL;
     if (threads <= 0)
-        threads = rt_online_cpus();
+        threads = lmq_online_cpus();
     if (threads > 256)
         return lmq_fail(err, LMQ_E_ARG, "thread count %d is more than 256", threads);
-    rt_pool *p = calloc(1, sizeof *p);
+    lmq_pool *p = calloc(1, sizeof *p);
     if (!p || !(p->tids = calloc((size_t)threads, sizeof *p->tids))) {
         free(p);
         return lmq_fail(err, LMQ_E_NOMEM, "out of memory for a pool of %d threads", threads);
@@ -121,7 +121,7 @@ lmq_code rt_pool_create(int threads, rt_pool **out, lmq_err *err)
         worker_arg *a = malloc(sizeof *a);
         if (!a || (a->p = p, a->thread = t, pthread_create(&p->tids[t], NULL, worker, a))) {
             free(a);
-            rt_pool_free(p);
+            lmq_pool_free(p);
             return lmq_fail(err, LMQ_E_NOMEM, "could not start worker thread %d of %d", t, threads);
         }
         p->threads++;
@@ -130,7 +130,7 @@ lmq_code rt_pool_create(int threads, rt_pool **out, lmq_err *err)
     return LMQ_OK;
 }
 
-void rt_pool_free(rt_pool *p)
+void lmq_pool_free(lmq_pool *p)
 {
     if (!p)
         return;
@@ -147,12 +147,12 @@ void rt_pool_free(rt_pool *p)
     free(p);
 }
 
-int rt_pool_threads(const rt_pool *p)
+int lmq_pool_threads(const lmq_pool *p)
 {
     return p ? p->threads : 1;
 }
 
-void rt_pool_for(rt_pool *p, int64_t n, int64_t grain, rt_task_fn fn, void *ctx)
+void lmq_pool_for(lmq_pool *p, int64_t n, int64_t grain, lmq_task_fn fn, void *ctx)
 {
     if (n <= 0)
         return;
