@@ -79,8 +79,8 @@ int main(int argc, char **argv)
            "×fp32", "512 tok ms", "×fp32");
     double t1_f32 = 0, tn_f32 = 0;
     for (size_t k = 0; k < sizeof ENC / sizeof ENC[0]; k++) {
-        q_layout L;
-        if (q_layout_of(&ENC[k].q, out, in, &L, &e))
+        lmq_layout L;
+        if (lmq_layout_of(&ENC[k].q, out, in, &L, &e))
             return fail(&e);
         const size_t llc = rt_probe_llc_bytes() ? rt_probe_llc_bytes() : (size_t)32 << 20;
         const int copies = (int)((4 * llc + L.bytes - 1) / L.bytes);

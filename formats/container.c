@@ -25,20 +25,7 @@
 static const char MAGIC[4] = { 'L', 'M', 'Q', '1' };
 static const char END_MAGIC[8] = "LMQ1END";
 
-const char *const lmq_dtype_names[LMQ_T_COUNT] = {
-    [LMQ_T_F32] = "fp32",         [LMQ_T_F16] = "fp16",         [LMQ_T_BF16] = "bf16",
-    [LMQ_T_F8_E4M3] = "fp8_e4m3", [LMQ_T_F8_E5M2] = "fp8_e5m2", [LMQ_T_INT8] = "int8",
-    [LMQ_T_INT4] = "int4",        [LMQ_T_INT3] = "int3",        [LMQ_T_INT2] = "int2",
-    [LMQ_T_BYTES] = "bytes",
-};
-const char *const lmq_gran_names[4] = { "none", "tensor", "channel", "group" };
 const char *const lmq_codec_names[LMQ_CODEC_COUNT] = { "none", "zstd" };
-
-/* Bytes per element of the plain encodings (no scales, gran none); 0 for the scaled ones,
- * whose layout (values, scales, zero points) only schemes/ knows and checks. */
-static const uint8_t plain_bytes[LMQ_T_COUNT] = {
-    [LMQ_T_F32] = 4, [LMQ_T_F16] = 2, [LMQ_T_BF16] = 2, [LMQ_T_BYTES] = 1,
-};
 
 static uint64_t get_le(const uint8_t *p, int n)
 {
@@ -89,9 +76,9 @@ static lmq_code check_entry(const lmq_tensor_entry *t, lmq_err *err)
     if (q.gran > LMQ_GRAN_GROUP || q.asym > 1 || (q.gran == LMQ_GRAN_GROUP) != (q.group != 0))
         return lmq_fail(err, LMQ_E_FORMAT, "tensor %s: bad quantisation parameters (granularity %u, asym %u, group %u)",
                         nm, (unsigned)q.gran, (unsigned)q.asym, (unsigned)q.group);
-    const uint64_t elem = plain_bytes[q.dtype];
-    if ((elem && q.gran != LMQ_GRAN_NONE) || (q.gran == LMQ_GRAN_NONE && q.asym))
-        return lmq_fail(err, LMQ_E_FORMAT, "tensor %s: %s cannot have granularity %s%s", nm, lmq_dtype_names[q.dtype],
+    const lmq_encoding *enc = lmq_encoding_of(q.dtype);
+    if (!(enc->grans & (1u << q.gran)) || (q.asym && !enc->integer))
+        return lmq_fail(err, LMQ_E_FORMAT, "tensor %s: %s cannot have granularity %s%s", nm, enc->name,
                         lmq_gran_names[q.gran], q.asym ? " (asymmetric)" : "");
     if (t->ndim < 1 || t->ndim > LMQ_MAX_DIMS)
         return lmq_fail(err, LMQ_E_FORMAT, "tensor %s: rank %d outside 1..%d", nm, t->ndim, LMQ_MAX_DIMS);
@@ -105,11 +92,19 @@ static lmq_code check_entry(const lmq_tensor_entry *t, lmq_err *err)
         if (i < t->ndim)
             numel *= (uint64_t)d;
     }
-    if (elem && t->raw_size != numel * elem)
+    /* The size the encoding's layout needs (an empty carried file is 0 bytes). */
+    uint64_t need = numel;
+    if (q.dtype != LMQ_T_BYTES) {
+        lmq_layout L;
+        lmq_err why;
+        const int64_t rows = t->ndim > 1 ? t->shape[0] : 1;
+        if (lmq_layout_of(&q, rows, (int64_t)numel / rows, &L, &why))
+            return lmq_fail(err, LMQ_E_FORMAT, "tensor %s: %s", nm, why.msg);
+        need = L.bytes;
+    }
+    if (t->raw_size != need)
         return lmq_fail(err, LMQ_E_FORMAT, "tensor %s: %" PRIu64 " raw bytes, %s of %" PRIu64 " elements needs %" PRIu64,
-                        nm, t->raw_size, lmq_dtype_names[q.dtype], numel, numel * elem);
-    if (!elem && t->raw_size == 0)
-        return lmq_fail(err, LMQ_E_FORMAT, "tensor %s: no data", nm);
+                        nm, t->raw_size, enc->name, numel, need);
     if (t->codec >= LMQ_CODEC_COUNT)
         return lmq_fail(err, LMQ_E_FORMAT, "tensor %s: unknown codec %u", nm, (unsigned)t->codec);
     if (t->codec == LMQ_CODEC_NONE && t->stored_size != t->raw_size)
@@ -801,9 +796,7 @@ lmq_code lmq_container_read_model(const char *path, lmq_check_fn check, lmq_mode
                 rc = lmq_model_add_file(out, t->name + 5, owned, t->raw_size, err);
         } else if (t->q.dtype != LMQ_T_F32 && !check) {
             rc = lmq_fail(err, LMQ_E_UNSUPPORTED, "%s: tensor %s is %s (granularity %s), not fp32, and no checker "
-                          "was given", path, t->name, lmq_dtype_names[t->q.dtype], lmq_gran_names[t->q.gran]);
-        } else if (check && (rc = check(t, NULL, err))) {
-            lmq_err_prefix(err, "%s: tensor %s: ", path, t->name);
+                          "was given", path, t->name, lmq_encoding_of(t->q.dtype)->name, lmq_gran_names[t->q.gran]);
         } else if (!(rc = lmq_container_view(&c, t, &raw, &owned, err)) &&
                    !(rc = lmq_model_add_view(out, t->name, t->ndim, t->shape, t->q, raw, t->raw_size, owned, NULL,
                                              err)) &&

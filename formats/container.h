@@ -9,7 +9,7 @@
 
 #include "common/err.h"
 #include "common/file.h"
-#include "formats/dtype.h"
+#include "formats/encoding.h"
 #include "formats/model.h"
 
 #define LMQ_CONTAINER_VERSION 1
@@ -31,10 +31,6 @@ typedef struct {
     uint64_t checksum;    /* XXH3-64 of the raw bytes */
 } lmq_tensor_entry;
 
-/* Names written in the manifest, indexed by the enum value. The dtype names are the scheme
- * table's row names (schemes/scheme.h; a test keeps the two equal). */
-extern const char *const lmq_dtype_names[LMQ_T_COUNT]; /* "fp32", "fp16", .. "int2", "bytes" */
-extern const char *const lmq_gran_names[4];            /* "none", "tensor", "channel", "group" */
 extern const char *const lmq_codec_names[LMQ_CODEC_COUNT];
 
 int64_t lmq_entry_numel(const lmq_tensor_entry *t);
@@ -112,10 +108,9 @@ lmq_code lmq_container_write_model(const char *path, const lmq_model *m, const l
 /* The same, asking for zstd on every tensor and file when codec is LMQ_CODEC_ZSTD. */
 lmq_code lmq_container_write_model_codec(const char *path, const lmq_model *m, const lmq_manifest *man,
                                          lmq_codec codec, lmq_err *err);
-/* Checks a stored tensor for its reader: called with raw NULL, that raw_size is what its encoding
- * and shape need; then with its bytes, that they decode to finite numbers (scales, zero points,
- * float codes). formats/ does not know what encoded bytes mean: the runtime passes the scheme
- * table's checker. */
+/* Checks a stored tensor's values for its reader (the container has checked its size against
+ * its encoding's layout): that its bytes decode to finite numbers (scales, float codes).
+ * formats/ does not decode numbers: the runtime passes the scheme table's checker. */
 typedef lmq_code (*lmq_check_fn)(const lmq_tensor_entry *t, const void *raw, lmq_err *err);
 
 /* A stored tensor's raw bytes, checksum verified: inside the mapping for codec none (*owned

@@ -44,8 +44,9 @@ typedef struct {
     kind k;
     size_t off, size;
     int flags;
-    const char *const *names;
+    const char *const *names; /* K_ENUM: the name of value v is at names + v·stride bytes */
     unsigned n_names;
+    size_t stride;            /* 0: an array of names; else a column of a table of structs */
     const table *sub;
     size_t count_off, cap_off, present_off;
 } field;
@@ -61,6 +62,14 @@ struct table {
 #define KEY(name, kind_, s, m, ...) \
     { .key = name, .k = kind_, .off = offsetof(s, m), .size = sizeof(((s *)0)->m), __VA_ARGS__ }
 #define NAMES(a) .names = a, .n_names = (unsigned)LEN(a)
+
+/* The name of value v of a K_ENUM field, or NULL. */
+static const char *enum_name(const field *f, uint64_t v)
+{
+    if (v >= f->n_names)
+        return NULL;
+    return *(const char *const *)((const char *)f->names + v * (f->stride ? f->stride : sizeof *f->names));
+}
 
 static const char *const family_names[] = { [LMQ_FAMILY_GPT2] = "gpt2", [LMQ_FAMILY_LLAMA] = "llama" };
 static const char *const rope_names[] = { [LMQ_ROPE_NONE] = "none", [LMQ_ROPE_INTERLEAVED] = "interleaved",
@@ -124,7 +133,8 @@ static const table stats_table = TABLE(stats_fields);
 static const field tensor_fields[] = {
     KEY("name", K_STR, lmq_manifest_tensor, name),
     KEY("scheme", K_STR, lmq_manifest_tensor, scheme),
-    KEY("dtype", K_ENUM, lmq_manifest_tensor, q.dtype, .names = lmq_dtype_names, .n_names = LMQ_T_COUNT),
+    KEY("dtype", K_ENUM, lmq_manifest_tensor, q.dtype, .names = &lmq_encodings[0].name, .n_names = LMQ_T_COUNT,
+        .stride = sizeof(lmq_encoding)),
     KEY("granularity", K_ENUM, lmq_manifest_tensor, q.gran, .names = lmq_gran_names, .n_names = 4),
     KEY("group", K_UINT, lmq_manifest_tensor, q.group),
     KEY("asymmetric", K_BOOL, lmq_manifest_tensor, q.asym),
@@ -312,7 +322,7 @@ lmq_code lmq_manifest_from_model(const lmq_model *mod, lmq_manifest *out, lmq_er
         lmq_manifest_tensor *e;
         if ((c = lmq_manifest_add_tensor(out, t->name, &e, err)))
             goto fail;
-        snprintf(e->scheme, sizeof e->scheme, "%s", lmq_dtype_names[LMQ_T_F32]);
+        snprintf(e->scheme, sizeof e->scheme, "%s", lmq_encoding_of(LMQ_T_F32)->name);
         e->q = (lmq_qparams){ .dtype = LMQ_T_F32, .gran = LMQ_GRAN_NONE };
         e->linear = lmq_is_linear(t->name, t->ndim);
         e->bits = 32 * (uint64_t)lmq_tensor_numel(t);
@@ -465,12 +475,12 @@ static void emit_value(emitter *e, const field *f, const char *base)
         break;
     case K_ENUM: {
         uint64_t v = load_uint(p, f->size);
-        if (v >= f->n_names || !f->names[v]) {
+        if (!enum_name(f, v)) {
             e->failed = 1;
             lmq_fail(e->err, LMQ_E_ARG, "manifest: %s: unknown value %" PRIu64, e->key, v);
             return;
         }
-        plain(e, f->names[v]);
+        plain(e, enum_name(f, v));
         break;
     }
     case K_MAP:
@@ -667,7 +677,7 @@ static lmq_code parse_scalar(parser *ps, const field *f, char *p, const yaml_nod
         return LMQ_OK;
     case K_ENUM:
         for (unsigned i = 0; i < f->n_names; i++)
-            if (f->names[i] && !strcmp(f->names[i], buf)) {
+            if (enum_name(f, i) && !strcmp(enum_name(f, i), buf)) {
                 store_uint(p, f->size, i);
                 return LMQ_OK;
             }
@@ -866,8 +876,8 @@ static void check_arch(issues *is, const lmq_arch *a)
 static void check_encoding(issues *is, const char *name, lmq_qparams m, lmq_qparams x)
 {
     if (m.dtype != x.dtype)
-        issue(is, name, "dtype: manifest %s, index %s", name_of(lmq_dtype_names, LMQ_T_COUNT, m.dtype),
-              lmq_dtype_names[x.dtype]);
+        issue(is, name, "dtype: manifest %s, index %s",
+              lmq_encoding_of(m.dtype) ? lmq_encoding_of(m.dtype)->name : "?", lmq_encoding_of(x.dtype)->name);
     if (m.gran != x.gran)
         issue(is, name, "granularity: manifest %s, index %s", name_of(lmq_gran_names, 4, m.gran),
               lmq_gran_names[x.gran]);
@@ -901,7 +911,7 @@ static void check_tensor(issues *is, const lmq_manifest_tensor *t, const lmq_ten
     if (e->q.dtype == LMQ_T_F32 && !t->reason[0])
         issue(is, t->name, "left at fp32 without a reason");
     if (e->q.dtype != LMQ_T_F32 && t->reason[0])
-        issue(is, t->name, "has a reason for staying fp32 but is %s", lmq_dtype_names[e->q.dtype]);
+        issue(is, t->name, "has a reason for staying fp32 but is %s", lmq_encoding_of(e->q.dtype)->name);
 }
 
 int lmq_manifest_check(const lmq_manifest *m, const lmq_tensor_entry *index, int n, uint32_t format_version,
@@ -942,7 +952,7 @@ int lmq_manifest_check(const lmq_manifest *m, const lmq_tensor_entry *index, int
             issue(&is, name, "listed twice in the manifest");
         else if (index[k].q.dtype != LMQ_T_BYTES || index[k].raw_size != m->files[i].size)
             issue(&is, name, "manifest says a %" PRIu64 "-byte file, index holds %" PRIu64 " bytes of %s",
-                  m->files[i].size, index[k].raw_size, lmq_dtype_names[index[k].q.dtype]);
+                  m->files[i].size, index[k].raw_size, lmq_encoding_of(index[k].q.dtype)->name);
     }
     for (int k = 0; k < n; k++)
         if (!used[k])

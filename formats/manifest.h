@@ -22,7 +22,7 @@ typedef struct {
     lmq_qparams q;               /* dtype, granularity, asymmetry, group: equal to the index entry */
     int linear;                  /* a 2-D projection inside a block (lmq_is_linear) */
     uint64_t bits;               /* exact storage bits (codes, scales, zero points) before the
-                                    last byte's padding: the scheme table's q_layout.bits */
+                                    last byte's padding: the scheme table's lmq_layout.bits */
     double bpw;                  /* bits / elements */
     lmq_stats stats;             /* of the source weights, and rel_error of their reconstruction */
     char reason[LMQ_REASON_MAX]; /* why the tensor stayed fp32; required exactly for fp32 tensors */

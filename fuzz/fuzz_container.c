@@ -75,8 +75,8 @@ static void decode(const lmq_container *c, const lmq_tensor_entry *t)
         return;
     }
     int64_t rows = t->ndim > 1 ? t->shape[0] : 1, cols = lmq_entry_numel(t) / rows;
-    q_layout L;
-    if (q_layout_of(&t->q, rows, cols, &L, &err) || L.bytes != t->raw_size ||
+    lmq_layout L;
+    if (lmq_layout_of(&t->q, rows, cols, &L, &err) || L.bytes != t->raw_size ||
         (uint64_t)(rows * cols) > MAX_DECODED / sizeof(float))
         return;
     if (lmq_container_read_alloc(c, t, &raw, &err))

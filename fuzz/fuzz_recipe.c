@@ -43,8 +43,8 @@ static void resolve(const q_recipe *r, int n_tensors, int tied)
         const q_plan_entry *e = &plan.entries[i];
         const q_tensor_ref *t = i < n_tensors ? &NAMES[i] : &NAMES[0]; /* tied: tok_embd's shape */
         FZ_CHECK(!strcmp(e->name, i < n_tensors ? t->name : "output.weight"), "entry %d is %s", i, e->name);
-        FZ_CHECK(q_check(&e->qp, &err) == LMQ_OK, "%s: %s", e->name, err.msg);
-        const q_scheme *s = q_scheme_get(e->qp.dtype);
+        FZ_CHECK(lmq_qparams_check(&e->qp, &err) == LMQ_OK, "%s: %s", e->name, err.msg);
+        const lmq_encoding *s = lmq_encoding_of(e->qp.dtype);
         FZ_CHECK(t->ndim >= 2 || (!s->integer && !s->scale_bits), "%s (1-D) gets %s", e->name, s->name);
         FZ_CHECK(!e->keep_reason || e->qp.dtype == LMQ_T_F32, "%s kept but %s", e->name, s->name);
     }

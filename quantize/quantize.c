@@ -119,8 +119,8 @@ static lmq_code write_tensor(q_run *r, const lmq_tensor_entry *t, const char *na
         return c;
     }
     const float *w;
-    q_layout L;
-    if ((c = q_layout_of(&p->qp, rows, cols, &L, err)) || (c = input_f32(r, t, rows, cols, &w, &buf, err)) ||
+    lmq_layout L;
+    if ((c = lmq_layout_of(&p->qp, rows, cols, &L, err)) || (c = input_f32(r, t, rows, cols, &w, &buf, err)) ||
         (c = reserve((void **)&r->enc, &r->enc_cap, L.bytes, err)) ||
         (c = reserve((void **)&r->back, &r->back_cap, (size_t)n * sizeof *r->back, err)) ||
         (c = q_quantize(&p->qp, w, rows, cols, r->enc, L.bytes, r->pool, err)) ||

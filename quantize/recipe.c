@@ -14,16 +14,14 @@
 
 /* ---- schemes ---- */
 
-/* What a scheme allows, from its row in the scheme table: float schemes store no scales;
+/* What a scheme allows, from its row in the encoding table: float schemes store no scales;
  * fp8 stores one scale per row; integer schemes choose their granularity and symmetry. */
 typedef enum { KIND_FLOAT, KIND_FP8, KIND_INT } scheme_kind;
 
-static scheme_kind kind_of(const q_scheme *s)
+static scheme_kind kind_of(const lmq_encoding *s)
 {
     return s->integer ? KIND_INT : s->scale_bits ? KIND_FP8 : KIND_FLOAT;
 }
-
-#define SCHEME_LIST "fp32, fp16, bf16, fp8_e4m3, fp8_e5m2, int8, int4, int3, int2"
 
 static const struct {
     const char *name; /* as a recipe writes it */
@@ -260,9 +258,12 @@ static lmq_code parse_rule(pctx *c, const yaml_node_t *n, int index, q_rule *rul
     const char *s;
     if ((rc = get_string(c, v[RK_SCHEME], KEY(RK_SCHEME), &s)))
         return rc;
-    const q_scheme *row = q_scheme_find(s);
-    if (!row || row->dtype == LMQ_T_BYTES)
-        return perr(c, line_of(v[RK_SCHEME]), key, "unknown scheme '%s' (known: " SCHEME_LIST ")", s);
+    const lmq_encoding *row = lmq_encoding_find(s);
+    if (!row || row->dtype == LMQ_T_BYTES) {
+        char known[256];
+        return perr(c, line_of(v[RK_SCHEME]), key, "unknown scheme '%s' (known: %s)", s,
+                    lmq_encoding_names(known, sizeof known, LMQ_T_BYTES));
+    }
     scheme_kind kind = kind_of(row);
     rule->qp.dtype = (uint16_t)row->dtype;
 
@@ -452,7 +453,7 @@ lmq_code q_recipe_load(const char *path, q_recipe *r, lmq_err *err)
 
 /* ---- resolver ---- */
 
-static int needs_matrix(lmq_dtype dtype) { return kind_of(q_scheme_get(dtype)) != KIND_FLOAT; }
+static int needs_matrix(lmq_dtype dtype) { return kind_of(lmq_encoding_of(dtype)) != KIND_FLOAT; }
 
 static int any_match(const q_pattern *p, int n, const char *name)
 {
@@ -478,7 +479,7 @@ static lmq_code check_pattern(const q_recipe *r, const q_pattern *p, const char 
         return lmq_fail(err, LMQ_E_RECIPE, "%s:%d: pattern '%s' matches no tensor (%s)", r->path, p->line,
                         p->text, key);
     if (rule >= 0 && !matrices && needs_matrix((lmq_dtype)r->rules[rule].qp.dtype)) {
-        const char *s = q_scheme_get(r->rules[rule].qp.dtype)->name;
+        const char *s = lmq_encoding_of(r->rules[rule].qp.dtype)->name;
         return lmq_fail(err, LMQ_E_RECIPE,
                         "%s:%d: pattern '%s' gives %s to 1-D tensor '%s' and matches no matrix (%s, rule at "
                         "line %d); %s applies to matrices only; 1-D tensors (norms, biases) take fp32, fp16 "

@@ -1,7 +1,7 @@
 /* Loading an artefact for the runtime: tensors stay in their stored encodings, as views into
  * the file's mapping (runtime/forward.h reads them through typed weight views). What a load
- * checks instead of dequantising: each tensor's size against its encoding's layout, and that
- * its scales and float codes are finite (q_validate). */
+ * checks instead of dequantising: checksums, each tensor's size against its encoding's layout
+ * (the container), and that its scales and float codes are finite (q_validate). */
 #ifndef LMQ_RT_ARTEFACT_H
 #define LMQ_RT_ARTEFACT_H
 

@@ -24,12 +24,12 @@ lmq_code rt_weight_of(const lmq_tensor *t, const float *b, rt_weight *W, lmq_err
     memset(W, 0, sizeof *W);
     if (t->ndim != 2 || t->shape[0] > INT32_MAX || t->shape[1] > INT32_MAX)
         return lmq_fail(err, LMQ_E_FORMAT, "tensor %s: a linear layer's weight is a matrix", t->name);
-    lmq_code c = q_layout_of(&t->q, t->shape[0], t->shape[1], &W->L, err);
+    lmq_code c = lmq_layout_of(&t->q, t->shape[0], t->shape[1], &W->L, err);
     if (c)
         return lmq_err_prefix(err, "tensor %s: ", t->name);
     if (W->L.bytes != t->raw_size || !q_scheme_get(t->q.dtype)->decode)
         return lmq_fail(err, LMQ_E_FORMAT, "tensor %s: %zu bytes do not hold a %s [%lld, %lld]", t->name,
-                        t->raw_size, q_scheme_get(t->q.dtype)->name, (long long)t->shape[0],
+                        t->raw_size, lmq_encoding_of(t->q.dtype)->name, (long long)t->shape[0],
                         (long long)t->shape[1]);
     W->name = t->name;
     W->q = t->q;
@@ -74,7 +74,7 @@ typedef struct {
 
 AVX512_INLINE void row_init(int enc, const rt_weight *W, int j, wrow *r)
 {
-    const q_layout *L = &W->L;
+    const lmq_layout *L = &W->L;
     const size_t in = (size_t)W->in;
     static const unsigned bytes_x2[] = { [ENC_F32] = 8, [ENC_F16] = 4, [ENC_BF16] = 4, [ENC_I8] = 2, [ENC_I4] = 1 };
     r->p = W->data + L->code_offset + (size_t)j * in * bytes_x2[enc] / 2;

@@ -24,7 +24,7 @@
 typedef struct {
     const char *name;    /* the tensor's canonical name: its identity for observers and messages */
     lmq_qparams q;
-    q_layout L;
+    lmq_layout L;
     const uint8_t *data; /* scales, zero points and codes as schemes/scheme.h lays them out */
     const float *b;      /* [out] or NULL */
     int out, in;

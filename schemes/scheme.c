@@ -21,7 +21,7 @@ enum { CHUNK = 1024 };
 
 static float scale_value(const q_scheme *s, uint32_t code)
 {
-    return s->scale_bits == 16 ? lmq_f16_to_f32((uint16_t)code) : lmq_bits_f32(code);
+    return s->enc->scale_bits == 16 ? lmq_f16_to_f32((uint16_t)code) : lmq_bits_f32(code);
 }
 
 static void set_scale_code(const q_scheme *s, q_group *g, uint32_t code)
@@ -33,7 +33,7 @@ static void set_scale_code(const q_scheme *s, q_group *g, uint32_t code)
 /* Rounds v to the stored scale format (fp16 round-to-nearest-even, or fp32 as is). */
 static void set_scale(const q_scheme *s, q_group *g, float v)
 {
-    set_scale_code(s, g, s->scale_bits == 16 ? lmq_f32_to_f16(v) : lmq_f32_bits(v));
+    set_scale_code(s, g, s->enc->scale_bits == 16 ? lmq_f32_to_f16(v) : lmq_f32_bits(v));
 }
 
 /* ---- integer codes ----------------------------------------------------------------------- */
@@ -66,7 +66,7 @@ static lmq_code int_fit(const q_scheme *s, int asym, const float *w, size_t n, q
         mn = w[i] < mn ? w[i] : mn;
         mx = w[i] > mx ? w[i] : mx;
     }
-    uint32_t top = (1u << s->bits) - 1;
+    uint32_t top = (1u << s->enc->bits) - 1;
     if (!asym) {
         uint32_t qmax = top >> 1;
         set_scale(s, g, (-mn > mx ? -mn : mx) / (float)qmax);
@@ -86,7 +86,7 @@ static lmq_code int_fit(const q_scheme *s, int asym, const float *w, size_t n, q
     if (!isfinite(g->scale))
         return lmq_fail(err, LMQ_E_NUMERIC,
                         "weights in [%g, %g] need a %s scale beyond the fp16 range", (double)mn,
-                        (double)mx, s->name);
+                        (double)mx, s->enc->name);
     if (asym)
         g->zero = (int32_t)round_half_away(-mn / g->scale);
     return LMQ_OK;
@@ -105,7 +105,7 @@ static lmq_code int_encode(const q_scheme *s, const q_group *g, const float *w, 
             codes[i] = (uint32_t)g->zero;
         return LMQ_OK;
     }
-    float lo = (float)g->lo, hi = (float)((1u << s->bits) - 1), z = (float)g->zero;
+    float lo = (float)g->lo, hi = (float)((1u << s->enc->bits) - 1), z = (float)g->zero;
     for (size_t i = 0; i < n; i++) {
         float q = round_half_away(w[i] / g->scale) + z;
         q = q < lo ? lo : q > hi ? hi : q;
@@ -133,7 +133,7 @@ static lmq_code float_fit(const q_scheme *s, int asym, const float *w, size_t n,
     float amax = 0;
     for (size_t i = 0; i < n; i++)
         amax = fabsf(w[i]) > amax ? fabsf(w[i]) : amax;
-    set_scale(s, g, amax / s->fmax);
+    set_scale(s, g, amax / s->enc->fmax);
     return LMQ_OK;
 }
 
@@ -145,7 +145,7 @@ static lmq_code float_encode(const q_scheme *s, const q_group *g, const float *w
         codes[i] = s->to_code(x);
         if (!isfinite(s->from_code(codes[i])))
             return lmq_fail(err, LMQ_E_NUMERIC, "weight %zu (%g) overflows %s", first + i,
-                            (double)w[i], s->name);
+                            (double)w[i], s->enc->name);
     }
     return LMQ_OK;
 }
@@ -170,29 +170,23 @@ static float e5m2_value(uint32_t c) { return q_fp8_decode(&q_fp8_e5m2, (uint8_t)
 
 /* ---- the table --------------------------------------------------------------------------- */
 
-#define GRAN(g) (1u << LMQ_GRAN_##g)
-#define SCALED (GRAN(TENSOR) | GRAN(CHANNEL) | GRAN(GROUP))
-
-#define FLOAT_ROW(T, nm, b, sb, gr, mx, cv)                                                  \
-    [T] = { .dtype = T, .name = nm, .bits = b, .scale_bits = sb, .grans = gr, .fmax = mx,    \
-            .to_code = cv##_code, .from_code = cv##_value, .fit = (sb) ? float_fit : NULL,   \
-            .encode = float_encode, .decode = float_decode }
-#define INT_ROW(T, nm, b)                                                                    \
-    [T] = { .dtype = T, .name = nm, .bits = b, .scale_bits = 16, .grans = SCALED,            \
-            .integer = 1, .fit = int_fit, .encode = int_encode, .decode = int_decode }
+#define FLOAT_ROW(T, cv)                                                                     \
+    [T] = { .enc = &lmq_encodings[T], .to_code = cv##_code, .from_code = cv##_value,           \
+            .fit = float_fit, .encode = float_encode, .decode = float_decode }
+#define INT_ROW(T) [T] = { .enc = &lmq_encodings[T], .fit = int_fit, .encode = int_encode, .decode = int_decode }
 
 static const q_scheme table[LMQ_T_COUNT] = {
-    FLOAT_ROW(LMQ_T_F32, "fp32", 32, 0, GRAN(NONE), 0x1.fffffep127f, f32),
-    FLOAT_ROW(LMQ_T_F16, "fp16", 16, 0, GRAN(NONE), 65504.0f, f16),
-    FLOAT_ROW(LMQ_T_BF16, "bf16", 16, 0, GRAN(NONE), 0x1.fep127f, bf16),
-    FLOAT_ROW(LMQ_T_F8_E4M3, "fp8_e4m3", 8, 32, GRAN(NONE) | SCALED, 448.0f, e4m3),
-    FLOAT_ROW(LMQ_T_F8_E5M2, "fp8_e5m2", 8, 32, GRAN(NONE) | SCALED, 57344.0f, e5m2),
-    INT_ROW(LMQ_T_INT8, "int8", 8),
-    INT_ROW(LMQ_T_INT4, "int4", 4),
-    INT_ROW(LMQ_T_INT3, "int3", 3),
-    INT_ROW(LMQ_T_INT2, "int2", 2),
+    FLOAT_ROW(LMQ_T_F32, f32),
+    FLOAT_ROW(LMQ_T_F16, f16),
+    FLOAT_ROW(LMQ_T_BF16, bf16),
+    FLOAT_ROW(LMQ_T_F8_E4M3, e4m3),
+    FLOAT_ROW(LMQ_T_F8_E5M2, e5m2),
+    INT_ROW(LMQ_T_INT8),
+    INT_ROW(LMQ_T_INT4),
+    INT_ROW(LMQ_T_INT3),
+    INT_ROW(LMQ_T_INT2),
     /* Opaque bytes (carried tokenizer files): a layout, nothing to encode. */
-    [LMQ_T_BYTES] = { .dtype = LMQ_T_BYTES, .name = "bytes", .bits = 8, .grans = GRAN(NONE) },
+    [LMQ_T_BYTES] = { .enc = &lmq_encodings[LMQ_T_BYTES] },
 };
 
 const q_scheme *q_scheme_get(unsigned dtype)
@@ -200,88 +194,18 @@ const q_scheme *q_scheme_get(unsigned dtype)
     return dtype < LMQ_T_COUNT ? &table[dtype] : NULL;
 }
 
-const q_scheme *q_scheme_find(const char *name)
-{
-    for (unsigned t = 0; t < LMQ_T_COUNT; t++)
-        if (strcmp(table[t].name, name) == 0)
-            return &table[t];
-    return NULL;
-}
-
-const char *q_gran_name(unsigned gran)
-{
-    static const char *names[] = { "none", "tensor", "channel", "group" };
-    return gran < sizeof names / sizeof names[0] ? names[gran] : "?";
-}
-
 /* ---- validation and layout --------------------------------------------------------------- */
 
-lmq_code q_check(const lmq_qparams *qp, lmq_err *err)
-{
-    const q_scheme *s = q_scheme_get(qp->dtype);
-    if (!s)
-        return lmq_fail(err, LMQ_E_ARG, "unknown dtype %u", (unsigned)qp->dtype);
-    if (qp->gran > LMQ_GRAN_GROUP)
-        return lmq_fail(err, LMQ_E_ARG, "unknown granularity %u", (unsigned)qp->gran);
-    if (!(s->grans & (1u << qp->gran)))
-        return s->scale_bits
-                   ? lmq_fail(err, LMQ_E_ARG,
-                              "%s needs scales: granularity must be tensor, channel or group, "
-                              "not %s", s->name, q_gran_name(qp->gran))
-                   : lmq_fail(err, LMQ_E_ARG, "%s stores no scales: granularity must be none, "
-                              "not %s", s->name, q_gran_name(qp->gran));
-    if (qp->asym > 1)
-        return lmq_fail(err, LMQ_E_ARG, "asym must be 0 or 1, not %u", (unsigned)qp->asym);
-    if (qp->asym && !s->integer)
-        return lmq_fail(err, LMQ_E_ARG, "asymmetric quantisation applies to integer schemes, "
-                        "not %s", s->name);
-    if (qp->gran == LMQ_GRAN_GROUP) {
-        if (qp->group < 16 || (qp->group & (qp->group - 1)))
-            return lmq_fail(err, LMQ_E_ARG, "group size %" PRIu32 ": must be a power of two "
-                            ">= 16", qp->group);
-    } else if (qp->group != 0) {
-        return lmq_fail(err, LMQ_E_ARG, "group size %" PRIu32 " given with granularity %s "
-                        "(only group takes a size)", qp->group, q_gran_name(qp->gran));
-    }
-    return LMQ_OK;
-}
-
-lmq_code q_layout_of(const lmq_qparams *qp, int64_t rows, int64_t cols, q_layout *out,
-                     lmq_err *err)
-{
-    lmq_code rc = q_check(qp, err);
-    if (rc)
-        return rc;
-    if (rows < 1 || cols < 1 || rows > MAX_WEIGHTS / cols)
-        return lmq_fail(err, LMQ_E_ARG, "shape [%" PRId64 ", %" PRId64 "]: need 1 .. 2^48 "
-                        "weights", rows, cols);
-    const q_scheme *s = q_scheme_get(qp->dtype);
-    q_layout L = { .rows = rows, .cols = cols, .group = cols, .groups_per_row = 1 };
-    if (qp->gran == LMQ_GRAN_GROUP && cols > (int64_t)qp->group) {
-        L.group = qp->group;
-        L.groups_per_row = (cols + L.group - 1) / L.group;
-    }
-    L.n_scales = qp->gran == LMQ_GRAN_NONE     ? 0
-                 : qp->gran == LMQ_GRAN_TENSOR ? 1
-                                               : rows * L.groups_per_row;
-    L.zero_offset = (size_t)L.n_scales * (s->scale_bits / 8);
-    L.code_offset = L.zero_offset + (qp->asym ? (size_t)L.n_scales * 2 : 0);
-    uint64_t code_bits = (uint64_t)(rows * cols) * s->bits;
-    L.bits = (uint64_t)L.code_offset * 8 + code_bits;
-    L.bytes = L.code_offset + (size_t)((code_bits + 7) / 8);
-    *out = L;
-    return LMQ_OK;
-}
 
 /* ---- quantise and dequantise ------------------------------------------------------------- */
 
 /* Scale groups in storage order: group gi of row r covers cols [gi·group, +len). */
-static int64_t scale_index(const lmq_qparams *qp, const q_layout *L, int64_t r, int64_t gi)
+static int64_t scale_index(const lmq_qparams *qp, const lmq_layout *L, int64_t r, int64_t gi)
 {
     return qp->gran == LMQ_GRAN_TENSOR ? 0 : r * L->groups_per_row + gi;
 }
 
-static int64_t group_len(const q_layout *L, int64_t gi)
+static int64_t group_len(const lmq_layout *L, int64_t gi)
 {
     int64_t left = L->cols - gi * L->group;
     return left < L->group ? left : L->group;
@@ -301,24 +225,24 @@ static uint32_t get_le(const uint8_t *p, unsigned nbytes)
     return v;
 }
 
-static void store_group(const q_scheme *s, const lmq_qparams *qp, const q_layout *L, int64_t idx,
+static void store_group(const q_scheme *s, const lmq_qparams *qp, const lmq_layout *L, int64_t idx,
                         const q_group *g, uint8_t *out)
 {
-    put_le(out + (size_t)idx * (s->scale_bits / 8), g->scale_code, s->scale_bits / 8);
+    put_le(out + (size_t)idx * (s->enc->scale_bits / 8), g->scale_code, s->enc->scale_bits / 8);
     if (qp->asym)
         put_le(out + L->zero_offset + (size_t)idx * 2, (uint16_t)(int16_t)g->zero, 2);
 }
 
-static q_group load_group(const q_scheme *s, const lmq_qparams *qp, const q_layout *L,
+static q_group load_group(const q_scheme *s, const lmq_qparams *qp, const lmq_layout *L,
                           int64_t idx, const uint8_t *data)
 {
     q_group g = { .scale = 1.0f };
     if (L->n_scales)
-        set_scale_code(s, &g, get_le(data + (size_t)idx * (s->scale_bits / 8), s->scale_bits / 8));
+        set_scale_code(s, &g, get_le(data + (size_t)idx * (s->enc->scale_bits / 8), s->enc->scale_bits / 8));
     if (qp->asym)
         g.zero = (int16_t)get_le(data + L->zero_offset + (size_t)idx * 2, 2);
-    else if (s->integer)
-        g.zero = 1 << (s->bits - 1);
+    else if (s->enc->integer)
+        g.zero = 1 << (s->enc->bits - 1);
     return g;
 }
 
@@ -342,7 +266,7 @@ enum { PAR_WEIGHTS = 1 << 14 };
 static int64_t chunk_rows(const q_scheme *s, int64_t cols)
 {
     int64_t step = 1, r = (PAR_WEIGHTS + cols - 1) / cols;
-    while ((uint64_t)(step * cols) * s->bits % 8)
+    while ((uint64_t)(step * cols) * s->enc->bits % 8)
         step *= 2;
     return (r + step - 1) / step * step;
 }
@@ -392,7 +316,7 @@ enum { CHECK = 1, ENCODE = 2 };
 typedef struct {
     const q_scheme *s;
     const lmq_qparams *qp;
-    const q_layout *L;
+    const lmq_layout *L;
     const float *w;
     uint8_t *out;
     q_group tensor; /* the one group of a per-tensor scale, fitted before ENCODE */
@@ -403,7 +327,7 @@ static lmq_code quantize_rows(const void *job, int64_t r0, int64_t r1, lmq_err *
 {
     const quant_job *j = job;
     const q_scheme *s = j->s;
-    const q_layout *L = j->L;
+    const lmq_layout *L = j->L;
     const int64_t cols = L->cols;
     const float *w = j->w;
     lmq_code rc;
@@ -429,8 +353,8 @@ static lmq_code quantize_rows(const void *job, int64_t r0, int64_t r1, lmq_err *
                 size_t m = len - k < CHUNK ? len - k : CHUNK;
                 if ((rc = s->encode(s, &g, w + first + k, m, first + k, codes, err)))
                     return rc;
-                q_pack(j->out, (uint64_t)L->code_offset * 8 + (uint64_t)(first + k) * s->bits,
-                       codes, m, s->bits);
+                q_pack(j->out, (uint64_t)L->code_offset * 8 + (uint64_t)(first + k) * s->enc->bits,
+                       codes, m, s->enc->bits);
             }
         }
     return LMQ_OK;
@@ -439,14 +363,14 @@ static lmq_code quantize_rows(const void *job, int64_t r0, int64_t r1, lmq_err *
 lmq_code q_quantize(const lmq_qparams *qp, const float *w, int64_t rows, int64_t cols,
                     uint8_t *out, size_t out_size, lmq_pool *pool, lmq_err *err)
 {
-    q_layout L;
-    lmq_code rc = q_layout_of(qp, rows, cols, &L, err);
+    lmq_layout L;
+    lmq_code rc = lmq_layout_of(qp, rows, cols, &L, err);
     if (rc)
         return rc;
     const q_scheme *s = q_scheme_get(qp->dtype);
     if (!s->encode)
         return lmq_fail(err, LMQ_E_UNSUPPORTED, "%s holds opaque bytes: nothing to quantise",
-                        s->name);
+                        s->enc->name);
     if (out_size != L.bytes)
         return lmq_fail(err, LMQ_E_ARG, "output buffer has %zu bytes; the layout needs %zu",
                         out_size, L.bytes);
@@ -470,16 +394,16 @@ lmq_code q_quantize(const lmq_qparams *qp, const float *w, int64_t rows, int64_t
 lmq_code q_dequantize_rows(const lmq_qparams *qp, const uint8_t *data, size_t size, int64_t rows,
                            int64_t cols, int64_t row0, int64_t nrows, float *out, lmq_err *err)
 {
-    q_layout L;
-    lmq_code rc = q_layout_of(qp, rows, cols, &L, err);
+    lmq_layout L;
+    lmq_code rc = lmq_layout_of(qp, rows, cols, &L, err);
     if (rc)
         return rc;
     const q_scheme *s = q_scheme_get(qp->dtype);
     if (!s->decode)
-        return lmq_fail(err, LMQ_E_UNSUPPORTED, "%s holds opaque bytes, not numbers", s->name);
+        return lmq_fail(err, LMQ_E_UNSUPPORTED, "%s holds opaque bytes, not numbers", s->enc->name);
     if (size != L.bytes)
         return lmq_fail(err, LMQ_E_FORMAT, "stored tensor has %zu bytes; %s [%" PRId64
-                        ", %" PRId64 "] needs %zu", size, s->name, rows, cols, L.bytes);
+                        ", %" PRId64 "] needs %zu", size, s->enc->name, rows, cols, L.bytes);
     if (row0 < 0 || nrows < 0 || row0 > rows - nrows)
         return lmq_fail(err, LMQ_E_ARG, "rows %" PRId64 " + %" PRId64 " outside a tensor of %"
                         PRId64 " rows", row0, nrows, rows);
@@ -491,8 +415,8 @@ lmq_code q_dequantize_rows(const lmq_qparams *qp, const uint8_t *data, size_t si
             float *o = out + (first - (size_t)(row0 * cols));
             for (size_t k = 0; k < len; k += CHUNK) {
                 size_t m = len - k < CHUNK ? len - k : CHUNK;
-                q_unpack(data, (uint64_t)L.code_offset * 8 + (uint64_t)(first + k) * s->bits,
-                         codes, m, s->bits);
+                q_unpack(data, (uint64_t)L.code_offset * 8 + (uint64_t)(first + k) * s->enc->bits,
+                         codes, m, s->enc->bits);
                 s->decode(s, &g, codes, m, o + k);
                 for (size_t i = 0; i < m; i++)
                     if (!isfinite(o[k + i]))
@@ -521,8 +445,8 @@ static lmq_code dequantize_rows(const void *job, int64_t r0, int64_t r1, lmq_err
 lmq_code q_dequantize(const lmq_qparams *qp, const uint8_t *data, size_t size, int64_t rows,
                       int64_t cols, float *out, lmq_pool *pool, lmq_err *err)
 {
-    q_layout L;
-    lmq_code rc = q_layout_of(qp, rows, cols, &L, err);
+    lmq_layout L;
+    lmq_code rc = lmq_layout_of(qp, rows, cols, &L, err);
     if (rc)
         return rc;
     dequant_job j = { qp, data, size, rows, cols, out };
@@ -532,24 +456,24 @@ lmq_code q_dequantize(const lmq_qparams *qp, const uint8_t *data, size_t size, i
 lmq_code q_validate(const lmq_qparams *qp, const uint8_t *data, size_t size, int64_t rows, int64_t cols,
                     lmq_err *err)
 {
-    q_layout L;
-    lmq_code rc = q_layout_of(qp, rows, cols, &L, err);
+    lmq_layout L;
+    lmq_code rc = lmq_layout_of(qp, rows, cols, &L, err);
     if (rc)
         return rc;
     const q_scheme *s = q_scheme_get(qp->dtype);
     if (size != L.bytes)
         return lmq_fail(err, LMQ_E_FORMAT, "%zu bytes stored, the %s layout of [%" PRId64 ", %" PRId64
-                        "] needs %zu", size, s->name, rows, cols, L.bytes);
+                        "] needs %zu", size, s->enc->name, rows, cols, L.bytes);
     if (!s->decode)
         return LMQ_OK;
     for (int64_t i = 0; i < L.n_scales; i++) {
-        float v = scale_value(s, (uint32_t)get_le(data + (size_t)i * (s->scale_bits / 8), s->scale_bits / 8));
+        float v = scale_value(s, (uint32_t)get_le(data + (size_t)i * (s->enc->scale_bits / 8), s->enc->scale_bits / 8));
         if (!(v >= 0.0f) || !isfinite(v))
             return lmq_fail(err, LMQ_E_FORMAT, "scale %" PRId64 " is %g: scales are finite and >= 0", i, (double)v);
     }
     /* Integer codes are bounded, so finite scales make every weight finite; float codes (times
      * their scale) are decoded and checked chunk by chunk, never the whole tensor at once. */
-    if (s->integer)
+    if (s->enc->integer)
         return LMQ_OK;
     uint32_t codes[CHUNK];
     float out[CHUNK];
@@ -558,8 +482,8 @@ lmq_code q_validate(const lmq_qparams *qp, const uint8_t *data, size_t size, int
             const int64_t gi = k / L.group, end = (gi + 1) * L.group < cols ? (gi + 1) * L.group : cols;
             n = end - k < CHUNK ? end - k : CHUNK;
             q_group g = load_group(s, qp, &L, scale_index(qp, &L, r, gi), data);
-            q_unpack(data, (uint64_t)L.code_offset * 8 + (uint64_t)(r * cols + k) * s->bits, codes, (size_t)n,
-                     s->bits);
+            q_unpack(data, (uint64_t)L.code_offset * 8 + (uint64_t)(r * cols + k) * s->enc->bits, codes, (size_t)n,
+                     s->enc->bits);
             s->decode(s, &g, codes, (size_t)n, out);
             for (int64_t i = 0; i < n; i++)
                 if (!isfinite(out[i]))
@@ -572,16 +496,16 @@ lmq_code q_validate(const lmq_qparams *qp, const uint8_t *data, size_t size, int
 char *q_describe(const lmq_qparams *qp, char *buf, size_t size)
 {
     lmq_err err;
-    if (q_check(qp, &err)) {
+    if (lmq_qparams_check(qp, &err)) {
         snprintf(buf, size, "invalid (%s)", err.msg);
         return buf;
     }
-    const char *name = q_scheme_get(qp->dtype)->name, *asym = qp->asym ? " asym" : "";
+    const char *name = lmq_encoding_of(qp->dtype)->name, *asym = qp->asym ? " asym" : "";
     if (qp->gran == LMQ_GRAN_GROUP)
         snprintf(buf, size, "%s g%" PRIu32 "%s", name, qp->group, asym);
     else if (qp->gran == LMQ_GRAN_NONE)
         snprintf(buf, size, "%s", name);
     else
-        snprintf(buf, size, "%s per-%s%s", name, q_gran_name(qp->gran), asym);
+        snprintf(buf, size, "%s per-%s%s", name, lmq_gran_name(qp->gran), asym);
     return buf;
 }

@@ -1,23 +1,15 @@
-/* The scheme table: one row per on-disk encoding (formats/dtype.h), the way ggml's type traits
- * work. Adding an encoding is adding a row in scheme.c; the drivers below (layout, quantise,
- * dequantise) are shared by all rows and never switch on the dtype.
+/* The scheme table: how each on-disk encoding is quantised and dequantised, one row per
+ * encoding of formats/encoding.h (which holds the facts: names, widths, granularities and the
+ * byte layout of a stored tensor), the way ggml's type traits work. Adding an encoding is adding
+ * a row there and here; the drivers below (quantise, dequantise, validate) are shared by all
+ * rows and never switch on the dtype.
  *
  * A tensor is quantised as an [rows, cols] matrix in [out, in] layout; a 1-D tensor is one row.
  * Weights are split into scale groups (lmq_qparams.gran):
  *   NONE    plain floats, no scale (f32, f16, bf16; fp8 as a bare saturating cast);
  *   TENSOR  one group: the whole tensor;
  *   CHANNEL one group per row;
- *   GROUP   `group` consecutive weights along a row; a row shorter than `group` is one group,
- *           and when cols % group != 0 the last group of each row is shorter.
- *
- * Storage of one tensor, every field little-endian, nothing between the sections:
- *   scales       n_scales × scale_bits (IEEE half for integer schemes, IEEE single for fp8),
- *                ordered by row, then group within the row (n_scales = 0, 1, rows or
- *                rows × groups_per_row);
- *   zero points  n_scales × int16, asymmetric integer schemes only;
- *   codes        rows × cols codes of `bits` bits, packed densely across rows and groups by
- *                q_pack (schemes/pack.h), the last byte zero-padded.
- * Scales and zero points are whole bytes, so the codes start on a byte boundary.
+ *   GROUP   `group` consecutive weights along a row (formats/encoding.h).
  *
  * Integer codes (b bits; the conventions of ../shared/fixtures/golden/README.md):
  *   symmetric   qmax = 2^(b-1) - 1, s = fp16(max|w| / qmax), q = clamp(roundf(w / s), -qmax,
@@ -42,10 +34,8 @@
  * NaN or Inf weights are rejected before anything is written (LMQ_E_NUMERIC, naming the
  * element). Dequantisation rejects stored bytes that decode to NaN or Inf (LMQ_E_FORMAT).
  *
- * Fused dot products: when runtime/ needs y = W'·x without materialising W', each row gains a
- * member `dot(s, g, codes, x, n)` returning the sum over one scale group of w'_i · x_i straight
- * from unpacked codes, and a driver q_dot_row() walks the groups of a row exactly as
- * q_dequantize_rows() does (same layout, same q_group). Until then runtime/ dequantises rows. */
+ * The runtime's kernels (runtime/linear.h) compute with the stored bytes directly, each decoding
+ * a weight to exactly what q_dequantize gives. */
 #ifndef LMQ_SCHEME_H
 #define LMQ_SCHEME_H
 
@@ -54,7 +44,7 @@
 
 #include "common/err.h"
 #include "common/pool.h"
-#include "formats/dtype.h"
+#include "formats/encoding.h"
 
 typedef struct q_scheme q_scheme;
 
@@ -78,48 +68,16 @@ typedef void (*q_decode_fn)(const q_scheme *s, const q_group *g, const uint32_t 
                             float *out);
 
 struct q_scheme {
-    lmq_dtype dtype;
-    const char *name;
-    unsigned bits;       /* bits per stored code */
-    unsigned scale_bits; /* bits per stored scale: 16 (IEEE half), 32 (IEEE single), 0 (none) */
-    unsigned grans;      /* allowed granularities, bit (1u << lmq_gran) each */
-    int integer;         /* 1: integer codes on a scaled grid; asymmetric (zero points) allowed */
-    float fmax;          /* float codes: the largest finite value */
+    const lmq_encoding *enc;       /* the facts: name, widths, granularities */
     uint32_t (*to_code)(float x);  /* float codes: nearest code, ties to even */
     float (*from_code)(uint32_t c);
-    q_fit_fn fit;        /* groups with a scale; NULL when the scheme has no scales */
+    q_fit_fn fit;        /* groups with a scale (never called at granularity none) */
     q_encode_fn encode;  /* NULL for BYTES: carried verbatim, not a numeric encoding */
     q_decode_fn decode;
 };
 
 /* The row for dtype; NULL when dtype is not one. */
 const q_scheme *q_scheme_get(unsigned dtype);
-/* The row whose name is `name` ("fp32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "int8", "int4",
- * "int3", "int2", "bytes"); NULL when none is. */
-const q_scheme *q_scheme_find(const char *name);
-/* "none", "tensor", "channel", "group"; "?" for anything else. */
-const char *q_gran_name(unsigned gran);
-
-/* Checks that qp names an encoding and a combination it supports. */
-lmq_code q_check(const lmq_qparams *qp, lmq_err *err);
-
-/* Where everything of one tensor lives, and what it costs. */
-typedef struct {
-    int64_t rows, cols;
-    int64_t group;          /* weights per group along a row (cols unless GROUP) */
-    int64_t groups_per_row; /* ceil(cols / group) */
-    int64_t n_scales;       /* stored scales (and zero points, when asymmetric) */
-    size_t zero_offset;     /* byte offset of the zero points */
-    size_t code_offset;     /* byte offset of the packed codes */
-    uint64_t bits;          /* exact storage bits before the final byte's padding: true bpw is
-                               bits / (rows · cols), summed over tensors for a model */
-    size_t bytes;           /* storage size in bytes */
-} q_layout;
-
-/* Checks qp and the shape (rows, cols >= 1, storage size representable) and fills *out. */
-lmq_code q_layout_of(const lmq_qparams *qp, int64_t rows, int64_t cols, q_layout *out,
-                     lmq_err *err);
-
 /* Quantises the fp32 [rows, cols] matrix w into out, which holds exactly out_size bytes and
  * must match the layout's size. Runs on pool's threads (NULL: the caller's alone) in chunks of
  * whole rows that start on a byte of the codes; every group is fitted and encoded on its own,

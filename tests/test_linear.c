@@ -59,8 +59,8 @@ static void make(stored *s, const enc *e, int out, int in)
     float *w = malloc((size_t)out * in * sizeof *w);
     for (int i = 0; i < out * in; i++)
         w[i] = uniform() * (i % 11 == 0 ? 3.0f : 0.2f) * (i / in == out / 2 ? 8.0f : 1.0f);
-    q_layout L;
-    ck_assert_msg(q_layout_of(&e->q, out, in, &L, &err) == LMQ_OK, "%s: %s", e->name, err.msg);
+    lmq_layout L;
+    ck_assert_msg(lmq_layout_of(&e->q, out, in, &L, &err) == LMQ_OK, "%s: %s", e->name, err.msg);
     s->bytes = malloc(L.bytes);
     ck_assert_msg(q_quantize(&e->q, w, out, in, s->bytes, L.bytes, NULL, &err) == LMQ_OK, "%s: %s", e->name, err.msg);
     s->deq = malloc((size_t)out * in * sizeof *s->deq);

@@ -59,9 +59,9 @@ static lmq_qparams qp_of(lmq_dtype t, lmq_gran gran, uint32_t group, int asym)
 static uint8_t *roundtrip(const lmq_qparams *qp, const float *w, int64_t rows, int64_t cols,
                           float *wq, size_t *size)
 {
-    q_layout L;
+    lmq_layout L;
     lmq_err err;
-    ck_assert_msg(q_layout_of(qp, rows, cols, &L, &err) == LMQ_OK, "%s", err.msg);
+    ck_assert_msg(lmq_layout_of(qp, rows, cols, &L, &err) == LMQ_OK, "%s", err.msg);
     uint8_t *buf = malloc(L.bytes);
     ck_assert_msg(q_quantize(qp, w, rows, cols, buf, L.bytes, NULL, &err) == LMQ_OK, "%s", err.msg);
     ck_assert_msg(q_dequantize(qp, buf, L.bytes, rows, cols, wq, NULL, &err) == LMQ_OK, "%s", err.msg);
@@ -160,19 +160,21 @@ START_TEST(table_rows)
         [LMQ_T_INT2] = { "int2", 2, 16, 1 },       [LMQ_T_BYTES] = { "bytes", 8, 0, 0 },
     };
     for (unsigned t = 0; t < LMQ_T_COUNT; t++) {
-        const q_scheme *s = q_scheme_get(t);
+        const lmq_encoding *s = lmq_encoding_of(t);
         ck_assert_ptr_nonnull(s);
+        ck_assert_ptr_eq(q_scheme_get(t)->enc, s);
         ck_assert_uint_eq(s->dtype, t);
         ck_assert_str_eq(s->name, want[t].name);
         ck_assert_uint_eq(s->bits, want[t].bits);
         ck_assert_uint_eq(s->scale_bits, want[t].scale_bits);
         ck_assert_int_eq(s->integer, want[t].integer);
-        ck_assert_ptr_eq(q_scheme_find(want[t].name), s);
+        ck_assert_ptr_eq(lmq_encoding_find(want[t].name), s);
     }
     ck_assert_ptr_null(q_scheme_get(LMQ_T_COUNT));
-    ck_assert_ptr_null(q_scheme_find("int5"));
-    ck_assert_str_eq(q_gran_name(LMQ_GRAN_CHANNEL), "channel");
-    ck_assert_str_eq(q_gran_name(9), "?");
+    ck_assert_ptr_null(lmq_encoding_of(LMQ_T_COUNT));
+    ck_assert_ptr_null(lmq_encoding_find("int5"));
+    ck_assert_str_eq(lmq_gran_name(LMQ_GRAN_CHANNEL), "channel");
+    ck_assert_str_eq(lmq_gran_name(9), "?");
 }
 END_TEST
 
@@ -198,10 +200,10 @@ START_TEST(validation_errors)
     };
     lmq_err err;
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        ck_assert_int_eq(q_check(&bad[i].qp, &err), LMQ_E_ARG);
+        ck_assert_int_eq(lmq_qparams_check(&bad[i].qp, &err), LMQ_E_ARG);
         ck_assert_msg(strstr(err.msg, bad[i].msg), "case %zu: '%s'", i, err.msg);
-        q_layout L;
-        ck_assert_int_eq(q_layout_of(&bad[i].qp, 4, 64, &L, &err), LMQ_E_ARG);
+        lmq_layout L;
+        ck_assert_int_eq(lmq_layout_of(&bad[i].qp, 4, 64, &L, &err), LMQ_E_ARG);
     }
     const lmq_qparams good[] = {
         qp_of(LMQ_T_INT4, LMQ_GRAN_GROUP, 16, 0),  qp_of(LMQ_T_INT4, LMQ_GRAN_GROUP, 4096, 1),
@@ -209,14 +211,14 @@ START_TEST(validation_errors)
         qp_of(LMQ_T_F8_E4M3, LMQ_GRAN_NONE, 0, 0), qp_of(LMQ_T_INT2, LMQ_GRAN_TENSOR, 0, 1),
     };
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
-        ck_assert_msg(q_check(&good[i], &err) == LMQ_OK, "%s", err.msg);
+        ck_assert_msg(lmq_qparams_check(&good[i], &err) == LMQ_OK, "%s", err.msg);
 
     /* Shapes: empty, negative, too many weights. */
-    q_layout L;
+    lmq_layout L;
     lmq_qparams qp = qp_of(LMQ_T_INT8, LMQ_GRAN_CHANNEL, 0, 0);
-    ck_assert_int_eq(q_layout_of(&qp, 0, 64, &L, &err), LMQ_E_ARG);
-    ck_assert_int_eq(q_layout_of(&qp, 4, -1, &L, &err), LMQ_E_ARG);
-    ck_assert_int_eq(q_layout_of(&qp, INT64_C(1) << 30, INT64_C(1) << 30, &L, &err), LMQ_E_ARG);
+    ck_assert_int_eq(lmq_layout_of(&qp, 0, 64, &L, &err), LMQ_E_ARG);
+    ck_assert_int_eq(lmq_layout_of(&qp, 4, -1, &L, &err), LMQ_E_ARG);
+    ck_assert_int_eq(lmq_layout_of(&qp, INT64_C(1) << 30, INT64_C(1) << 30, &L, &err), LMQ_E_ARG);
     ck_assert_ptr_nonnull(strstr(err.msg, "shape [1073741824, 1073741824]"));
 
     /* A buffer of the wrong size. */
@@ -238,9 +240,9 @@ START_TEST(nonfinite_weights)
     };
     for (size_t k = 0; k < sizeof qps / sizeof qps[0]; k++) {
         float *w = gauss_matrix(k + 1, 15, 1.0);
-        q_layout L;
+        lmq_layout L;
         lmq_err err;
-        ck_assert_int_eq(q_layout_of(&qps[k], 3, 5, &L, &err), LMQ_OK);
+        ck_assert_int_eq(lmq_layout_of(&qps[k], 3, 5, &L, &err), LMQ_OK);
         uint8_t *buf = malloc(L.bytes);
         w[7] = NAN;
         ck_assert_int_eq(q_quantize(&qps[k], w, 3, 5, buf, L.bytes, NULL, &err), LMQ_E_NUMERIC);
@@ -292,14 +294,14 @@ END_TEST
 
 START_TEST(layout_divisible)
 {
-    q_layout L;
+    lmq_layout L;
     lmq_err err;
     for (size_t k = 0; k < N_INTS; k++)
         for (int asym = 0; asym <= 1; asym++) {
             unsigned b = ints[k].bits;
             for (uint32_t g = 16; g <= 256; g *= 2) {
                 lmq_qparams qp = qp_of(ints[k].t, LMQ_GRAN_GROUP, g, asym);
-                ck_assert_int_eq(q_layout_of(&qp, 3, 256, &L, &err), LMQ_OK);
+                ck_assert_int_eq(lmq_layout_of(&qp, 3, 256, &L, &err), LMQ_OK);
                 /* b + 16/g bits per weight (+16/g for the zero points): exact in binary. */
                 ck_assert_double_eq((double)L.bits / (3 * 256), b + (asym ? 32.0 : 16.0) / g);
                 ck_assert_int_eq(L.n_scales, 3 * 256 / g);
@@ -309,10 +311,10 @@ START_TEST(layout_divisible)
                 ck_assert_uint_eq(L.bytes, (L.bits + 7) / 8);
             }
             lmq_qparams ch = qp_of(ints[k].t, LMQ_GRAN_CHANNEL, 0, asym);
-            ck_assert_int_eq(q_layout_of(&ch, 4, 96, &L, &err), LMQ_OK);
+            ck_assert_int_eq(lmq_layout_of(&ch, 4, 96, &L, &err), LMQ_OK);
             ck_assert_uint_eq(L.bits, 4 * 96 * b + 4 * 16 * (asym ? 2 : 1));
             lmq_qparams te = qp_of(ints[k].t, LMQ_GRAN_TENSOR, 0, asym);
-            ck_assert_int_eq(q_layout_of(&te, 4, 96, &L, &err), LMQ_OK);
+            ck_assert_int_eq(lmq_layout_of(&te, 4, 96, &L, &err), LMQ_OK);
             ck_assert_uint_eq(L.bits, 4 * 96 * b + 16 * (asym ? 2 : 1));
             ck_assert_int_eq(L.n_scales, 1);
         }
@@ -328,7 +330,7 @@ START_TEST(layout_divisible)
     };
     for (size_t i = 0; i < sizeof floats / sizeof floats[0]; i++) {
         lmq_qparams qp = qp_of(floats[i].t, floats[i].gran, 0, 0);
-        ck_assert_int_eq(q_layout_of(&qp, 4, 64, &L, &err), LMQ_OK);
+        ck_assert_int_eq(lmq_layout_of(&qp, 4, 64, &L, &err), LMQ_OK);
         ck_assert_uint_eq(L.bits, floats[i].bits);
         ck_assert_uint_eq(L.bytes, floats[i].bits / 8);
     }
@@ -337,14 +339,14 @@ END_TEST
 
 START_TEST(layout_ragged)
 {
-    q_layout L;
+    lmq_layout L;
     lmq_err err;
     for (size_t k = 0; k < N_INTS; k++)
         for (int asym = 0; asym <= 1; asym++) {
             uint64_t b = ints[k].bits, z = asym ? 2 : 1;
             /* cols 172, g 32: five groups of 32 and a last one of 12 in each row. */
             lmq_qparams qp = qp_of(ints[k].t, LMQ_GRAN_GROUP, 32, asym);
-            ck_assert_int_eq(q_layout_of(&qp, 5, 172, &L, &err), LMQ_OK);
+            ck_assert_int_eq(lmq_layout_of(&qp, 5, 172, &L, &err), LMQ_OK);
             ck_assert_int_eq(L.groups_per_row, 6);
             ck_assert_int_eq(L.group, 32);
             ck_assert_int_eq(L.n_scales, 30);
@@ -352,13 +354,13 @@ START_TEST(layout_ragged)
             ck_assert_uint_eq(L.bytes, 30 * 2 * z + (5 * 172 * b + 7) / 8);
             /* cols 13 < g 16: the group is the whole row. */
             qp.group = 16;
-            ck_assert_int_eq(q_layout_of(&qp, 3, 13, &L, &err), LMQ_OK);
+            ck_assert_int_eq(lmq_layout_of(&qp, 3, 13, &L, &err), LMQ_OK);
             ck_assert_int_eq(L.groups_per_row, 1);
             ck_assert_int_eq(L.group, 13);
             ck_assert_uint_eq(L.bits, 3 * 13 * b + 3 * 16 * z);
             /* A 1-D tensor is one row: 1000 weights, g 128 -> 8 groups, the last of 104. */
             qp.group = 128;
-            ck_assert_int_eq(q_layout_of(&qp, 1, 1000, &L, &err), LMQ_OK);
+            ck_assert_int_eq(lmq_layout_of(&qp, 1, 1000, &L, &err), LMQ_OK);
             ck_assert_int_eq(L.n_scales, 8);
             ck_assert_uint_eq(L.bits, 1000 * b + 8 * 16 * z);
         }
@@ -366,7 +368,7 @@ START_TEST(layout_ragged)
 END_TEST
 
 /* The golden tables' bits per weight for stories260K's 35 linear matrices and its embedding,
- * recomputed from the checkpoint header's shapes through q_layout_of. Each golden scheme name is
+ * recomputed from the checkpoint header's shapes through lmq_layout_of. Each golden scheme name is
  * matched against q_describe() of every candidate integer scheme. */
 START_TEST(golden_bpw)
 {
@@ -410,11 +412,11 @@ START_TEST(golden_bpw)
                         if (strcmp(q_describe(&qp, desc, sizeof desc), want) != 0)
                             continue;
                         uint64_t bits = 0, weights = 0;
-                        q_layout L;
+                        lmq_layout L;
                         lmq_err err;
                         for (int m = 0; m < (emb ? 1 : 7); m++) {
                             int64_t r = emb ? vocab : linear[m][0], c = emb ? dim : linear[m][1];
-                            ck_assert_int_eq(q_layout_of(&qp, r, c, &L, &err), LMQ_OK);
+                            ck_assert_int_eq(lmq_layout_of(&qp, r, c, &L, &err), LMQ_OK);
                             bits += L.bits * (emb ? 1 : (uint64_t)layers);
                             weights += (uint64_t)(r * c) * (emb ? 1 : (uint64_t)layers);
                         }
@@ -424,7 +426,7 @@ START_TEST(golden_bpw)
                         static const char last_is[] = "last group of each row has [";
                         const char *last = note ? strstr(note, last_is) : NULL;
                         if (last && !emb) {
-                            ck_assert_int_eq(q_layout_of(&qp, dim, hidden, &L, &err), LMQ_OK);
+                            ck_assert_int_eq(lmq_layout_of(&qp, dim, hidden, &L, &err), LMQ_OK);
                             ck_assert_int_eq(hidden - (L.groups_per_row - 1) * L.group,
                                              atoi(last + strlen(last_is)));
                         }
@@ -1047,9 +1049,9 @@ START_TEST(fp8_rows)
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         lmq_qparams qp = qp_of(cases[k].t, cases[k].gran, cases[k].group, 0);
-        q_layout L;
+        lmq_layout L;
         lmq_err err;
-        ck_assert_int_eq(q_layout_of(&qp, rows, cols, &L, &err), LMQ_OK);
+        ck_assert_int_eq(lmq_layout_of(&qp, rows, cols, &L, &err), LMQ_OK);
         uint8_t *buf = roundtrip(&qp, w, rows, cols, back, NULL);
         for (int64_t r = 0; r < rows; r++)
             for (int64_t c = 0; c < cols; c++) {

@@ -1,0 +1,114 @@
+#include "formats/encoding.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Tensors beyond 2^48 weights are refused, so every bit count fits comfortably in 64 bits. */
+#define MAX_WEIGHTS (INT64_C(1) << 48)
+
+#define GRAN(g) (1u << LMQ_GRAN_##g)
+#define SCALED (GRAN(TENSOR) | GRAN(CHANNEL) | GRAN(GROUP))
+#define FLOAT_ROW(T, nm, b, sb, gr, mx) [T] = { T, nm, b, sb, gr, 0, mx }
+#define INT_ROW(T, nm, b) [T] = { T, nm, b, 16, SCALED, 1, 0 }
+
+const lmq_encoding lmq_encodings[LMQ_T_COUNT] = {
+    FLOAT_ROW(LMQ_T_F32, "fp32", 32, 0, GRAN(NONE), 0x1.fffffep127f),
+    FLOAT_ROW(LMQ_T_F16, "fp16", 16, 0, GRAN(NONE), 65504.0f),
+    FLOAT_ROW(LMQ_T_BF16, "bf16", 16, 0, GRAN(NONE), 0x1.fep127f),
+    FLOAT_ROW(LMQ_T_F8_E4M3, "fp8_e4m3", 8, 32, GRAN(NONE) | SCALED, 448.0f),
+    FLOAT_ROW(LMQ_T_F8_E5M2, "fp8_e5m2", 8, 32, GRAN(NONE) | SCALED, 57344.0f),
+    INT_ROW(LMQ_T_INT8, "int8", 8),
+    INT_ROW(LMQ_T_INT4, "int4", 4),
+    INT_ROW(LMQ_T_INT3, "int3", 3),
+    INT_ROW(LMQ_T_INT2, "int2", 2),
+    /* Opaque bytes (carried tokenizer files): a layout, no numbers. */
+    FLOAT_ROW(LMQ_T_BYTES, "bytes", 8, 0, GRAN(NONE), 0),
+};
+
+const char *const lmq_gran_names[4] = { "none", "tensor", "channel", "group" };
+
+const lmq_encoding *lmq_encoding_of(unsigned dtype)
+{
+    return dtype < LMQ_T_COUNT ? &lmq_encodings[dtype] : NULL;
+}
+
+const lmq_encoding *lmq_encoding_find(const char *name)
+{
+    for (unsigned t = 0; t < LMQ_T_COUNT; t++)
+        if (strcmp(lmq_encodings[t].name, name) == 0)
+            return &lmq_encodings[t];
+    return NULL;
+}
+
+char *lmq_encoding_names(char *buf, size_t size, unsigned except)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (unsigned t = 0; t < LMQ_T_COUNT && n < size; t++)
+        if (t != except)
+            n += (size_t)snprintf(buf + n, size - n, "%s%s", n ? ", " : "", lmq_encodings[t].name);
+    return buf;
+}
+
+const char *lmq_gran_name(unsigned gran)
+{
+    return gran < 4 ? lmq_gran_names[gran] : "?";
+}
+
+lmq_code lmq_qparams_check(const lmq_qparams *qp, lmq_err *err)
+{
+    const lmq_encoding *s = lmq_encoding_of(qp->dtype);
+    if (!s)
+        return lmq_fail(err, LMQ_E_ARG, "unknown dtype %u", (unsigned)qp->dtype);
+    if (qp->gran > LMQ_GRAN_GROUP)
+        return lmq_fail(err, LMQ_E_ARG, "unknown granularity %u", (unsigned)qp->gran);
+    if (!(s->grans & (1u << qp->gran)))
+        return s->scale_bits
+                   ? lmq_fail(err, LMQ_E_ARG,
+                              "%s needs scales: granularity must be tensor, channel or group, "
+                              "not %s", s->name, lmq_gran_name(qp->gran))
+                   : lmq_fail(err, LMQ_E_ARG, "%s stores no scales: granularity must be none, "
+                              "not %s", s->name, lmq_gran_name(qp->gran));
+    if (qp->asym > 1)
+        return lmq_fail(err, LMQ_E_ARG, "asym must be 0 or 1, not %u", (unsigned)qp->asym);
+    if (qp->asym && !s->integer)
+        return lmq_fail(err, LMQ_E_ARG, "asymmetric quantisation applies to integer schemes, "
+                        "not %s", s->name);
+    if (qp->gran == LMQ_GRAN_GROUP) {
+        if (qp->group < 16 || (qp->group & (qp->group - 1)))
+            return lmq_fail(err, LMQ_E_ARG, "group size %" PRIu32 ": must be a power of two "
+                            ">= 16", qp->group);
+    } else if (qp->group != 0) {
+        return lmq_fail(err, LMQ_E_ARG, "group size %" PRIu32 " given with granularity %s "
+                        "(only group takes a size)", qp->group, lmq_gran_name(qp->gran));
+    }
+    return LMQ_OK;
+}
+
+lmq_code lmq_layout_of(const lmq_qparams *qp, int64_t rows, int64_t cols, lmq_layout *out,
+                     lmq_err *err)
+{
+    lmq_code rc = lmq_qparams_check(qp, err);
+    if (rc)
+        return rc;
+    if (rows < 1 || cols < 1 || rows > MAX_WEIGHTS / cols)
+        return lmq_fail(err, LMQ_E_ARG, "shape [%" PRId64 ", %" PRId64 "]: need 1 .. 2^48 "
+                        "weights", rows, cols);
+    const lmq_encoding *s = lmq_encoding_of(qp->dtype);
+    lmq_layout L = { .rows = rows, .cols = cols, .group = cols, .groups_per_row = 1 };
+    if (qp->gran == LMQ_GRAN_GROUP && cols > (int64_t)qp->group) {
+        L.group = qp->group;
+        L.groups_per_row = (cols + L.group - 1) / L.group;
+    }
+    L.n_scales = qp->gran == LMQ_GRAN_NONE     ? 0
+                 : qp->gran == LMQ_GRAN_TENSOR ? 1
+                                               : rows * L.groups_per_row;
+    L.zero_offset = (size_t)L.n_scales * (s->scale_bits / 8);
+    L.code_offset = L.zero_offset + (qp->asym ? (size_t)L.n_scales * 2 : 0);
+    uint64_t code_bits = (uint64_t)(rows * cols) * s->bits;
+    L.bits = (uint64_t)L.code_offset * 8 + code_bits;
+    L.bytes = L.code_offset + (size_t)((code_bits + 7) / 8);
+    *out = L;
+    return LMQ_OK;
+}
