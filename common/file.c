@@ -34,6 +34,14 @@ lmq_code lmq_blob_open(const char *path, lmq_blob *out, lmq_err *err)
     return LMQ_OK;
 }
 
+void lmq_map_drop(const void *p, size_t n)
+{
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t lo = (uintptr_t)p & ~(page - 1), hi = ((uintptr_t)p + n + page - 1) & ~(page - 1);
+    if (n) /* rounding out stays inside the mapping, which is whole pages */
+        madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
 void lmq_blob_close(lmq_blob *b)
 {
     if (b->mapped)

@@ -17,6 +17,10 @@ typedef struct {
 /* Maps (or, for empty files, allocates) the whole file read-only. */
 lmq_code lmq_blob_open(const char *path, lmq_blob *out, lmq_err *err);
 void lmq_blob_close(lmq_blob *b);
+/* Lets go of the pages holding [p, p + n) inside a read-only file mapping (a later read faults
+ * them in again from the file): a pass over a mapping larger than memory then holds only what
+ * it is reading, since the pages it has touched otherwise stay resident. */
+void lmq_map_drop(const void *p, size_t n);
 
 /* An output file written to "<path>.tmp.XXXXXX" and renamed over path on commit. */
 typedef struct {

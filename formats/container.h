@@ -110,6 +110,13 @@ lmq_code lmq_container_write_model(const char *path, const lmq_model *m, const l
 /* The same, asking for zstd on every tensor and file when codec is LMQ_CODEC_ZSTD. */
 lmq_code lmq_container_write_model_codec(const char *path, const lmq_model *m, const lmq_manifest *man,
                                          lmq_codec codec, lmq_err *err);
+/* Puts the fp32 values of m->tensors[i] into out (its raw_size bytes). */
+typedef lmq_code (*lmq_produce_fn)(void *ctx, int i, float *out, lmq_err *err);
+/* lmq_container_write_model_codec (manifest from the model) for a model whose tensors are fp32
+ * and described only (data NULL): each is produced into one reused buffer, written and
+ * summarised before the next, so that memory holds one tensor, not the model. */
+lmq_code lmq_container_write_stream(const char *path, const lmq_model *m, lmq_produce_fn produce, void *ctx,
+                                    lmq_codec codec, lmq_err *err);
 /* Checks a stored tensor for its reader: called with raw NULL, that raw_size is what its encoding
  * and shape need; then with its bytes, that they decode to finite numbers (scales, zero points,
  * float codes). formats/ does not know what encoded bytes mean: the runtime passes the scheme
