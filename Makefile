@@ -80,7 +80,7 @@ $(BUILD)/tests/%: tests/%.c $(TEST_SUPPORT) $(BUILD)/liblmq.a
 # Unit suites, then the end-to-end scripts (which drive the lmq command).
 check: $(BUILD)/lmq $(TEST_BIN) $(GOLDEN_BIN)
 	@set -e; for t in $(TEST_BIN) $(GOLDEN_BIN); do echo "== $$t"; $$t; done
-	@set -e; for s in $(sort $(wildcard tests/integration/*.sh)); do echo "== $$s"; LMQ=$(BUILD)/lmq bash $$s; done
+	@set -e; for s in $(sort $(wildcard tests/integration/*.sh)); do echo "== $$s"; LMQ=$(BUILD)/lmq LMQ_SAN=$(SAN) bash $$s; done
 	@echo "lmq: all checks passed"
 
 check-asan:

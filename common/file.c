@@ -34,6 +34,14 @@ lmq_code lmq_blob_open(const char *path, lmq_blob *out, lmq_err *err)
     return LMQ_OK;
 }
 
+void lmq_map_drop(const void *p, size_t n)
+{
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t lo = (uintptr_t)p & ~(page - 1), hi = ((uintptr_t)p + n + page - 1) & ~(page - 1);
+    if (n) /* rounding out stays inside the mapping, which is whole pages */
+        madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
 void lmq_blob_close(lmq_blob *b)
 {
     if (b->mapped)
@@ -45,12 +53,8 @@ void lmq_blob_close(lmq_blob *b)
 
 void lmq_blob_release(const lmq_blob *b, size_t offset, size_t size)
 {
-    if (!b->mapped || offset >= b->size || size == 0)
-        return;
-    /* Whole pages only, rounded outwards: the neighbours' pages are read back in if needed. */
-    size_t page = (size_t)sysconf(_SC_PAGESIZE), lo = offset / page * page;
-    size_t hi = offset + size < b->size ? offset + size : b->size;
-    madvise((void *)(b->data + lo), hi - lo, MADV_DONTNEED);
+    if (b->mapped && offset < b->size)
+        lmq_map_drop(b->data + offset, size < b->size - offset ? size : b->size - offset);
 }
 
 lmq_code lmq_atomic_open(lmq_atomic *a, const char *path, lmq_err *err)

@@ -17,9 +17,12 @@ typedef struct {
 /* Maps (or, for empty files, allocates) the whole file read-only. */
 lmq_code lmq_blob_open(const char *path, lmq_blob *out, lmq_err *err);
 void lmq_blob_close(lmq_blob *b);
-/* Drops the pages of [offset, offset + size) from this process (the page cache keeps them): a
- * mapping read once from front to back would otherwise count the whole file as resident. The
- * bytes stay readable; a later read maps them in again. A no-op for allocated blobs. */
+/* Lets go of the pages holding [p, p + n) inside a read-only file mapping (a later read faults
+ * them in again from the file): a pass over a mapping larger than memory then holds only what
+ * it is reading, since the pages it has touched otherwise stay resident. */
+void lmq_map_drop(const void *p, size_t n);
+/* lmq_map_drop for [offset, offset + size) of b when b is a mapping; a no-op for allocated
+ * blobs, whose pages must not be dropped. */
 void lmq_blob_release(const lmq_blob *b, size_t offset, size_t size);
 
 /* An output file written to "<path>.tmp.XXXXXX" and renamed over path on commit. */

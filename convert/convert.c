@@ -1,4 +1,4 @@
-/* lmq_convert: picks the importer for what src is. */
+/* lmq_convert_plan: picks the importer for what src is. */
 #include "convert/convert.h"
 
 #include <string.h>
@@ -7,9 +7,9 @@
 #include "convert/paths.h"
 #include "formats/llama2c.h"
 
-lmq_code lmq_convert(const char *src, const lmq_convert_opts *opts, lmq_model *out, lmq_err *err)
+lmq_code lmq_convert_plan(const char *src, const lmq_convert_opts *opts, lmq_plan *out, lmq_err *err)
 {
-    lmq_model_init(out);
+    lmq_plan_init(out);
     struct stat st;
     if (stat(src, &st) != 0)
         return lmq_fail(err, LMQ_E_IO, "%s: no such file or directory", src);
@@ -21,13 +21,24 @@ lmq_code lmq_convert(const char *src, const lmq_convert_opts *opts, lmq_model *o
             return lmq_fail(err, LMQ_E_ARG, "%s: --split-qkv: nothing to split: q, k, v are separate already", src);
         char dir[PATH_CAP];
         cv_dir_of(src, dir);
-        lmq_code c = l2c_load(src, out, err);
-        if (!c && (c = cv_add_tokenizer(out, dir, src, tokenizer, err)))
-            lmq_model_free(out);
+        lmq_code c = l2c_plan(src, out, err);
+        if (!c && (c = cv_add_tokenizer(&out->model, dir, src, tokenizer, err)))
+            lmq_plan_free(out);
         return c;
     }
     return lmq_fail(err, LMQ_E_ARG,
                     "%s: cannot tell what checkpoint this is (expected a Hugging Face directory, a .safetensors "
                     "file, a .safetensors.index.json, or a llama2.c .bin)",
                     src);
+}
+
+lmq_code lmq_convert(const char *src, const lmq_convert_opts *opts, lmq_model *out, lmq_err *err)
+{
+    lmq_plan p;
+    lmq_code c = lmq_convert_plan(src, opts, &p, err);
+    if (c) {
+        lmq_model_init(out);
+        return c;
+    }
+    return lmq_plan_load(&p, out, err);
 }

@@ -1,5 +1,6 @@
 /* Checkpoint import: turns a source checkpoint into an lmq_model (canonical names, [out, in],
- * arch descriptor, tokenizer files carried) that the container can store.
+ * arch descriptor, tokenizer files carried) that the container can store, or into a plan of one
+ * (formats/source.h) whose tensors are produced one at a time, for models too large to hold.
  *
  * Sources, decided by what src is:
  *   a directory          Hugging Face layout: config.json plus model.safetensors, or
@@ -14,6 +15,7 @@
 
 #include "common/err.h"
 #include "formats/model.h"
+#include "formats/source.h"
 
 typedef struct {
     /* A tokenizer file (vocab.json with merges.txt beside it, tokenizer.json, or a llama2.c
@@ -24,11 +26,14 @@ typedef struct {
     int split_qkv;
 } lmq_convert_opts;
 
-/* Fills out (initialised here; freed again on failure). opts may be NULL. */
+/* Plans the import into out (initialised here; freed again on failure): everything but the
+ * tensors' values, which are checked finite as they are produced. opts may be NULL. */
+lmq_code lmq_convert_plan(const char *src, const lmq_convert_opts *opts, lmq_plan *out, lmq_err *err);
+/* The plan with every tensor loaded: fills out (initialised here; freed again on failure). */
 lmq_code lmq_convert(const char *src, const lmq_convert_opts *opts, lmq_model *out, lmq_err *err);
 
-/* The Hugging Face importer behind lmq_convert, for a directory, a .safetensors file or an
+/* The Hugging Face importer behind lmq_convert_plan, for a directory, a .safetensors file or an
  * index.json. */
-lmq_code lmq_convert_hf(const char *src, const lmq_convert_opts *opts, lmq_model *out, lmq_err *err);
+lmq_code lmq_convert_hf(const char *src, const lmq_convert_opts *opts, lmq_plan *out, lmq_err *err);
 
 #endif

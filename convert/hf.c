@@ -1,4 +1,4 @@
-/* Hugging Face checkpoints (config.json + safetensors, single or sharded) to an lmq_model.
+/* Hugging Face checkpoints (config.json + safetensors, single or sharded) to an lmq_plan.
  * Tensor names go through one table per architecture (Hugging Face pattern → canonical name,
  * how to copy it); config.json goes through one reader per architecture. */
 #include "convert/convert.h"
@@ -291,10 +291,8 @@ typedef struct {
     char dir[PATH_CAP];    /* where config.json, the index and the shards are */
     char index[PATH_CAP];  /* empty for a single file */
     lmq_blob config, index_blob;
-    st_file *shards; /* sorted by file name */
+    st_file *shards; /* sorted by file name; handed to the plan */
     int n_shards;
-    char **origin; /* origin[i]: the source name of model tensor i (up to three per source tensor) */
-    int n_origin;
     int prefixed;  /* the checkpoint's names carry the family prefix */
     unsigned dtypes_seen;
 } hf_ctx;
@@ -457,8 +455,8 @@ static const name_row *lookup(const hf_ctx *x, const char *name, int *layer)
     return NULL;
 }
 
-/* Reads t as fp32 in canonical orientation into a new model tensor named canon. */
-static lmq_code load_tensor(hf_ctx *x, lmq_model *m, const st_file *f, const st_tensor *t, const char *canon,
+/* Describes t as fp32 in canonical orientation: a new plan tensor named canon. */
+static lmq_code load_tensor(hf_ctx *x, lmq_plan *p, const st_file *f, const st_tensor *t, const char *canon,
                             int transpose, lmq_err *err)
 {
     if (t->ndim < 1 || t->ndim > LMQ_MAX_DIMS || (transpose && t->ndim != 2))
@@ -467,44 +465,30 @@ static lmq_code load_tensor(hf_ctx *x, lmq_model *m, const st_file *f, const st_
     int64_t dims[LMQ_MAX_DIMS];
     for (int i = 0; i < t->ndim; i++)
         dims[i] = t->shape[transpose ? 1 - i : i];
-    const lmq_tensor *dup = lmq_model_find(m, canon);
+    const lmq_tensor *dup = lmq_model_find(&p->model, canon);
     if (dup)
-        return lmq_fail(err, LMQ_E_FORMAT, "%s: tensors %s and %s are both %s", f->path, x->origin[dup - m->tensors],
-                        t->name, canon);
-    lmq_tensor *out;
-    lmq_code c = lmq_model_add(m, canon, t->ndim, dims, &out, err);
-    if (c)
+        return lmq_fail(err, LMQ_E_FORMAT, "%s: tensors %s and %s are both %s", f->path,
+                        p->sources[dup - p->model.tensors].origin, t->name, canon);
+    const int64_t rows = transpose ? t->shape[0] : t->numel; /* Conv1D: stored [in, out] */
+    const lmq_source src = { .src = f->data + t->begin, .dtype = t->dtype, .rows = rows, .cols = t->numel / rows,
+                             .transpose = transpose, .origin = t->name };
+    if (lmq_plan_add(p, canon, t->ndim, dims, &src, err))
         return lmq_err_prefix(err, "%s: tensor %s: ", f->path, t->name);
-    if (!(x->origin[m->n_tensors - 1] = strdup(t->name)))
-        return lmq_fail(err, LMQ_E_NOMEM, "out of memory");
     x->dtypes_seen |= 1u << t->dtype;
-    if (!transpose)
-        return st_read_f32(f, t, out->data, err);
-    float *tmp = malloc((size_t)t->numel * sizeof *tmp);
-    if (!tmp)
-        return lmq_fail(err, LMQ_E_NOMEM, "%s: tensor %s: out of memory", f->path, t->name);
-    if (!(c = st_read_f32(f, t, tmp, err))) {
-        const int64_t rows = t->shape[0], cols = t->shape[1]; /* stored [in, out] */
-        for (int64_t i = 0; i < rows; i++)
-            for (int64_t j = 0; j < cols; j++)
-                out->data[j * rows + i] = tmp[i * cols + j];
-    }
-    free(tmp);
-    return c;
+    return st_readable(f, t, err);
 }
 
 /* lm_head.weight: kept as output.weight unless the config ties it and it repeats tok_embd. */
-static lmq_code load_classifier(hf_ctx *x, lmq_model *m, const st_file *f, const st_tensor *t, lmq_err *err)
+static lmq_code load_classifier(hf_ctx *x, lmq_plan *p, const st_file *f, const st_tensor *t, lmq_err *err)
 {
-    lmq_code c = load_tensor(x, m, f, t, "output.weight", 0, err);
+    lmq_model *m = &p->model;
+    lmq_code c = load_tensor(x, p, f, t, "output.weight", 0, err);
     if (c || !m->arch.tied_embedding)
         return c;
     const lmq_tensor *out = &m->tensors[m->n_tensors - 1], *emb = lmq_model_find(m, "tok_embd.weight");
     if (emb && out->ndim == emb->ndim && !memcmp(out->shape, emb->shape, sizeof out->shape) &&
-        !memcmp(out->data, emb->data, (size_t)lmq_tensor_numel(out) * sizeof(float))) {
-        free(m->tensors[--m->n_tensors].owned);
-        free(x->origin[m->n_tensors]);
-        x->origin[m->n_tensors] = NULL;
+        lmq_source_equal(&p->sources[m->n_tensors - 1], &p->sources[emb - m->tensors], lmq_tensor_numel(out))) {
+        m->n_tensors--;
         cv_note(m, "%s equals the token embedding: tied, dropped", t->name);
     } else {
         m->arch.tied_embedding = 0;
@@ -513,44 +497,31 @@ static lmq_code load_classifier(hf_ctx *x, lmq_model *m, const st_file *f, const
     return LMQ_OK;
 }
 
-/* --split-qkv: replaces the tensor just loaded, blk.L.attn_qkv.<suffix> [3·d(, d)], by its three
- * row blocks blk.L.attn_q / attn_k / attn_v.<suffix> (rows 0..d-1, d..2d-1, 2d..3d-1). */
-static lmq_code split_qkv(hf_ctx *x, lmq_model *m, int layer, const char *suffix, lmq_err *err)
+/* --split-qkv: replaces the tensor just described, blk.L.attn_qkv.<suffix> [3·d(, d)], by its
+ * three row blocks blk.L.attn_q / attn_k / attn_v.<suffix> (rows 0..d-1, d..2d-1, 2d..3d-1). */
+static lmq_code split_qkv(lmq_plan *p, int layer, const char *suffix, lmq_err *err)
 {
-    lmq_tensor fused = m->tensors[--m->n_tensors];
-    char *origin = x->origin[m->n_tensors];
-    x->origin[m->n_tensors] = NULL;
-    lmq_code c = LMQ_OK;
+    const lmq_tensor fused = p->model.tensors[--p->model.n_tensors];
+    lmq_source part = p->sources[p->model.n_tensors];
     int64_t dims[LMQ_MAX_DIMS];
     memcpy(dims, fused.shape, sizeof dims);
     dims[0] /= 3;
-    const size_t part = (size_t)(lmq_tensor_numel(&fused) / 3);
     if (fused.shape[0] % 3)
-        c = lmq_fail(err, LMQ_E_FORMAT, "tensor %s: %lld rows do not split into q, k, v", origin,
-                     (long long)fused.shape[0]);
+        return lmq_fail(err, LMQ_E_FORMAT, "tensor %s: %lld rows do not split into q, k, v", part.origin,
+                        (long long)fused.shape[0]);
+    lmq_code c = LMQ_OK;
     for (int i = 0; i < 3 && !c; i++) {
         char name[LMQ_NAME_MAX];
-        lmq_tensor *t;
         snprintf(name, sizeof name, "blk.%d.attn_%c.%s", layer, "qkv"[i], suffix);
-        if ((c = lmq_model_add(m, name, fused.ndim, dims, &t, err)))
-            break;
-        memcpy(t->data, fused.data + i * part, part * sizeof *t->data);
-        if (!(x->origin[m->n_tensors - 1] = strdup(origin)))
-            c = lmq_fail(err, LMQ_E_NOMEM, "out of memory");
+        part.first = i * (lmq_tensor_numel(&fused) / 3);
+        c = lmq_plan_add(p, name, fused.ndim, dims, &part, err);
     }
-    free(fused.data);
-    free(origin);
     return c;
 }
 
-static lmq_code load_weights(hf_ctx *x, lmq_model *m, lmq_err *err)
+static lmq_code load_weights(hf_ctx *x, lmq_plan *p, lmq_err *err)
 {
-    int total = 0;
-    for (int s = 0; s < x->n_shards; s++)
-        total += x->shards[s].n_tensors;
-    if (!(x->origin = calloc(3 * (size_t)total + 1, sizeof *x->origin)))
-        return lmq_fail(err, LMQ_E_NOMEM, "out of memory");
-    x->n_origin = 3 * total + 1;
+    lmq_model *m = &p->model;
     const st_file *cf = NULL;
     const st_tensor *ct = NULL;
     int ignored = 0;
@@ -581,11 +552,11 @@ static lmq_code load_weights(hf_ctx *x, lmq_model *m, lmq_err *err)
             }
             char canon[LMQ_NAME_MAX];
             pattern_expand(row->canon, layer, canon, sizeof canon);
-            lmq_code c = load_tensor(x, m, f, t, canon, row->kind == MAP_TRANSPOSE, err);
+            lmq_code c = load_tensor(x, p, f, t, canon, row->kind == MAP_TRANSPOSE, err);
             char fused[LMQ_NAME_MAX];
             const int n = x->split_qkv ? snprintf(fused, sizeof fused, "blk.%d.%s.", layer, x->fam->fused_qkv) : 0;
             if (!c && n > 0 && !strncmp(canon, fused, (size_t)n))
-                c = split_qkv(x, m, layer, canon + n, err);
+                c = split_qkv(p, layer, canon + n, err);
             if (c)
                 return c;
         }
@@ -594,22 +565,23 @@ static lmq_code load_weights(hf_ctx *x, lmq_model *m, lmq_err *err)
         cv_note(m, "%d non-weight buffers ignored", ignored);
     /* Last, so that the tied embedding it may repeat is already loaded. */
     if (ct)
-        return load_classifier(x, m, cf, ct, err);
+        return load_classifier(x, p, cf, ct, err);
     if (m->arch.tied_embedding)
         cv_note(m, "classifier tied to the token embedding");
     return LMQ_OK;
 }
 
 /* Adds the source tensor's name to a validation error about a canonical tensor. */
-static void name_origin(const hf_ctx *x, const lmq_model *m, lmq_err *err)
+static void name_origin(const hf_ctx *x, const lmq_plan *p, lmq_err *err)
 {
+    const lmq_model *m = &p->model;
     char canon[LMQ_NAME_MAX];
     if (sscanf(err->msg, "tensor %127[^:]:", canon) != 1)
         return;
     char hf[2 * LMQ_NAME_MAX] = "";
     for (int i = 0; i < m->n_tensors; i++)
         if (!strcmp(m->tensors[i].name, canon))
-            snprintf(hf, sizeof hf, "%s", x->origin[i]);
+            snprintf(hf, sizeof hf, "%s", p->sources[i].origin);
     for (size_t i = 0; i < x->fam->n_names && !hf[0]; i++) {
         int layer;
         const name_row *r = &x->fam->names[i];
@@ -632,11 +604,11 @@ static void checksum(hf_ctx *x, lmq_model *m)
     if (!s)
         return;
     XXH3_64bits_reset(s);
-    XXH3_64bits_update(s, x->config.data, x->config.size);
+    lmq_source_hash(s, &x->config);
     if (x->index[0])
-        XXH3_64bits_update(s, x->index_blob.data, x->index_blob.size);
+        lmq_source_hash(s, &x->index_blob);
     for (int i = 0; i < x->n_shards; i++)
-        XXH3_64bits_update(s, x->shards[i].blob.data, x->shards[i].blob.size);
+        lmq_source_hash(s, &x->shards[i].blob);
     m->source_checksum = XXH3_64bits_digest(s);
     XXH3_freeState(s);
 }
@@ -646,18 +618,16 @@ static void close_ctx(hf_ctx *x)
     for (int i = 0; i < x->n_shards; i++)
         st_close(&x->shards[i]);
     free(x->shards);
-    for (int i = 0; i < x->n_origin; i++)
-        free(x->origin[i]);
-    free(x->origin);
     if (x->config.data)
         lmq_blob_close(&x->config);
     if (x->index_blob.data)
         lmq_blob_close(&x->index_blob);
 }
 
-lmq_code lmq_convert_hf(const char *src, const lmq_convert_opts *opts, lmq_model *out, lmq_err *err)
+lmq_code lmq_convert_hf(const char *src, const lmq_convert_opts *opts, lmq_plan *plan, lmq_err *err)
 {
-    lmq_model_init(out);
+    lmq_plan_init(plan);
+    lmq_model *out = &plan->model;
     hf_ctx x = { .src = src, .split_qkv = opts && opts->split_qkv };
     lmq_code c;
     if ((c = open_source(&x, err)) || (c = read_config(&x, out, err)))
@@ -671,10 +641,10 @@ lmq_code lmq_convert_hf(const char *src, const lmq_convert_opts *opts, lmq_model
         cv_note(out, "%s",
                 x.split_qkv ? "fused c_attn split by rows into attn_q, attn_k, attn_v (--split-qkv)"
                             : "fused c_attn kept as attn_qkv (q|k|v rows)");
-    if ((c = load_weights(&x, out, err)))
+    if ((c = load_weights(&x, plan, err)))
         goto done;
     if ((c = lmq_model_validate(out, err))) {
-        name_origin(&x, out, err);
+        name_origin(&x, plan, err);
         lmq_err_prefix(err, "%s: ", src);
         goto done;
     }
@@ -688,10 +658,15 @@ lmq_code lmq_convert_hf(const char *src, const lmq_convert_opts *opts, lmq_model
     if ((c = cv_add_tokenizer(out, x.dir, src, opts ? opts->tokenizer : NULL, err)))
         goto done;
     snprintf(out->source, sizeof out->source, "%s", src);
+    snprintf(plan->where, sizeof plan->where, "%s", src);
     checksum(&x, out);
+    plan->shards = x.shards; /* the plan reads the weights from here on */
+    plan->n_shards = x.n_shards;
+    x.shards = NULL;
+    x.n_shards = 0;
 done:
     close_ctx(&x);
     if (c)
-        lmq_model_free(out);
+        lmq_plan_free(plan);
     return c;
 }

@@ -699,23 +699,28 @@ lmq_code lmq_writer_finish(lmq_writer *w, const lmq_manifest *man, lmq_err *err)
 
 /* ---- whole models ---- */
 
-lmq_code lmq_container_write_model_codec(const char *path, const lmq_model *m, const lmq_manifest *man,
-                                         lmq_codec codec, lmq_err *err)
+/* The whole-model writer. With produce, tensor i's fp32 values come into one reused buffer just
+ * before it is written; without man, the manifest entries are computed as the tensors go by. */
+static lmq_code write_model(const char *path, const lmq_model *m, const lmq_manifest *man, lmq_produce_fn produce,
+                            void *ctx, lmq_codec codec, lmq_err *err)
 {
     lmq_manifest own;
-    lmq_code rc;
-    if (!man) {
-        if ((rc = lmq_manifest_from_model(m, &own, err)))
-            return rc;
-        man = &own;
-    }
-    lmq_writer *w;
-    if ((rc = lmq_writer_open(&w, path, err)))
-        goto done;
+    lmq_manifest_init(&own);
+    size_t largest = 0;
+    for (int i = 0; i < m->n_tensors && produce; i++)
+        largest = m->tensors[i].raw_size > largest ? m->tensors[i].raw_size : largest;
+    float *buf = largest ? malloc(largest) : NULL;
+    lmq_writer *w = NULL;
+    lmq_code rc = largest && !buf ? lmq_fail(err, LMQ_E_NOMEM, "%s: out of memory", path)
+                                  : lmq_writer_open(&w, path, err);
     for (int i = 0; i < m->n_tensors && !rc; i++) {
         const lmq_tensor *t = &m->tensors[i];
-        rc = lmq_writer_add(w, t->name, t->q, t->ndim, t->shape, t->raw, t->raw_size, codec, err);
+        const float *values = produce ? buf : t->data;
+        if ((!produce || !(rc = produce(ctx, i, buf, err))) && (man || !(rc = lmq_manifest_add_plain(&own, t, values, err))))
+            rc = lmq_writer_add(w, t->name, t->q, t->ndim, t->shape, produce ? (const void *)buf : t->raw, t->raw_size,
+                                codec, err);
     }
+    free(buf);
     for (int i = 0; i < m->n_files && !rc; i++) {
         const lmq_file *f = &m->files[i];
         char name[LMQ_NAME_MAX + 8];
@@ -723,14 +728,26 @@ lmq_code lmq_container_write_model_codec(const char *path, const lmq_model *m, c
         int64_t shape[1] = { (int64_t)f->size };
         rc = lmq_writer_add(w, name, (lmq_qparams){ .dtype = LMQ_T_BYTES }, 1, shape, f->data, f->size, codec, err);
     }
+    if (!rc && !man)
+        rc = lmq_manifest_describe(&own, m, err);
     if (rc)
         lmq_writer_abort(w);
     else
-        rc = lmq_writer_finish(w, man, err);
-done:
-    if (man == &own)
-        lmq_manifest_free(&own);
+        rc = lmq_writer_finish(w, man ? man : &own, err);
+    lmq_manifest_free(&own);
     return rc;
+}
+
+lmq_code lmq_container_write_model_codec(const char *path, const lmq_model *m, const lmq_manifest *man,
+                                         lmq_codec codec, lmq_err *err)
+{
+    return write_model(path, m, man, NULL, NULL, codec, err);
+}
+
+lmq_code lmq_container_write_stream(const char *path, const lmq_model *m, lmq_produce_fn produce, void *ctx,
+                                    lmq_codec codec, lmq_err *err)
+{
+    return write_model(path, m, NULL, produce, ctx, codec, err);
 }
 
 lmq_code lmq_container_write_model(const char *path, const lmq_model *m, const lmq_manifest *man, lmq_err *err)

@@ -108,6 +108,13 @@ lmq_code lmq_container_write_model(const char *path, const lmq_model *m, const l
 /* The same, asking for zstd on every tensor and file when codec is LMQ_CODEC_ZSTD. */
 lmq_code lmq_container_write_model_codec(const char *path, const lmq_model *m, const lmq_manifest *man,
                                          lmq_codec codec, lmq_err *err);
+/* Puts the fp32 values of m->tensors[i] into out (its raw_size bytes). */
+typedef lmq_code (*lmq_produce_fn)(void *ctx, int i, float *out, lmq_err *err);
+/* lmq_container_write_model_codec (manifest from the model) for a model whose tensors are fp32
+ * and described only (data NULL): each is produced into one reused buffer, written and
+ * summarised before the next, so that memory holds one tensor, not the model. */
+lmq_code lmq_container_write_stream(const char *path, const lmq_model *m, lmq_produce_fn produce, void *ctx,
+                                    lmq_codec codec, lmq_err *err);
 /* Checks a stored tensor's values for its reader (the container has checked its size against
  * its encoding's layout): that its bytes decode to finite numbers (scales, float codes).
  * formats/ does not decode numbers: the runtime passes the scheme table's checker. */

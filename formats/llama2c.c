@@ -7,11 +7,11 @@
 
 #include "common/file.h"
 
-/* Loads `name` (one matrix per layer when per_layer) from the weight stream at *pos. */
-static lmq_code take(lmq_model *m, const float *w, size_t *pos, const char *name, int per_layer,
-                     int64_t rows, int64_t cols, lmq_err *err)
+/* Describes `name` (one matrix per layer when per_layer) from the fp32 weight stream at *pos. */
+static lmq_code take(lmq_plan *p, const uint8_t *w, size_t *pos, const char *name, int per_layer, int64_t rows,
+                     int64_t cols, lmq_err *err)
 {
-    int n_layers = per_layer ? m->arch.n_layers : 1;
+    int n_layers = per_layer ? p->model.arch.n_layers : 1;
     for (int l = 0; l < n_layers; l++) {
         char full[LMQ_NAME_MAX];
         if (per_layer)
@@ -19,19 +19,18 @@ static lmq_code take(lmq_model *m, const float *w, size_t *pos, const char *name
         else
             snprintf(full, sizeof full, "%s", name);
         int64_t shape[2] = { rows, cols };
-        lmq_tensor *t;
-        lmq_code c = lmq_model_add(m, full, cols ? 2 : 1, shape, &t, err);
+        const lmq_source s = { .src = w + *pos * sizeof(float), .dtype = ST_F32, .rows = rows, .cols = cols ? cols : 1 };
+        lmq_code c = lmq_plan_add(p, full, cols ? 2 : 1, shape, &s, err);
         if (c)
             return c;
-        size_t n = (size_t)(rows * (cols ? cols : 1));
-        memcpy(t->data, w + *pos, n * sizeof(float));
-        *pos += n;
+        *pos += (size_t)(rows * (cols ? cols : 1));
     }
     return LMQ_OK;
 }
 
-static lmq_code load(const char *path, const lmq_blob *b, lmq_model *m, lmq_err *err)
+static lmq_code plan(const char *path, const lmq_blob *b, lmq_plan *p, lmq_err *err)
 {
+    lmq_model *m = &p->model;
     int32_t h[7];
     if (b->size < sizeof h)
         return lmq_fail(err, LMQ_E_FORMAT, "truncated header (%zu bytes)", b->size);
@@ -56,10 +55,6 @@ static lmq_code load(const char *path, const lmq_blob *b, lmq_model *m, lmq_err 
     if ((b->size - sizeof h) % 4 || (int64_t)((b->size - sizeof h) / 4) != want)
         return lmq_fail(err, LMQ_E_FORMAT, "%zu bytes of weights, the header implies %lld", b->size - sizeof h,
                         (long long)(want * 4));
-    float *w = malloc((size_t)want * sizeof(float)); /* the weights start at byte 28: copy to align */
-    if (!w)
-        return lmq_fail(err, LMQ_E_NOMEM, "out of memory");
-    memcpy(w, b->data + sizeof h, (size_t)want * sizeof(float));
     /* The file's order, one row per stored kind. */
     const struct { const char *name; int per_layer; int64_t rows, cols; } order[] = {
         { "tok_embd.weight", 0, V, d },  { "attn_norm.weight", 1, d, 0 }, { "attn_q.weight", 1, d, d },
@@ -70,33 +65,48 @@ static lmq_code load(const char *path, const lmq_blob *b, lmq_model *m, lmq_err 
     size_t pos = 0;
     lmq_code c = LMQ_OK;
     for (size_t i = 0; i < sizeof order / sizeof order[0] && !c; i++)
-        c = take(m, w, &pos, order[i].name, order[i].per_layer, order[i].rows, order[i].cols, err);
+        c = take(p, b->data + sizeof h, &pos, order[i].name, order[i].per_layer, order[i].rows, order[i].cols, err);
     pos += (size_t)rope;
     if (!c && !a->tied_embedding)
-        c = take(m, w, &pos, "output.weight", 0, V, d, err);
-    free(w);
+        c = take(p, b->data + sizeof h, &pos, "output.weight", 0, V, d, err);
     if (c)
         return c;
     snprintf(m->source, sizeof m->source, "%s", path);
     snprintf(m->notes, sizeof m->notes, "llama2.c checkpoint; weights already [out, in]; rope: interleaved pairs "
              "(2i, 2i+1); freq_cis tables dropped (recomputed); classifier %s",
              a->tied_embedding ? "tied to the token embedding" : "separate");
-    m->source_checksum = XXH3_64bits(b->data, b->size);
+    XXH3_state_t *s = XXH3_createState();
+    if (!s || XXH3_64bits_reset(s) != XXH_OK) {
+        XXH3_freeState(s);
+        return lmq_fail(err, LMQ_E_NOMEM, "out of memory");
+    }
+    lmq_source_hash(s, b);
+    m->source_checksum = XXH3_64bits_digest(s);
+    XXH3_freeState(s);
     return lmq_model_validate(m, err);
+}
+
+lmq_code l2c_plan(const char *path, lmq_plan *out, lmq_err *err)
+{
+    lmq_plan_init(out);
+    lmq_code c = lmq_blob_open(path, &out->blob, err);
+    if (!c)
+        c = plan(path, &out->blob, out, err);
+    if (c) {
+        lmq_plan_free(out);
+        return lmq_err_prefix(err, "%s: ", path);
+    }
+    snprintf(out->where, sizeof out->where, "%s", path);
+    return LMQ_OK;
 }
 
 lmq_code l2c_load(const char *path, lmq_model *out, lmq_err *err)
 {
-    lmq_model_init(out);
-    lmq_blob b;
-    lmq_code c = lmq_blob_open(path, &b, err);
-    if (c)
-        return c;
-    c = load(path, &b, out, err);
-    lmq_blob_close(&b);
+    lmq_plan p;
+    lmq_code c = l2c_plan(path, &p, err);
     if (c) {
-        lmq_model_free(out);
-        lmq_err_prefix(err, "%s: ", path);
+        lmq_model_init(out);
+        return c;
     }
-    return c;
+    return lmq_plan_load(&p, out, err);
 }

@@ -10,9 +10,12 @@
 
 #include "common/err.h"
 #include "formats/model.h"
+#include "formats/source.h"
 
-/* Loads path's weights into out (canonical names, rope interleaved). The tokenizer, which the
- * checkpoint does not hold, is convert/'s business. */
+/* Plans the import of path's weights (canonical names, rope interleaved; formats/source.h). The
+ * tokenizer, which the checkpoint does not hold, is convert/'s business. */
+lmq_code l2c_plan(const char *path, lmq_plan *out, lmq_err *err);
+/* The same with every tensor loaded into out. */
 lmq_code l2c_load(const char *path, lmq_model *out, lmq_err *err);
 
 #endif

@@ -308,34 +308,43 @@ int lmq_is_linear(const char *name, int ndim)
     return ndim == 2 && !strncmp(name, "blk.", 4);
 }
 
+lmq_code lmq_manifest_add_plain(lmq_manifest *m, const lmq_tensor *t, const float *values, lmq_err *err)
+{
+    lmq_manifest_tensor *e;
+    lmq_code c = lmq_manifest_add_tensor(m, t->name, &e, err);
+    if (c)
+        return c;
+    snprintf(e->scheme, sizeof e->scheme, "%s", lmq_encoding_of(LMQ_T_F32)->name);
+    e->q = (lmq_qparams){ .dtype = LMQ_T_F32, .gran = LMQ_GRAN_NONE };
+    e->linear = lmq_is_linear(t->name, t->ndim);
+    e->bits = 32 * (uint64_t)lmq_tensor_numel(t);
+    e->bpw = 32;
+    lmq_tensor_stats(values, NULL, (size_t)lmq_tensor_numel(t), &e->stats);
+    snprintf(e->reason, sizeof e->reason, "plain conversion: no recipe applied");
+    return LMQ_OK;
+}
+
+lmq_code lmq_manifest_describe(lmq_manifest *m, const lmq_model *mod, lmq_err *err)
+{
+    m->arch = mod->arch;
+    m->source_checksum = mod->source_checksum;
+    lmq_code c;
+    if ((c = lmq_manifest_set(&m->source, mod->source, err)) ||
+        (c = lmq_manifest_set(&m->source_notes, mod->notes, err)))
+        return c;
+    for (int i = 0; i < mod->n_files && !c; i++)
+        c = lmq_manifest_add_file(m, mod->files[i].name, mod->files[i].size, err);
+    return c;
+}
+
 lmq_code lmq_manifest_from_model(const lmq_model *mod, lmq_manifest *out, lmq_err *err)
 {
     lmq_manifest_init(out);
-    out->arch = mod->arch;
-    out->source_checksum = mod->source_checksum;
-    lmq_code c;
-    if ((c = lmq_manifest_set(&out->source, mod->source, err)) ||
-        (c = lmq_manifest_set(&out->source_notes, mod->notes, err)))
-        goto fail;
-    for (int i = 0; i < mod->n_tensors; i++) {
-        const lmq_tensor *t = &mod->tensors[i];
-        lmq_manifest_tensor *e;
-        if ((c = lmq_manifest_add_tensor(out, t->name, &e, err)))
-            goto fail;
-        snprintf(e->scheme, sizeof e->scheme, "%s", lmq_encoding_of(LMQ_T_F32)->name);
-        e->q = (lmq_qparams){ .dtype = LMQ_T_F32, .gran = LMQ_GRAN_NONE };
-        e->linear = lmq_is_linear(t->name, t->ndim);
-        e->bits = 32 * (uint64_t)lmq_tensor_numel(t);
-        e->bpw = 32;
-        lmq_tensor_stats(t->data, NULL, (size_t)lmq_tensor_numel(t), &e->stats);
-        snprintf(e->reason, sizeof e->reason, "plain conversion: no recipe applied");
-    }
-    for (int i = 0; i < mod->n_files; i++)
-        if ((c = lmq_manifest_add_file(out, mod->files[i].name, mod->files[i].size, err)))
-            goto fail;
-    return LMQ_OK;
-fail:
-    lmq_manifest_free(out);
+    lmq_code c = lmq_manifest_describe(out, mod, err);
+    for (int i = 0; i < mod->n_tensors && !c; i++)
+        c = lmq_manifest_add_plain(out, &mod->tensors[i], mod->tensors[i].data, err);
+    if (c)
+        lmq_manifest_free(out);
     return c;
 }
 

@@ -22,7 +22,7 @@ typedef struct {
     lmq_qparams q;               /* dtype, granularity, asymmetry, group: equal to the index entry */
     int linear;                  /* a 2-D projection inside a block (lmq_is_linear) */
     uint64_t bits;               /* exact storage bits (codes, scales, zero points) before the
-                                    last byte's padding: the scheme table's lmq_layout.bits */
+                                    last byte's padding: lmq_layout.bits (formats/encoding.h) */
     double bpw;                  /* bits / elements */
     lmq_stats stats;             /* of the source weights, and rel_error of their reconstruction */
     char reason[LMQ_REASON_MAX]; /* why the tensor stayed fp32; required exactly for fp32 tensors */
@@ -74,6 +74,10 @@ int lmq_is_linear(const char *name, int ndim);
 /* The manifest of a plain fp32 conversion: arch, source and notes from the model, every tensor
  * fp32 with its statistics and the reason it stayed fp32, every file (out initialised here). */
 lmq_code lmq_manifest_from_model(const lmq_model *mod, lmq_manifest *out, lmq_err *err);
+/* Its two halves, for a model written one tensor at a time: arch, source, notes and files from
+ * mod; and the entry of fp32 tensor t whose values are `values` (t->data may be NULL). */
+lmq_code lmq_manifest_describe(lmq_manifest *m, const lmq_model *mod, lmq_err *err);
+lmq_code lmq_manifest_add_plain(lmq_manifest *m, const lmq_tensor *t, const float *values, lmq_err *err);
 
 /* YAML text (malloc'd, NUL-terminated, *len without the NUL). Deterministic; floats are
  * written so that they parse back to the same value. */

@@ -220,13 +220,18 @@ lmq_code lmq_model_validate(const lmq_model *m, lmq_err *err)
     if (!a->tied_embedding)
         EXPECT(a->vocab_size, d, "output.weight");
 #undef EXPECT
-    for (int i = 0; i < m->n_tensors; i++) {
-        const lmq_tensor *t = &m->tensors[i];
-        int64_t k = t->data ? lmq_tensor_numel(t) : 0;
-        for (int64_t j = 0; j < k; j++)
-            if (!isfinite(t->data[j]))
-                return lmq_fail(err, LMQ_E_NUMERIC, "tensor %s: non-finite value %g at element %lld", t->name,
-                                (double)t->data[j], (long long)j);
-    }
+    for (int i = 0; i < m->n_tensors; i++)
+        if (m->tensors[i].data && (c = lmq_tensor_finite(&m->tensors[i], m->tensors[i].data, err)))
+            return c;
+    return LMQ_OK;
+}
+
+lmq_code lmq_tensor_finite(const lmq_tensor *t, const float *values, lmq_err *err)
+{
+    const int64_t n = lmq_tensor_numel(t);
+    for (int64_t j = 0; j < n; j++)
+        if (!isfinite(values[j]))
+            return lmq_fail(err, LMQ_E_NUMERIC, "tensor %s: non-finite value %g at element %lld", t->name,
+                            (double)values[j], (long long)j);
     return LMQ_OK;
 }

@@ -99,7 +99,10 @@ int64_t lmq_tensor_numel(const lmq_tensor *t);
 
 /* Checks that every tensor the architecture needs is present with the right shape, and that
  * every fp32 weight is finite (a loader checks the other encodings' scales and codes: see
- * runtime/artefact.h). Errors name the tensor. */
+ * runtime/artefact.h; tensors described without values, data NULL, are checked for shape only).
+ * Errors name the tensor. */
 lmq_code lmq_model_validate(const lmq_model *m, lmq_err *err);
+/* The fp32 check of lmq_model_validate for t's values (t->data, or values produced apart). */
+lmq_code lmq_tensor_finite(const lmq_tensor *t, const float *values, lmq_err *err);
 
 #endif

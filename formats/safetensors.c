@@ -334,13 +334,30 @@ const st_tensor *st_find(const st_file *f, const char *name)
     return NULL;
 }
 
-lmq_code st_read_f32(const st_file *f, const st_tensor *t, float *out, lmq_err *err)
+int st_dtype_bits(st_dtype t)
+{
+    return DTYPES[t].bits;
+}
+
+lmq_code st_readable(const st_file *f, const st_tensor *t, lmq_err *err)
 {
     if (!DTYPES[t->dtype].decode)
         return lmq_fail(err, LMQ_E_UNSUPPORTED, "%s: unsupported dtype %s for tensor %s (lmq reads F32, F16, BF16)",
                         f->path, DTYPES[t->dtype].name, t->name);
-    DTYPES[t->dtype].decode(f->data + t->begin, out, (size_t)t->numel);
     return LMQ_OK;
+}
+
+void st_decode(st_dtype dtype, const uint8_t *src, float *out, size_t n)
+{
+    DTYPES[dtype].decode(src, out, n);
+}
+
+lmq_code st_read_f32(const st_file *f, const st_tensor *t, float *out, lmq_err *err)
+{
+    lmq_code c = st_readable(f, t, err);
+    if (!c)
+        st_decode(t->dtype, f->data + t->begin, out, (size_t)t->numel);
+    return c;
 }
 
 /* The header JSON for st_write, padded with spaces to a multiple of 8 bytes. */

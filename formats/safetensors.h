@@ -73,6 +73,11 @@ const st_tensor *st_find(const st_file *f, const char *name);
 
 /* Converts tensor t (of f) to fp32 into out[t->numel]. Unsupported dtypes fail here. */
 lmq_code st_read_f32(const st_file *f, const st_tensor *t, float *out, lmq_err *err);
+/* The error st_read_f32 gives for t, found before anything is read. */
+lmq_code st_readable(const st_file *f, const st_tensor *t, lmq_err *err);
+/* Converts n little-endian values of a readable dtype (F32, F16, BF16) at src to fp32. */
+void st_decode(st_dtype dtype, const uint8_t *src, float *out, size_t n);
+int st_dtype_bits(st_dtype t);
 
 /* A tensor to write: data is fp32 and is rounded to dtype (round-to-nearest-even). */
 typedef struct {

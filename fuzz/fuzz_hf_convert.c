@@ -1,6 +1,6 @@
 /* Hugging Face import: config.json and model.safetensors, the input being the two files joined
  * by one NUL byte (config first; JSON holds no raw NUL), written into a scratch directory
- * beside a copy of the fixture tokenizer tok512.bin, then lmq_convert_hf on the directory.
+ * beside a copy of the fixture tokenizer tok512.bin, then lmq_convert on the directory.
  * What converts must be a valid model. */
 #include <sys/stat.h>
 
@@ -54,7 +54,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     put(weights, nul ? nul + 1 : data + size, nul ? (size_t)(data + size - nul - 1) : 0);
     lmq_model m;
     lmq_err err = { 0 };
-    if (lmq_convert_hf(dir, NULL, &m, &err))
+    if (lmq_convert(dir, NULL, &m, &err))
         return 0;
     FZ_CHECK(lmq_model_validate(&m, &err) == LMQ_OK, "%s", err.msg);
     lmq_model_free(&m);

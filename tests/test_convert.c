@@ -13,6 +13,7 @@
 #include "common/file.h"
 #include "common/fp.h"
 #include "convert/convert.h"
+#include "formats/container.h"
 #include "formats/safetensors.h"
 #include "tests/testutil.h"
 
@@ -857,6 +858,44 @@ START_TEST(tokenizers)
 }
 END_TEST
 
+/* lmq convert streams (lmq_convert_plan, then lmq_container_write_stream) what lmq_convert loads
+ * whole: the two artefacts are the same bytes for every fixture, with and without --zstd and
+ * --split-qkv. */
+START_TEST(streamed_equals_loaded)
+{
+    static const struct { const char *src, *tokenizer; int split; } cases[] = {
+        { "stories260K/stories260K.bin", NULL, 0 }, { "stories260K-hf", NULL, 0 }, { "sotu-gpt2", NULL, 0 },
+        { "sotu-gpt2", NULL, 1 }, { NULL, "gpt2-tokenizer", 0 }, { NULL, "gpt2-tokenizer", 1 },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (int codec = 0; codec < LMQ_CODEC_COUNT; codec++) {
+            char src[512], tok[512], whole[512], streamed[512];
+            snprintf(src, sizeof src, "%s", cases[i].src ? fixture(cases[i].src) : "demo/sotu-gpt2");
+            snprintf(tok, sizeof tok, "%s", cases[i].tokenizer ? fixture(cases[i].tokenizer) : "");
+            snprintf(whole, sizeof whole, "%s/whole.lmq", scratch);
+            snprintf(streamed, sizeof streamed, "%s/streamed.lmq", scratch);
+            const lmq_convert_opts o = { .tokenizer = tok[0] ? tok : NULL, .split_qkv = cases[i].split };
+            lmq_model m;
+            lmq_plan p;
+            lmq_err e = { 0 };
+            ck_assert_msg(lmq_convert(src, &o, &m, &e) == LMQ_OK, "%s", e.msg);
+            ck_assert_msg(lmq_container_write_model_codec(whole, &m, NULL, (lmq_codec)codec, &e) == LMQ_OK, "%s", e.msg);
+            lmq_model_free(&m);
+            ck_assert_msg(lmq_convert_plan(src, &o, &p, &e) == LMQ_OK, "%s", e.msg);
+            ck_assert_msg(lmq_container_write_stream(streamed, &p.model, lmq_plan_produce, &p, (lmq_codec)codec, &e) ==
+                              LMQ_OK, "%s", e.msg);
+            lmq_plan_free(&p);
+            lmq_blob a, b;
+            ck_assert_int_eq(lmq_blob_open(whole, &a, &e), LMQ_OK);
+            ck_assert_int_eq(lmq_blob_open(streamed, &b, &e), LMQ_OK);
+            ck_assert_msg(a.size == b.size && !memcmp(a.data, b.data, a.size), "%s (split %d, codec %d): streamed "
+                          "artefact differs", src, cases[i].split, codec);
+            lmq_blob_close(&a);
+            lmq_blob_close(&b);
+        }
+}
+END_TEST
+
 START_TEST(dispatch)
 {
     convert_fails(fixture("text/sotu-eval.txt"), NULL, "cannot tell what checkpoint this is", NULL);
@@ -888,6 +927,7 @@ int main(void)
     tcase_add_test(tc, config_errors);
     tcase_add_test(tc, weight_errors);
     tcase_add_test(tc, tokenizers);
+    tcase_add_test(tc, streamed_equals_loaded);
     tcase_add_test(tc, dispatch);
     suite_add_tcase(s, tc);
     return run_suite(s);

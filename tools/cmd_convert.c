@@ -31,15 +31,18 @@ int cmd_convert(int argc, char **argv)
         return 2;
     }
     const double t0 = lmq_now();
-    lmq_model m;
+    lmq_plan p;
     lmq_err err;
     lmq_convert_opts co = { .tokenizer = tokenizer, .split_qkv = split_qkv };
-    if (lmq_convert(src[0], &co, &m, &err) ||
-        lmq_container_write_model_codec(out, &m, NULL, zstd ? LMQ_CODEC_ZSTD : LMQ_CODEC_NONE, &err)) {
+    /* Tensor by tensor, so that memory holds about one tensor, not the model. */
+    if (lmq_convert_plan(src[0], &co, &p, &err) ||
+        lmq_container_write_stream(out, &p.model, lmq_plan_produce, &p, zstd ? LMQ_CODEC_ZSTD : LMQ_CODEC_NONE,
+                                   &err)) {
         fprintf(stderr, "lmq convert: %s\n", err.msg);
-        lmq_model_free(&m);
+        lmq_plan_free(&p);
         return 1;
     }
+    const lmq_model m = p.model;
     long long params = 0;
     for (int i = 0; i < m.n_tensors; i++)
         params += lmq_tensor_numel(&m.tensors[i]);
@@ -47,6 +50,6 @@ int cmd_convert(int argc, char **argv)
            m.arch.family == LMQ_FAMILY_GPT2 ? "gpt2" : "llama", m.arch.n_layers, m.arch.dim, m.arch.vocab_size,
            m.n_tensors, params, m.n_files, m.n_files == 1 ? "" : "s",
            lmq_now() - t0);
-    lmq_model_free(&m);
+    lmq_plan_free(&p);
     return 0;
 }
