@@ -98,7 +98,7 @@ static void *worker(void *v)
 int lmq_online_cpus(void)
 {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n < 1 ? 1 : n > 256 ? 256 : (int)n;
+    return n < 1 ? 1 : n > LMQ_POOL_MAX_THREADS ? LMQ_POOL_MAX_THREADS : (int)n;
 }
 
 lmq_code lmq_pool_create(int threads, lmq_pool **out, lmq_err *err)
@@ -106,8 +106,8 @@ lmq_code lmq_pool_create(int threads, lmq_pool **out, lmq_err *err)
     *out = NULL;
     if (threads <= 0)
         threads = lmq_online_cpus();
-    if (threads > 256)
-        return lmq_fail(err, LMQ_E_ARG, "thread count %d is more than 256", threads);
+    if (threads > LMQ_POOL_MAX_THREADS)
+        return lmq_fail(err, LMQ_E_ARG, "thread count %d is more than %d", threads, LMQ_POOL_MAX_THREADS);
     lmq_pool *p = calloc(1, sizeof *p);
     if (!p || !(p->tids = calloc((size_t)threads, sizeof *p->tids))) {
         free(p);

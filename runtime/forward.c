@@ -191,8 +191,8 @@ lmq_code rt_state_create(const rt_model *m, const rt_exec *ex, int max_tokens, r
         { &s->rope_cos, gpt2 ? 0 : T * hd2 }, { &s->rope_sin, gpt2 ? 0 : T * hd2 },
         { &s->scores, (size_t)s->threads * ATT_ROWS * T },
     };
-    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
-        if (need[i].n && !(*need[i].p = malloc(need[i].n * sizeof(float)))) {
+    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++) /* rows on cache lines, as the kernels load them */
+        if (need[i].n && !(*need[i].p = aligned_alloc(64, (need[i].n * sizeof(float) + 63) / 64 * 64))) {
             rt_state_free(s);
             return lmq_fail(err, LMQ_E_NOMEM, "out of memory for the runtime state (%d tokens)", max_tokens);
         }

@@ -256,6 +256,18 @@ AVX512_INLINE void decode(int enc, const rt_weight *W, int j0, int cols, float *
     }
 }
 
+/* x reordered within each 32 columns as the int4 step delivers W: even columns, then odd. */
+AVX512 static void permute32(const float *x, int n, int in, float *out)
+{
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+    for (size_t k = 0; k < (size_t)n * (size_t)in; k += 32) { /* in is a multiple of 32 */
+        const __m512 a = _mm512_loadu_ps(x + k), b = _mm512_loadu_ps(x + k + 16);
+        _mm512_storeu_ps(out + k, _mm512_permutex2var_ps(a, even, b));
+        _mm512_storeu_ps(out + k + 16, _mm512_permutex2var_ps(a, odd, b));
+    }
+}
+
 #define FUSED(enc, name)                                                                                        \
     AVX512 static void tiles_##name(const rt_weight *W, const float *x, size_t ldx, int m, int j0, int cols,   \
                                     float *y, size_t ldy)                                                     \
@@ -271,17 +283,18 @@ FUSED(ENC_F16, f16)
 FUSED(ENC_BF16, bf16)
 FUSED(ENC_I8, i8)
 FUSED(ENC_I4, i4)
-#define ROW(dt, name, perm, tails) { dt, perm, tails, tiles_##name, decode_##name }
+#define ROW(dt, name, perm, tails) { dt, (perm) ? permute32 : NULL, tails, tiles_##name, decode_##name }
 #else
-#define ROW(dt, name, perm, tails) { dt, perm, tails, NULL, NULL }
+#define ROW(dt, name, perm, tails) { dt, NULL, tails, NULL, NULL }
 #endif
 
-/* The fused encodings: one row each. permuted: x is reordered within each 32 columns as the
- * step delivers W (int4: even columns, then odd); tails: rows of any length (else a multiple
- * of 32). Groups must be a multiple of 32 long so that a step never spans two. */
+/* The fused encodings: one row each. reorder: x is reordered as the step delivers W (int4: even
+ * columns of each 32, then odd), or NULL; tails: rows of any length (else a multiple of 32).
+ * Groups must be a multiple of 32 long so that a step never spans two. */
 static const struct fused_row {
     lmq_dtype dtype;
-    int permuted, tails;
+    void (*reorder)(const float *x, int n, int in, float *out);
+    int tails;
     tiles_fn tiles;
     decode_fn decode;
 } FUSED_ROWS_TABLE[] = {
@@ -315,10 +328,11 @@ typedef struct {
     rt_isa isa;
     const struct fused_row *f; /* NULL: generic */
     const rt_weight *W;
-    const float *x; /* reordered when f->permuted */
+    const float *x; /* reordered when f->reorder */
     float *y;
     int n, x_blocks, staged;
     float *scratch; /* [threads × W_BLOCK × in] when staged */
+    int *held;      /* [threads]: the first row of the block a thread's scratch holds, or -1 */
     int failed;
 } linear_job;
 
@@ -344,36 +358,28 @@ static void linear_task(void *v, int64_t begin, int64_t end, int thread)
     const size_t in = (size_t)W->in;
     for (int64_t t = begin; t < end; t++) {
         const int c0 = (int)(t / j->x_blocks) * W_BLOCK, cols = W->out - c0 < W_BLOCK ? W->out - c0 : W_BLOCK;
+        const int r0 = (int)(t % j->x_blocks) * X_BLOCK, rows = j->n - r0 < X_BLOCK ? j->n - r0 : X_BLOCK;
+        const float *x = j->x + (size_t)r0 * in;
+        float *y = j->y + (size_t)r0 * W->out + c0;
         if (!j->staged) { /* W as stored: fp32, or fused for a few rows */
-            const int r0 = (int)(t % j->x_blocks) * X_BLOCK, rows = j->n - r0 < X_BLOCK ? j->n - r0 : X_BLOCK;
-            const float *x = j->x + (size_t)r0 * in;
-            float *y = j->y + (size_t)r0 * W->out + c0;
             if (j->f)
                 j->f->tiles(W, x, in, rows, c0, cols, y, (size_t)W->out);
             else
                 f32_product(j, x, rows, (const float *)W->data + (size_t)c0 * in, c0, cols, y);
             continue;
         }
+        /* Tasks run block-major, so a thread mostly finds its block decoded already. */
         float *s = j->scratch + (size_t)thread * W_BLOCK * in;
-        if (j->f)
-            j->f->decode(W, c0, cols, s);
-        else if (q_dequantize_rows(&W->q, W->data, W->L.bytes, W->out, W->in, c0, cols, s, NULL)) {
-            j->failed = 1;
-            continue;
+        if (j->held[thread] != c0) {
+            j->held[thread] = c0;
+            if (j->f)
+                j->f->decode(W, c0, cols, s);
+            else if (q_dequantize_rows(&W->q, W->data, W->L.bytes, W->out, W->in, c0, cols, s, NULL))
+                j->failed = 1, j->held[thread] = -1;
         }
-        for (int r0 = 0; r0 < j->n; r0 += X_BLOCK)
-            f32_product(j, j->x + (size_t)r0 * in, j->n - r0 < X_BLOCK ? j->n - r0 : X_BLOCK, s, c0, cols,
-                        j->y + (size_t)r0 * W->out + c0);
+        if (j->held[thread] == c0)
+            f32_product(j, x, rows, s, c0, cols, y);
     }
-}
-
-/* x reordered within each 32 columns: even columns, then odd (the int4 step's order). */
-static void permute32(const float *x, int n, int in, float *out)
-{
-    for (size_t i = 0; i < (size_t)n; i++)
-        for (int k = 0; k < in; k += 32)
-            for (int c = 0; c < 32; c++)
-                out[i * (size_t)in + (size_t)k + (size_t)c] = x[i * (size_t)in + (size_t)k + (size_t)(c < 16 ? 2 * c : 2 * (c - 16) + 1)];
 }
 
 lmq_code rt_linear(const rt_exec *ex, const float *x, int n, const rt_weight *W, float *y, lmq_err *err)
@@ -381,21 +387,28 @@ lmq_code rt_linear(const rt_exec *ex, const float *x, int n, const rt_weight *W,
     linear_job j = { .isa = ex->isa, .f = fused_row(ex->isa, W), .W = W, .x = x, .y = y, .n = n };
     const int direct = W->q.dtype == LMQ_T_F32 || (j.f && n <= FUSED_ROWS);
     j.staged = !direct;
-    j.x_blocks = direct ? (n + X_BLOCK - 1) / X_BLOCK : 1;
+    j.x_blocks = (n + X_BLOCK - 1) / X_BLOCK;
     const int threads = lmq_pool_threads(ex->pool);
-    float local[4096], *xp = NULL; /* a decoded token's reordered activations fit on the stack */
-    if (j.f && j.f->permuted) {
+    int held[LMQ_POOL_MAX_THREADS];
+    _Alignas(64) float local[4096]; /* a decoded token's reordered activations fit on the stack */
+    float *xp = NULL;
+    if (j.f && j.f->reorder) {
         const size_t len = (size_t)n * (size_t)W->in;
-        if (!(xp = len <= sizeof local / sizeof *local ? local : malloc(len * sizeof *xp)))
+        if (!(xp = len <= sizeof local / sizeof *local ? local : aligned_alloc(64, (len * sizeof *xp + 63) / 64 * 64)))
             return lmq_fail(err, LMQ_E_NOMEM, "tensor %s: out of memory for the activations", W->name);
-        permute32(x, n, W->in, xp);
+        j.f->reorder(x, n, W->in, xp);
         j.x = xp;
     }
-    if (j.staged && !(j.scratch = malloc((size_t)threads * W_BLOCK * (size_t)W->in * sizeof *j.scratch))) {
+    /* Aligned like the mapping's blobs: a vector load of a row never straddles two lines. */
+    const size_t scratch = ((size_t)threads * W_BLOCK * (size_t)W->in * sizeof *j.scratch + 63) / 64 * 64;
+    if (j.staged && !(j.scratch = aligned_alloc(64, scratch))) {
         if (xp != local)
             free(xp);
         return lmq_fail(err, LMQ_E_NOMEM, "tensor %s: out of memory for a block of rows", W->name);
     }
+    for (int t = 0; t < threads; t++)
+        held[t] = -1;
+    j.held = held;
     const int64_t tasks = (int64_t)j.x_blocks * ((W->out + W_BLOCK - 1) / W_BLOCK);
     const int64_t macs = (int64_t)n * W->out * W->in;
     lmq_pool_for(macs < RT_PARALLEL_MIN_WORK ? NULL : ex->pool, tasks, 1, linear_task, &j);

@@ -108,80 +108,86 @@ static void linear(rt_isa isa, int threads, const float *x, int n, const rt_weig
     ck_assert_msg(rt_linear(&ex, x, n, W, y, &err) == LMQ_OK, "%s", err.msg);
 }
 
-/* One-hot rows: y[i][j] = w'[j][k_i] + 0s, exact in any summation order. */
-START_TEST(decodes_exactly)
+/* Runs check on every kernel set this CPU has × every encoding × every shape. */
+static void each_case(void (*check)(rt_isa isa, const enc *e, stored *s, int out, int in))
 {
     for (rt_isa isa = RT_ISA_SCALAR; isa <= rt_isa_best(); isa++)
         for (int e = 0; e < N_ENC; e++)
             for (int sh = 0; sh < N_SHAPES; sh++) {
-                const int out = SHAPES[sh][0], in = SHAPES[sh][1];
                 stored s;
-                make(&s, &ENCODINGS[e], out, in);
-                float *x = calloc((size_t)in * in, sizeof *x), *y = malloc((size_t)in * out * sizeof *y);
-                for (int i = 0; i < in; i++)
-                    x[(size_t)i * in + i] = 1.0f;
-                const int ns[] = { 1, in < 3 ? in : 3, in }; /* few rows (fused where it applies), then many (staged) */
-                for (int k = 0; k < 3; k++) {
-                    const int n = ns[k];
-                    linear(isa, 2, x, n, &s.W, y);
-                    for (int i = 0; i < n; i++)
-                        for (int j = 0; j < out; j++)
-                            ck_assert_msg(y[(size_t)i * out + j] == s.deq[(size_t)j * in + i],
-                                          "%s, %s [%d × %d], %d rows: w[%d][%d] = %.9g, decoded %.9g",
-                                          rt_isa_name(isa), ENCODINGS[e].name, out, in, n, j, i,
-                                          (double)s.deq[(size_t)j * in + i], (double)y[(size_t)i * out + j]);
-                }
-                free(x);
-                free(y);
+                make(&s, &ENCODINGS[e], SHAPES[sh][0], SHAPES[sh][1]);
+                check(isa, &ENCODINGS[e], &s, SHAPES[sh][0], SHAPES[sh][1]);
                 unmake(&s);
             }
 }
+
+/* One-hot rows: y[i][j] = w'[j][k_i] + 0s, exact in any summation order. */
+static void decodes_exactly_case(rt_isa isa, const enc *e, stored *s, int out, int in)
+{
+    float *x = calloc((size_t)in * in, sizeof *x), *y = malloc((size_t)in * out * sizeof *y);
+    for (int i = 0; i < in; i++)
+        x[(size_t)i * in + i] = 1.0f;
+    const int ns[] = { 1, in < 3 ? in : 3, in }; /* few rows (fused where it applies), then many (staged) */
+    for (int k = 0; k < 3; k++) {
+        const int n = ns[k];
+        linear(isa, 2, x, n, &s->W, y);
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < out; j++)
+                ck_assert_msg(y[(size_t)i * out + j] == s->deq[(size_t)j * in + i],
+                              "%s, %s [%d × %d], %d rows: w[%d][%d] = %.9g, decoded %.9g", rt_isa_name(isa), e->name,
+                              out, in, n, j, i, (double)s->deq[(size_t)j * in + i], (double)y[(size_t)i * out + j]);
+    }
+    free(x);
+    free(y);
+}
+
+START_TEST(decodes_exactly)
+{
+    each_case(decodes_exactly_case);
+}
 END_TEST
+
+/* Every output within 1e-5 of the double product; a row's bits the same alone, in a batch of
+ * 1..50 rows, on 1, 2 or 3 threads. */
+static void products_case(rt_isa isa, const enc *e, stored *s, int out, int in)
+{
+    const int ns[] = { 1, 3, 4, 5, 50 };
+    s->W.b = s->bias;
+    float *x = malloc((size_t)50 * in * sizeof *x), *y = malloc((size_t)50 * out * sizeof *y);
+    float *alone = malloc((size_t)out * sizeof *alone);
+    for (int i = 0; i < 50 * in; i++)
+        x[i] = uniform();
+    for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
+        const int n = ns[k];
+        for (int threads = 1; threads <= 3; threads++) {
+            linear(isa, threads, x, n, &s->W, y);
+            for (int i = 0; i < n; i++) {
+                linear(isa, 1, x + (size_t)i * in, 1, &s->W, alone);
+                for (int j = 0; j < out; j++) {
+                    double ref = s->bias[j], mag = fabs(s->bias[j]);
+                    for (int c = 0; c < in; c++) {
+                        double p = (double)x[(size_t)i * in + c] * s->deq[(size_t)j * in + c];
+                        ref += p;
+                        mag += fabs(p);
+                    }
+                    const float got = y[(size_t)i * out + j];
+                    ck_assert_msg(fabs(got - ref) <= 1e-5 * mag, "%s, %s [%d × %d], row %d of %d: %.9g, double "
+                                  "product %.9g", rt_isa_name(isa), e->name, out, in, i, n, (double)got, ref);
+                    ck_assert_msg(memcmp(&got, &alone[j], sizeof got) == 0,
+                                  "%s, %s [%d × %d]: row %d of %d on %d threads gives %.9g, alone %.9g",
+                                  rt_isa_name(isa), e->name, out, in, i, n, threads, (double)got, (double)alone[j]);
+                }
+            }
+        }
+    }
+    free(x);
+    free(y);
+    free(alone);
+}
 
 START_TEST(products_and_invariance)
 {
-    const int ns[] = { 1, 3, 4, 5, 50 };
-    for (rt_isa isa = RT_ISA_SCALAR; isa <= rt_isa_best(); isa++)
-        for (int e = 0; e < N_ENC; e++)
-            for (int sh = 0; sh < N_SHAPES; sh++) {
-                const int out = SHAPES[sh][0], in = SHAPES[sh][1];
-                stored s;
-                make(&s, &ENCODINGS[e], out, in);
-                s.W.b = s.bias;
-                float *x = malloc((size_t)50 * in * sizeof *x), *y = malloc((size_t)50 * out * sizeof *y);
-                float *alone = malloc((size_t)out * sizeof *alone);
-                for (int i = 0; i < 50 * in; i++)
-                    x[i] = uniform();
-                for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
-                    const int n = ns[k];
-                    for (int threads = 1; threads <= 3; threads++) {
-                        linear(isa, threads, x, n, &s.W, y);
-                        for (int i = 0; i < n; i++) {
-                            linear(isa, 1, x + (size_t)i * in, 1, &s.W, alone);
-                            for (int j = 0; j < out; j++) {
-                                double ref = s.bias[j], mag = fabs(s.bias[j]);
-                                for (int c = 0; c < in; c++) {
-                                    double p = (double)x[(size_t)i * in + c] * s.deq[(size_t)j * in + c];
-                                    ref += p;
-                                    mag += fabs(p);
-                                }
-                                const float got = y[(size_t)i * out + j];
-                                ck_assert_msg(fabs(got - ref) <= 1e-5 * mag, "%s, %s [%d × %d], row %d of %d: "
-                                              "%.9g, double product %.9g", rt_isa_name(isa), ENCODINGS[e].name,
-                                              out, in, i, n, (double)got, ref);
-                                ck_assert_msg(memcmp(&got, &alone[j], sizeof got) == 0,
-                                              "%s, %s [%d × %d]: row %d of %d on %d threads gives %.9g, alone %.9g",
-                                              rt_isa_name(isa), ENCODINGS[e].name, out, in, i, n, threads,
-                                              (double)got, (double)alone[j]);
-                            }
-                        }
-                    }
-                }
-                free(x);
-                free(y);
-                free(alone);
-                unmake(&s);
-            }
+    each_case(products_case);
 }
 END_TEST
 

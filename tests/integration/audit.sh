@@ -3,23 +3,9 @@
 # program's sample mode) must pass; copies of it that are truncated, have one bit flipped
 # anywhere, or carry a manifest that misses a tensor must fail with the damage named.
 # Exit codes: 0 all pass, 1 a check failed, 2 usage error.
-set -euo pipefail
+. "$(dirname "$0")/lib.bash"
 
-LMQ=${LMQ:-build/lmq}
 SAMPLER="$(dirname "$LMQ")/tests/test_container"
-tmp=$(mktemp -d /tmp/lmq-audit-XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
-
-fail() { echo "audit.sh: FAIL: $*" >&2; exit 1; }
-
-# run STATUS CMD...: runs CMD with its output in $tmp/out; fails unless it exits with STATUS.
-run() {
-    local want=$1 got=0
-    shift
-    "$@" >"$tmp/out" 2>&1 || got=$?
-    [ "$got" = "$want" ] || { cat "$tmp/out" >&2; fail "'$*' exited $got, expected $want"; }
-}
-has() { grep -qF -- "$1" "$tmp/out" || { cat "$tmp/out" >&2; fail "output lacks: $1"; }; }
 
 # flip FILE OFFSET: inverts the lowest bit of one byte, in place.
 flip() {

@@ -3,13 +3,7 @@
 # input gives byte-identical files, bad input gives a clear error and no file, and memory holds
 # about one tensor at a time. (Streamed and whole-model writes are compared byte for byte in
 # tests/test_convert.c.)
-set -euo pipefail
-
-LMQ=${LMQ:-build/lmq}
-FIX=${LMQ_FIXTURES:-../shared/fixtures}
-tmp=$(mktemp -d /tmp/lmq-convert-XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "convert.sh: FAIL: $*" >&2; exit 1; }
+. "$(dirname "$0")/lib.bash"
 
 for src in stories260K/stories260K.bin stories260K-hf sotu-gpt2; do
     name=$(basename "$src" .bin)

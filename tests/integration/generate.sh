@@ -2,13 +2,7 @@
 # lmq generate end to end: convert the fixtures, then greedy continuations must print the
 # reference's text (golden/greedy.json), a seed must give the same sampled text again, the
 # end of text and a full context must end a run with a note (exit 0), and bad options exit 2.
-set -euo pipefail
-
-LMQ=${LMQ:-build/lmq}
-FIX=${LMQ_FIXTURES:-../shared/fixtures}
-tmp=$(mktemp -d /tmp/lmq-generate-XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "generate.sh: FAIL: $*" >&2; exit 1; }
+. "$(dirname "$0")/lib.bash"
 
 # gen STATUS ARGS...: runs lmq generate, stdout to $tmp/out and stderr to $tmp/err; fails unless
 # it exits with STATUS.

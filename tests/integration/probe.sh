@@ -1,12 +1,7 @@
 #!/usr/bin/env bash
 # lmq probe end to end, on a small buffer: the text and --json outputs must carry positive
 # rates (no speed is asserted: machines differ), and bad options exit 2.
-set -euo pipefail
-
-LMQ=${LMQ:-build/lmq}
-tmp=$(mktemp -d /tmp/lmq-probe-XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "probe.sh: FAIL: $*" >&2; exit 1; }
+. "$(dirname "$0")/lib.bash"
 
 run() {
     local want=$1 got=0

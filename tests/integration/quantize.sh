@@ -3,13 +3,7 @@
 # audit, twice the same bytes; the thread count changes no byte; the tied embedding is split
 # when its uses differ; a recipe with an error names file, line and key, and leaves no artefact;
 # quantised artefacts run.
-set -euo pipefail
-
-LMQ=${LMQ:-build/lmq}
-FIX=${LMQ_FIXTURES:-../shared/fixtures}
-tmp=$(mktemp -d /tmp/lmq-quantize-XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "quantize.sh: FAIL: $*" >&2; exit 1; }
+. "$(dirname "$0")/lib.bash"
 
 "$LMQ" convert "$FIX/stories260K/stories260K.bin" -o "$tmp/s.lmq" >/dev/null
 for r in recipes/*.yaml; do

@@ -2,21 +2,7 @@
 # lmq synth end to end: the tiny shapes of both families must convert, generate and audit like
 # real checkpoints; a seed must give byte-identical files and another seed other weights; bad
 # arguments exit 2, and a directory whose files convert would read instead is refused.
-set -euo pipefail
-
-LMQ=${LMQ:-build/lmq}
-tmp=$(mktemp -d /tmp/lmq-synth-XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "synth.sh: FAIL: $*" >&2; exit 1; }
-
-# run STATUS CMD...: runs CMD with its output in $tmp/out; fails unless it exits with STATUS.
-run() {
-    local want=$1 got=0
-    shift
-    "$@" >"$tmp/out" 2>&1 || got=$?
-    [ "$got" = "$want" ] || { cat "$tmp/out" >&2; fail "'$*' exited $got, expected $want"; }
-}
-has() { grep -qF -- "$1" "$tmp/out" || { cat "$tmp/out" >&2; fail "output lacks: $1"; }; }
+. "$(dirname "$0")/lib.bash"
 
 for shape in tiny-llama tiny-gpt2; do
     d="$tmp/$shape"

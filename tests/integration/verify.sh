@@ -1,13 +1,7 @@
 #!/usr/bin/env bash
 # lmq verify end to end: fp32 perplexity of stories260K with its counts and JSON (top-level
 # ppl, checked against the golden value), and bad input refused with a clear message, exit 1.
-set -euo pipefail
-
-LMQ=${LMQ:-build/lmq}
-FIX=${LMQ_FIXTURES:-../shared/fixtures}
-tmp=$(mktemp -d /tmp/lmq-verify-XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "verify.sh: FAIL: $*" >&2; exit 1; }
+. "$(dirname "$0")/lib.bash"
 
 "$LMQ" convert "$FIX/stories260K/stories260K.bin" -o "$tmp/s.lmq" >/dev/null
 text="$FIX/text/tinystories-valid.txt"
