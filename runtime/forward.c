@@ -344,8 +344,8 @@ lmq_code rt_forward(rt_state *s, const int32_t *tokens, int n, int pos0, rt_logi
     lmq_code c = LMQ_OK;
     for (int i = 0; i < n && !c; i++) {
         float *x = s->x + (size_t)i * d;
-        c = rt_weight_rows(&m->tok_embd, tokens[i], 1, x, err);
-        if (!c && gpt2 && !(c = rt_weight_rows(&m->pos_embd, pos0 + i, 1, s->xb, err)))
+        c = rt_weight_rows(ex->isa, &m->tok_embd, tokens[i], 1, x, err);
+        if (!c && gpt2 && !(c = rt_weight_rows(ex->isa, &m->pos_embd, pos0 + i, 1, s->xb, err)))
             add_rows(x, s->xb, (size_t)d);
     }
 

@@ -18,6 +18,9 @@
 /* Up to this many activation rows the fused kernels decode W in registers for every tile;
  * beyond it a block of W is decoded once into scratch and reused by every row. */
 #define FUSED_ROWS 4
+/* How far ahead of the rows being read the fused kernels ask for memory: about what is in flight
+ * between a request and its arrival at one core's share of the bandwidth. */
+#define PREFETCH_BYTES 8192
 
 lmq_code rt_weight_of(const lmq_tensor *t, const float *b, rt_weight *W, lmq_err *err)
 {
@@ -38,16 +41,6 @@ lmq_code rt_weight_of(const lmq_tensor *t, const float *b, rt_weight *W, lmq_err
     W->out = (int)t->shape[0];
     W->in = (int)t->shape[1];
     return LMQ_OK;
-}
-
-lmq_code rt_weight_rows(const rt_weight *W, int r0, int n, float *out, lmq_err *err)
-{
-    if (W->q.dtype == LMQ_T_F32 && r0 >= 0 && n >= 0 && r0 <= W->out - n) {
-        memcpy(out, W->data + (size_t)r0 * W->in * sizeof(float), (size_t)n * W->in * sizeof(float));
-        return LMQ_OK;
-    }
-    lmq_code c = q_dequantize_rows(&W->q, W->data, W->L.bytes, W->out, W->in, r0, n, out, err);
-    return c ? lmq_err_prefix(err, "tensor %s: ", W->name) : LMQ_OK;
 }
 
 /* ---------------------------------------------------------------- fused kernels (AVX-512) */
@@ -168,8 +161,11 @@ AVX512_INLINE void tile_step(int enc, int MR, wrow r[4], const float *x, size_t 
     }
     UNROLL for (int c = 0; c < 4; c++) {
         __m512 w0, w1;
-        _mm_prefetch((const char *)row_at(enc, &r[c], k) + ahead, _MM_HINT_T0);
-        if (enc == ENC_F32) /* a step spans two cache lines */
+        /* One request per cache line: a step of int8 reads half a line, of int4 a quarter, of
+         * fp32 two lines. */
+        if ((enc != ENC_I8 || k % 64 == 0) && (enc != ENC_I4 || k % 128 == 0))
+            _mm_prefetch((const char *)row_at(enc, &r[c], k) + ahead, _MM_HINT_T0);
+        if (enc == ENC_F32)
             _mm_prefetch((const char *)row_at(enc, &r[c], k) + ahead + 64, _MM_HINT_T0);
         row_step(enc, &r[c], k, m0, m1, &w0, &w1);
         UNROLL for (int i = 0; i < MR; i++) {
@@ -191,9 +187,10 @@ AVX512_INLINE void tile(int enc, int MR, const rt_weight *W, const int j[4], con
     wrow r[4];
     UNROLL for (int c = 0; c < 4; c++)
         row_init(enc, W, j[c], &r[c]);
-    /* Rows are short streams the hardware prefetcher learns late: ask for the next tile's rows
-     * (4 rows on, same column) while this one runs. */
-    const size_t ahead = 4 * (size_t)(r[1].p - r[0].p);
+    /* Rows are short streams the hardware prefetcher learns late: ask for the rows a few tiles
+     * on (same column) while this one runs, at least PREFETCH_BYTES ahead. */
+    const size_t tile_bytes = 4 * (size_t)(row_at(enc, &r[0], K) - r[0].p);
+    const size_t ahead = (PREFETCH_BYTES + tile_bytes - 1) / tile_bytes * tile_bytes;
     __m512 a0[2][4], a1[2][4];
     UNROLL for (int i = 0; i < MR; i++)
         UNROLL for (int c = 0; c < 4; c++)
@@ -320,6 +317,17 @@ static const struct fused_row *fused_row(rt_isa isa, const rt_weight *W)
 int rt_linear_fused(rt_isa isa, const rt_weight *W)
 {
     return fused_row(isa, W) != NULL;
+}
+
+lmq_code rt_weight_rows(rt_isa isa, const rt_weight *W, int r0, int n, float *out, lmq_err *err)
+{
+    const struct fused_row *f = fused_row(isa, W);
+    if (f && !f->reorder && r0 >= 0 && n >= 0 && r0 <= W->out - n) { /* the same values, in order */
+        f->decode(W, r0, n, out);
+        return LMQ_OK;
+    }
+    lmq_code c = q_dequantize_rows(&W->q, W->data, W->L.bytes, W->out, W->in, r0, n, out, err);
+    return c ? lmq_err_prefix(err, "tensor %s: ", W->name) : LMQ_OK;
 }
 
 /* ---------------------------------------------------------------- the linear layer */

@@ -34,7 +34,7 @@ typedef struct {
 lmq_code rt_weight_of(const lmq_tensor *t, const float *b, rt_weight *W, lmq_err *err);
 
 /* Rows [r0, r0 + n) of W as fp32, exactly as the scheme table decodes them (embedding lookups). */
-lmq_code rt_weight_rows(const rt_weight *W, int r0, int n, float *out, lmq_err *err);
+lmq_code rt_weight_rows(rt_isa isa, const rt_weight *W, int r0, int n, float *out, lmq_err *err);
 
 /* Whether rt_linear runs W fused on this kernel set (else generic); for reports and tests. */
 int rt_linear_fused(rt_isa isa, const rt_weight *W);

@@ -10,7 +10,7 @@
 
 /* Fills a buffer of `bytes` (rounded down to a multiple of 256 KiB, at least that), then reads
  * it `rounds` times with every thread of pool (NULL: the caller's thread alone), summing it with
- * vector code (AVX2 where rt_isa_best says so). *gbps gets the best round's rate in 10^9 bytes
+ * vector code (AVX-512 or AVX2 as rt_isa_best says). *gbps gets the best round's rate in 10^9 bytes
  * per second. For a memory figure the buffer must be well beyond the last-level cache. */
 lmq_code rt_probe_read_bw(lmq_pool *pool, size_t bytes, int rounds, double *gbps, lmq_err *err);
 

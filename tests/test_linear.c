@@ -3,7 +3,8 @@
  * row; one column). Independent values: the scheme table's own dequantiser and a double-precision
  * product over its output.
  *   decoding   with one-hot activations each output is one weight: it must equal q_dequantize's
- *              value bit for bit, through the fused path (few rows) and the staged one (many);
+ *              value bit for bit, through the fused path (few rows) and the staged one (many),
+ *              and so must rt_weight_rows (embedding lookups);
  *   products   every output within 1e-5 of the double product, relative to Σ|x·w|;
  *   invariance a row's outputs are the same bits alone, inside a batch, and on 1, 2 or 3 threads. */
 #include <math.h>
@@ -137,6 +138,13 @@ static void decodes_exactly_case(rt_isa isa, const enc *e, stored *s, int out, i
                               "%s, %s [%d × %d], %d rows: w[%d][%d] = %.9g, decoded %.9g", rt_isa_name(isa), e->name,
                               out, in, n, j, i, (double)s->deq[(size_t)j * in + i], (double)y[(size_t)i * out + j]);
     }
+    /* The embedding lookup decodes rows the same way. */
+    lmq_err err;
+    float *rows = malloc((size_t)out * in * sizeof *rows);
+    ck_assert_msg(rt_weight_rows(isa, &s->W, 0, out, rows, &err) == LMQ_OK, "%s", err.msg);
+    ck_assert_msg(!memcmp(rows, s->deq, (size_t)out * in * sizeof *rows), "%s, %s: rows differ from q_dequantize",
+                  rt_isa_name(isa), e->name);
+    free(rows);
     free(x);
     free(y);
 }
