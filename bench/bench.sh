@@ -77,14 +77,15 @@ for w in rows:
 print(f"(prefill: one pass over {r['ctx']} tokens; decode: one token at a time; {r['threads']} threads, kernels {r['kernels']})")
 EOF
     # verify holds only packed artefacts: its peak RSS with the fp32 reference and four int4
-    # artefacts against the budget (the reference + the four files + 20 %).
+    # artefacts (verify's default window of 256 tokens) against the budget: the reference + the
+    # four files + 20 %.
     int4s=("$DIR/$shape-int4-g128.lmq" "$DIR/$shape-int4-g32.lmq")
     for r in int4-g64 int4-g32-asym; do
         "$LMQ" quantize "$DIR/$shape-fp32.lmq" --recipe "recipes/$r.yaml" -o "$DIR/$shape-$r.lmq" >/dev/null
         int4s+=("$DIR/$shape-$r.lmq")
     done
     read -r t rss <<<"$(timed "$LMQ" verify "$DIR/$shape-fp32.lmq" "${int4s[@]}" --speed-only --threads "$THREADS" \
-        --ctx 512 --bandwidth "$BW")"
+        --bandwidth "$BW")"
     budget=$(stat -c %s "$DIR/$shape-fp32.lmq" "${int4s[@]}" | awk '{ s += $1 } END { printf "%.0f", 1.2 * s / 1048576 }')
     echo "verify fp32 + 4 int4 artefacts: peak RSS $rss MiB (budget: the five files + 20 % = $budget MiB)"
     rm -rf "$src" "$DIR/$shape"-*.lmq
