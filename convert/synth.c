@@ -244,17 +244,6 @@ static lmq_code open_out(lmq_atomic *a, const char *dir, const char *name, lmq_e
     return c ? c : lmq_atomic_open(a, path, err);
 }
 
-/* Commits unless a write to the file failed on the way. */
-static lmq_code close_out(lmq_atomic *a, lmq_err *err)
-{
-    if (ferror(a->fp)) {
-        lmq_code c = lmq_fail(err, LMQ_E_IO, "%s: write failed", a->path);
-        lmq_atomic_abort(a);
-        return c;
-    }
-    return lmq_atomic_commit(a, err);
-}
-
 static lmq_code write_config(const cv_synth_shape *s, const char *dir, uint64_t seed, lmq_err *err)
 {
     json_t *j = json_object(), *origin = json_object();
@@ -306,7 +295,7 @@ static lmq_code write_config(const cv_synth_shape *s, const char *dir, uint64_t 
     lmq_code c = open_out(&a, dir, "config.json", err);
     if (!c) {
         fprintf(a.fp, "%s\n", text);
-        c = close_out(&a, err);
+        c = lmq_atomic_commit(&a, err);
     }
     free(text);
     return c;
@@ -379,10 +368,10 @@ static lmq_code write_gpt2_tokenizer(const cv_synth_shape *s, const char *dir, l
         fprintf(m.fp, "%s %c\n", head, w[strlen(w) - 1]);
     }
     fprintf(v.fp, ", \"<|endoftext|>\": %d}\n", id);
-    if ((c = close_out(&v, err)))
+    if ((c = lmq_atomic_commit(&v, err)))
         lmq_atomic_abort(&m);
     else
-        c = close_out(&m, err);
+        c = lmq_atomic_commit(&m, err);
     return c;
 }
 
@@ -430,7 +419,7 @@ static lmq_code write_llama_tokenizer(const cv_synth_shape *s, const char *dir, 
         word(i, " ", w);
         put_piece(a.fp, -(float)i, w);
     }
-    return close_out(&a, err);
+    return lmq_atomic_commit(&a, err);
 }
 
 /* ---- the directory -------------------------------------------------------------------- */

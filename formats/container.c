@@ -477,9 +477,10 @@ struct lmq_writer {
 
 static lmq_code put(lmq_writer *w, const void *p, size_t n, lmq_err *err)
 {
-    if (n && fwrite(p, 1, n, w->out.fp) != n) {
+    lmq_code rc = lmq_atomic_write(&w->out, p, n, err);
+    if (rc) {
         w->failed = 1;
-        return lmq_fail(err, LMQ_E_IO, "%s: write failed", w->out.path);
+        return rc;
     }
     XXH3_64bits_update(w->hash, p, n);
     w->pos += n;
@@ -651,10 +652,8 @@ lmq_code lmq_writer_finish_text(lmq_writer *w, const char *text, size_t len, lmq
         goto fail;
     put_le(f + 48, XXH3_64bits_digest(w->hash), 8);
     memcpy(f + 56, END_MAGIC, sizeof END_MAGIC);
-    if (fwrite(f + 48, 1, 16, w->out.fp) != 16) {
-        rc = lmq_fail(err, LMQ_E_IO, "%s: write failed", w->out.path);
+    if ((rc = lmq_atomic_write(&w->out, f + 48, 16, err)))
         goto fail;
-    }
     free(idx);
     idx = NULL;
     rc = lmq_atomic_commit(&w->out, err);

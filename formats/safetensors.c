@@ -437,11 +437,13 @@ lmq_code st_stream_open(st_stream *s, const char *path, const st_out *ts, int n,
     }
     uint8_t len8[8];
     store_le(len8, hlen, 8);
-    int ok = fwrite(len8, 1, 8, s->file.fp) == 8 && fwrite(header, 1, hlen, s->file.fp) == hlen;
+    c = lmq_atomic_write(&s->file, len8, 8, err);
+    if (!c)
+        c = lmq_atomic_write(&s->file, header, hlen, err);
     free(header);
-    if (!ok) {
+    if (c) {
         st_stream_abort(s);
-        return lmq_fail(err, LMQ_E_IO, "%s: write failed", path);
+        return c;
     }
     s->tensors = ts;
     s->n = n;
@@ -464,8 +466,9 @@ lmq_code st_stream_write(st_stream *s, const float *values, size_t n, lmq_err *e
         if (k > s->left)
             k = (size_t)s->left;
         DTYPES[t->dtype].encode(values, buf, k);
-        if (fwrite(buf, (size_t)bytes, k, s->file.fp) != k)
-            return lmq_fail(err, LMQ_E_IO, "%s: tensor %s: write failed", s->file.path, t->name);
+        lmq_code c = lmq_atomic_write(&s->file, buf, (size_t)bytes * k, err);
+        if (c)
+            return c;
         values += k;
         n -= k;
         s->left -= k;

@@ -1,8 +1,11 @@
 /* common/: half and bfloat16 conversions, errors, atomic files. */
+#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "common/err.h"
 #include "common/file.h"
@@ -103,6 +106,112 @@ START_TEST(atomic_write)
 }
 END_TEST
 
+static void touch(const char *path)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("input", f);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+/* An output that is an input, by its own name, a hard link or a path through a linked directory,
+ * is refused; so is one inside a directory input; a new file is not. */
+START_TEST(output_same_file)
+{
+    char dir[256], in[300], hard[300], linked[300], via[320], fresh[300];
+    snprintf(dir, sizeof dir, "%s/same", test_tmpdir());
+    ck_assert_int_eq(mkdir(dir, 0755), 0);
+    snprintf(in, sizeof in, "%s/in.lmq", dir);
+    snprintf(hard, sizeof hard, "%s/hard.lmq", test_tmpdir());
+    snprintf(linked, sizeof linked, "%s/linked", test_tmpdir());
+    snprintf(via, sizeof via, "%s/in.lmq", linked);
+    snprintf(fresh, sizeof fresh, "%s/fresh.lmq", test_tmpdir());
+    touch(in);
+    ck_assert_int_eq(link(in, hard), 0);
+    ck_assert_int_eq(symlink(dir, linked), 0);
+    const char *inputs[] = { NULL, in };
+    lmq_err e;
+    ck_assert_int_eq(lmq_output_check(in, inputs, 2, &e), LMQ_E_ARG);
+    ck_assert(strstr(e.msg, "same file as the input") != NULL);
+    ck_assert_int_eq(lmq_output_check(hard, inputs, 2, &e), LMQ_E_ARG);
+    ck_assert(strstr(e.msg, hard) != NULL);
+    ck_assert_int_eq(lmq_output_check(via, inputs, 2, &e), LMQ_E_ARG);
+    const char *dirs[] = { dir };
+    ck_assert_int_eq(lmq_output_check(hard, dirs, 1, &e), LMQ_E_ARG);
+    ck_assert_int_eq(lmq_output_check(fresh, inputs, 2, &e), LMQ_OK);
+    touch(fresh);
+    ck_assert_int_eq(lmq_output_check(fresh, inputs, 2, &e), LMQ_OK);
+}
+END_TEST
+
+/* Links (dangling or not), FIFOs and directories are never replaced, and no temporary file is
+ * made beside them; a FIFO input is refused without waiting for a writer. */
+START_TEST(output_not_regular)
+{
+    char dir[256], target[300], paths[4][300];
+    snprintf(dir, sizeof dir, "%s/kinds", test_tmpdir());
+    ck_assert_int_eq(mkdir(dir, 0755), 0);
+    snprintf(target, sizeof target, "%s/target", dir);
+    touch(target);
+    static const char *names[] = { "link", "dangling", "fifo", "dir" };
+    for (int i = 0; i < 4; i++)
+        snprintf(paths[i], sizeof paths[i], "%s/%s", dir, names[i]);
+    ck_assert_int_eq(symlink("target", paths[0]), 0);
+    ck_assert_int_eq(symlink("nowhere", paths[1]), 0);
+    ck_assert_int_eq(mkfifo(paths[2], 0644), 0);
+    ck_assert_int_eq(mkdir(paths[3], 0755), 0);
+    lmq_err e;
+    lmq_atomic a;
+    for (int i = 0; i < 4; i++) {
+        ck_assert_int_eq(lmq_atomic_open(&a, paths[i], &e), LMQ_E_ARG);
+        ck_assert(strstr(e.msg, paths[i]) != NULL);
+    }
+    DIR *d = opendir(dir);
+    int n = 0;
+    for (struct dirent *de; (de = readdir(d));)
+        n += de->d_name[0] != '.';
+    closedir(d);
+    ck_assert_int_eq(n, 5);
+    lmq_blob b;
+    ck_assert_int_eq(lmq_blob_open(paths[2], &b, &e), LMQ_E_IO);
+    ck_assert(strstr(e.msg, "not a regular file") != NULL);
+}
+END_TEST
+
+static void count_stale(void *user, const char *path, int removed)
+{
+    (void)path;
+    *(int *)user += removed;
+}
+
+/* A temporary file of a process that no longer runs goes when its output is opened again; one
+ * of a running process stays. */
+START_TEST(atomic_stale)
+{
+    pid_t dead = fork();
+    if (dead == 0)
+        _exit(0);
+    ck_assert_int_eq(waitpid(dead, NULL, 0), dead);
+    char out[256], stale[300], live[300];
+    snprintf(out, sizeof out, "%s/stale.bin", test_tmpdir());
+    snprintf(stale, sizeof stale, "%s.tmp.%ld.AbC123", out, (long)dead);
+    snprintf(live, sizeof live, "%s.tmp.%ld.AbC123", out, (long)getpid());
+    touch(stale);
+    touch(live);
+    int removed = 0;
+    lmq_atomic_on_stale(count_stale, &removed);
+    lmq_atomic a;
+    lmq_err e;
+    ck_assert_int_eq(lmq_atomic_open(&a, out, &e), LMQ_OK);
+    lmq_atomic_abort(&a);
+    lmq_atomic_on_stale(NULL, NULL);
+    ck_assert_int_eq(removed, 1);
+    ck_assert_int_ne(access(stale, F_OK), 0);
+    ck_assert_int_eq(access(live, F_OK), 0);
+    unlink(live);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("common");
@@ -113,6 +222,9 @@ int main(void)
     tcase_add_test(tc, bf16_rounding);
     tcase_add_test(tc, err_prefix);
     tcase_add_test(tc, atomic_write);
+    tcase_add_test(tc, output_same_file);
+    tcase_add_test(tc, output_not_regular);
+    tcase_add_test(tc, atomic_stale);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }

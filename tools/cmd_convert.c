@@ -3,6 +3,7 @@
 #include <stdio.h>
 
 #include "common/clock.h"
+#include "common/file.h"
 #include "convert/convert.h"
 #include "formats/container.h"
 #include "tools/args.h"
@@ -30,9 +31,15 @@ int cmd_convert(int argc, char **argv)
         fprintf(stderr, "lmq convert: need SRC and -o OUT.lmq\n%s", usage);
         return 2;
     }
+    lmq_err err;
+    /* A directory source counts every file in it: config, weights, tokenizer. */
+    const char *inputs[] = { src[0], tokenizer };
+    if (lmq_output_check(out, inputs, 2, &err)) {
+        fprintf(stderr, "lmq convert: %s\n", err.msg);
+        return 1;
+    }
     const double t0 = lmq_now();
     lmq_plan p;
-    lmq_err err;
     lmq_convert_opts co = { .tokenizer = tokenizer, .split_qkv = split_qkv };
     /* Tensor by tensor, so that memory holds about one tensor, not the model. */
     if (lmq_convert_plan(src[0], &co, &p, &err) ||

@@ -6,6 +6,7 @@
 
 #include "runtime/artefact.h"
 #include "runtime/generate.h"
+#include "common/pool.h"
 #include "tools/args.h"
 #include "tools/cmd.h"
 
@@ -107,7 +108,7 @@ static int parse_opts(int argc, char **argv, const char **model, const char **pr
     double temp, top_p;
     if (!args_int("generate", "-n", n_s, 1, INT_MAX, &n) || !args_double("generate", "--temp", temp_s, 0, 100, &temp) ||
         !args_double("generate", "--top-p", top_p_s, 0, 1, &top_p) || !args_u64("generate", "--seed", seed_s, &o->seed) ||
-        !args_int("generate", "--threads", threads_s, 0, 1024, threads))
+        !args_int("generate", "--threads", threads_s, 0, LMQ_POOL_MAX_THREADS, threads))
         return 2;
     if (!((float)top_p > 0.0f)) { /* (0, 1]: args_double checked [0, 1] */
         fprintf(stderr, "lmq generate: --top-p must be greater than 0 and at most 1, not '%s'\n", top_p_s);

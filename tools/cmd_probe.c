@@ -29,7 +29,7 @@ int cmd_probe(int argc, char **argv)
         return rc;
     long mib, threads, rounds;
     if (!args_int("probe", "--mib", mib_s, 1, 1L << 20, &mib) ||
-        !args_int("probe", "--threads", threads_s, 0, 1024, &threads) ||
+        !args_int("probe", "--threads", threads_s, 0, LMQ_POOL_MAX_THREADS, &threads) ||
         !args_int("probe", "--rounds", rounds_s, 1, 1000, &rounds))
         return 2;
     const size_t bytes = (size_t)mib << 20, llc = rt_probe_llc_bytes();

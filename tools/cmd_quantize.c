@@ -3,7 +3,9 @@
 #include <sys/resource.h>
 
 #include "common/clock.h"
+#include "common/file.h"
 #include "quantize/quantize.h"
+#include "common/pool.h"
 #include "tools/args.h"
 #include "tools/cmd.h"
 #include "tools/progress.h"
@@ -30,17 +32,22 @@ int cmd_quantize(int argc, char **argv)
     if (rc >= 0)
         return rc;
     long threads;
-    if (!args_int("quantize", "--threads", threads_s, 0, 256, &threads))
+    if (!args_int("quantize", "--threads", threads_s, 0, LMQ_POOL_MAX_THREADS, &threads))
         return 2;
     if (n != 1 || !out || !recipe) {
         fprintf(stderr, "lmq quantize: need IN.lmq, --recipe R.yaml and -o OUT.lmq\n%s", usage);
         return 2;
     }
+    lmq_err err;
+    const char *inputs[] = { in[0], recipe };
+    if (lmq_output_check(out, inputs, 2, &err)) {
+        fprintf(stderr, "lmq quantize: %s\n", err.msg);
+        return 1;
+    }
     progress pr;
     progress_init(&pr, "quantize");
     q_opts qo = { .progress = on_progress, .progress_ctx = &pr, .threads = (int)threads };
     const double t0 = lmq_now();
-    lmq_err err;
     lmq_code c = q_quantize_file(in[0], recipe, out, &qo, &err);
     progress_end(&pr);
     if (c) {

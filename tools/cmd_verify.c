@@ -5,6 +5,8 @@
 #include <string.h>
 
 #include "common/clock.h"
+#include "common/file.h"
+#include "common/pool.h"
 #include "tools/args.h"
 #include "tools/cmd.h"
 #include "tools/progress.h"
@@ -30,17 +32,16 @@ static void on_progress(void *user, int64_t done, int64_t windows)
 
 static int write_report(const char *path, void (*emit)(FILE *, const vf_report *), const vf_report *r)
 {
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        fprintf(stderr, "lmq verify: cannot write %s\n", path);
-        return 0;
+    lmq_atomic a;
+    lmq_err err;
+    lmq_code c = lmq_atomic_open(&a, path, &err);
+    if (!c) {
+        emit(a.fp, r);
+        c = lmq_atomic_commit(&a, &err);
     }
-    emit(f, r);
-    if (fclose(f) != 0) {
-        fprintf(stderr, "lmq verify: cannot write %s\n", path);
-        return 0;
-    }
-    return 1;
+    if (c)
+        fprintf(stderr, "lmq verify: %s\n", err.msg);
+    return !c;
 }
 
 int cmd_verify(int argc, char **argv)
@@ -58,13 +59,25 @@ int cmd_verify(int argc, char **argv)
         return rc;
     long ctx, threads;
     double bw;
-    if (!args_int("verify", "--ctx", ctx_s, 2, 1 << 20, &ctx) || !args_int("verify", "--threads", threads_s, 0, 1024, &threads) ||
+    if (!args_int("verify", "--ctx", ctx_s, 2, 1 << 20, &ctx) || !args_int("verify", "--threads", threads_s, 0, LMQ_POOL_MAX_THREADS, &threads) ||
         !args_double("verify", "--bandwidth", bw_s, 0, 1e6, &bw))
         return 2;
     if ((!text && !speed_only) || (n == 0 && !ref)) {
         fprintf(stderr, "lmq verify: need at least one artefact and --text FILE\n%s", usage);
         return 2;
     }
+    const char *reports[] = { json, md };
+    /* Reports replace no input: checked before the long run, and again as they are written. */
+    const char *inputs[MAX_ARTEFACTS + 2];
+    memcpy(inputs, pos, (size_t)n * sizeof *pos);
+    inputs[n] = ref;
+    inputs[n + 1] = text;
+    lmq_err err;
+    for (int i = 0; i < 2; i++)
+        if (reports[i] && lmq_output_check(reports[i], inputs, n + 2, &err)) {
+            fprintf(stderr, "lmq verify: %s\n", err.msg);
+            return 1;
+        }
     /* The reference first; candidates are the others, each once. */
     const char *cands[MAX_ARTEFACTS];
     int n_cands = 0;
@@ -80,7 +93,6 @@ int cmd_verify(int argc, char **argv)
                        .progress = on_progress, .user = &pr };
     const double t0 = lmq_now();
     vf_report r;
-    lmq_err err;
     lmq_code c = vf_run(ref, cands, n_cands, text, &vo, &r, &err);
     progress_end(&pr);
     if (c) {

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/file.h"
 #include "tools/cmd.h"
 
 static const struct {
@@ -27,8 +28,16 @@ static void usage(FILE *f)
     fprintf(f, "\n'lmq COMMAND --help' describes a command's options.\n");
 }
 
+static void on_stale(void *user, const char *path, int removed)
+{
+    (void)user;
+    fprintf(stderr, "lmq: %s: removed %d stale temporary file%s of an interrupted run\n", path, removed,
+            removed == 1 ? "" : "s");
+}
+
 int main(int argc, char **argv)
 {
+    lmq_atomic_on_stale(on_stale, NULL);
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;

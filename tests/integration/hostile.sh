@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# Hostile paths: outputs that are not ours (FIFOs, links, devices, directories, the inputs
+# themselves) are refused with every file left as it was; input FIFOs are refused at once;
+# an interrupted quantize leaves no temporary file and a whole artefact or none; a stale
+# temporary file of a dead process goes at the next run; --threads above the pool's maximum is
+# a usage error.
+. "$(dirname "$0")/lib.bash"
+
+S="$FIX/stories260K/stories260K.bin"
+R=recipes/fp16.yaml
+T="$FIX/text/tinystories-valid.txt"
+"$LMQ" convert "$S" -o "$tmp/s.lmq" >/dev/null
+"$LMQ" quantize "$tmp/s.lmq" --recipe "$R" -o "$tmp/q.lmq" >/dev/null
+cp "$R" "$tmp/r.yaml"
+cp -r "$FIX/stories260K-hf" "$tmp/hf"
+head -c 4000 "$T" >"$tmp/t.txt"
+
+snapshot() { (cd "$tmp" && find . -type f ! -name out ! -name 'sums.*' -exec sha256sum {} + | sort -k2) >"$tmp/sums.$1"; }
+# Runs CMD, which must exit STATUS with a message holding TEXT, and change no file in $tmp.
+refused() {
+    local want=$1 text=$2
+    shift 2
+    snapshot before
+    run "$want" "$@"
+    has "$text"
+    snapshot after
+    cmp -s "$tmp/sums.before" "$tmp/sums.after" || fail "'$*' changed a file"
+    ! ls -a "$tmp" | grep -q '\.tmp\.' || fail "'$*' left a temporary file"
+}
+
+# Outputs that are not regular files, for each writer.
+mkfifo "$tmp/fifo"
+ln -s s.lmq "$tmp/link"
+ln -s nowhere "$tmp/dangling"
+mkdir "$tmp/dir"
+for o in fifo dir; do
+    refused 1 "$tmp/$o: output exists and is not a regular file" "$LMQ" convert "$S" -o "$tmp/$o"
+    refused 1 "$tmp/$o: output exists and is not a regular file" "$LMQ" quantize "$tmp/s.lmq" --recipe "$R" -o "$tmp/$o"
+done
+for o in link dangling; do
+    refused 1 "$tmp/$o: output is a symbolic link" "$LMQ" convert "$S" -o "$tmp/$o"
+    refused 1 "$tmp/$o: output is a symbolic link" "$LMQ" quantize "$tmp/s.lmq" --recipe "$R" -o "$tmp/$o"
+    refused 1 "$tmp/$o: output is a symbolic link" "$LMQ" verify "$tmp/s.lmq" --text "$tmp/t.txt" --ctx 64 --json "$tmp/$o"
+done
+[ "$(readlink "$tmp/dangling")" = nowhere ] || fail "dangling link changed"
+refused 1 "$tmp/fifo: output exists and is not a regular file" \
+    "$LMQ" verify "$tmp/s.lmq" --text "$tmp/t.txt" --ctx 64 --markdown "$tmp/fifo"
+if mknod "$tmp/null" c 1 3 2>/dev/null; then
+    refused 1 "$tmp/null: output exists and is not a regular file" "$LMQ" quantize "$tmp/s.lmq" --recipe "$R" -o "$tmp/null"
+    refused 1 "$tmp/null: output exists and is not a regular file" "$LMQ" convert "$S" -o "$tmp/null"
+    rm "$tmp/null"
+else
+    echo "$SCRIPT: mknod not permitted here: character device output not tested"
+fi
+
+# Outputs that are an input of the command.
+refused 1 "same file as the input" "$LMQ" convert "$tmp/hf" -o "$tmp/hf/config.json"
+refused 1 "same file as the input" "$LMQ" convert "$tmp/hf" -o "$tmp/hf/model.safetensors"
+refused 1 "same file as the input" "$LMQ" convert "$tmp/hf/model.safetensors" -o "$tmp/hf/model.safetensors"
+ln "$tmp/s.lmq" "$tmp/hard.lmq"
+(cd "$tmp" && refused 1 "same file as the input" "$OLDPWD/$LMQ" quantize s.lmq --recipe "$OLDPWD/$R" -o ./s.lmq) ||
+    exit 1
+for o in s.lmq hard.lmq link; do
+    want="same file as the input"
+    [ "$o" = link ] && want="output is a symbolic link"
+    refused 1 "$want" "$LMQ" quantize "$tmp/s.lmq" --recipe "$R" -o "$tmp/$o"
+done
+refused 1 "same file as the input" "$LMQ" quantize "$tmp/s.lmq" --recipe "$tmp/r.yaml" -o "$tmp/r.yaml"
+refused 1 "same file as the input" "$LMQ" quantize "$tmp/hard.lmq" --recipe "$R" -o "$tmp/s.lmq"
+rm "$tmp/hard.lmq"
+for o in s.lmq q.lmq t.txt; do
+    refused 1 "same file as the input" "$LMQ" verify "$tmp/q.lmq" --reference "$tmp/s.lmq" --text "$tmp/t.txt" \
+        --ctx 64 --json "$tmp/$o"
+done
+refused 1 "same file as the input" "$LMQ" verify "$tmp/s.lmq" --text "$tmp/t.txt" --ctx 64 --markdown "$tmp/s.lmq"
+# The reports themselves are written (atomically) where nothing stands in the way.
+run 0 "$LMQ" verify "$tmp/s.lmq" --text "$tmp/t.txt" --ctx 64 --json "$tmp/v.json" --markdown "$tmp/v.md"
+[ -s "$tmp/v.json" ] && [ -s "$tmp/v.md" ] || fail "verify reports missing"
+
+# Input FIFOs are refused at once, not waited on.
+refused 1 "$tmp/fifo: not a regular file" timeout 10 "$LMQ" inspect "$tmp/fifo"
+refused 1 "$tmp/fifo: not a regular file" timeout 10 "$LMQ" audit "$tmp/fifo"
+refused 1 "$tmp/fifo: not a regular file" timeout 10 "$LMQ" verify "$tmp/fifo" --text "$tmp/t.txt"
+refused 1 "$tmp/fifo: not a regular file" timeout 10 "$LMQ" verify "$tmp/s.lmq" --text "$tmp/fifo" --ctx 64
+refused 1 "$tmp/fifo: not a regular file" timeout 10 "$LMQ" quantize "$tmp/s.lmq" --recipe "$tmp/fifo" -o "$tmp/x.lmq"
+refused 1 "$tmp/fifo: not a regular file" timeout 10 "$LMQ" quantize "$tmp/fifo" --recipe "$R" -o "$tmp/x.lmq"
+mkfifo "$tmp/fifo.bin" "$tmp/hf/tokenizer.json"
+refused 1 "$tmp/fifo.bin: not a regular file" timeout 10 "$LMQ" convert "$tmp/fifo.bin" -o "$tmp/x.lmq"
+refused 1 "$tmp/hf/tokenizer.json: not a regular file" timeout 10 \
+    "$LMQ" convert "$tmp/hf" --tokenizer "$tmp/hf/tokenizer.json" -o "$tmp/x.lmq"
+
+# --threads above the pool's maximum is a usage error everywhere.
+run 2 "$LMQ" quantize "$tmp/s.lmq" --recipe "$R" -o "$tmp/x.lmq" --threads 257
+run 2 "$LMQ" verify "$tmp/s.lmq" --text "$tmp/t.txt" --threads 257
+run 2 "$LMQ" generate "$tmp/s.lmq" --threads 257
+run 2 "$LMQ" probe --threads 257
+[ ! -e "$tmp/x.lmq" ] || fail "x.lmq written"
+
+# A stale temporary file of a process that no longer runs goes at the next write to the output.
+sh -c 'exit 0' &
+dead=$!
+wait "$dead"
+! kill -0 "$dead" 2>/dev/null || fail "pid $dead still runs"
+echo partial >"$tmp/x.lmq.tmp.$dead.AbC123"
+echo partial >"$tmp/y.lmq.tmp.$dead.AbC123" # another output's: not touched
+run 0 "$LMQ" quantize "$tmp/s.lmq" --recipe "$R" -o "$tmp/x.lmq"
+has "removed 1 stale temporary file of an interrupted run"
+[ ! -e "$tmp/x.lmq.tmp.$dead.AbC123" ] || fail "stale temporary file left"
+[ -e "$tmp/y.lmq.tmp.$dead.AbC123" ] || fail "another output's temporary file removed"
+rm "$tmp/y.lmq.tmp.$dead.AbC123" "$tmp/x.lmq"
+
+# SIGTERM during quantize (w4a16 of GPT-2 takes about 0.2 s on one thread): no temporary file,
+# and the target is absent (before a first whole run) or a whole artefact.
+"$LMQ" convert "$FIX/sotu-gpt2" -o "$tmp/g.lmq" >/dev/null
+killed=0
+for i in $(seq 10); do
+    [ "$i" = 6 ] && "$LMQ" quantize "$tmp/g.lmq" --recipe recipes/w4a16.yaml -o "$tmp/g4.lmq" >/dev/null
+    "$LMQ" quantize "$tmp/g.lmq" --recipe recipes/w4a16.yaml -o "$tmp/g4.lmq" --threads 1 >/dev/null 2>&1 &
+    pid=$!
+    sleep "0.$(printf %02d $((i * 7 % 19 + 1)))"
+    kill -TERM "$pid" 2>/dev/null || true
+    st=0
+    wait "$pid" || st=$?
+    [ "$st" = 0 ] || [ "$st" = 143 ] || fail "SIGTERM run $i exited $st"
+    [ "$st" = 0 ] || killed=$((killed + 1))
+    ! ls -a "$tmp" | grep -q '\.tmp\.' || fail "SIGTERM run $i left a temporary file"
+    if [ -e "$tmp/g4.lmq" ]; then
+        run 0 "$LMQ" audit "$tmp/g4.lmq"
+    else
+        [ "$i" -lt 6 ] || fail "SIGTERM run $i removed the old artefact"
+    fi
+done
+[ "$killed" -gt 0 ] || fail "no quantize run was interrupted: the SIGTERM case tested nothing"
+echo "$SCRIPT: ok"
