@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/pool.h"
 #include "runtime/artefact.h"
 #include "runtime/generate.h"
-#include "common/pool.h"
 #include "tools/args.h"
 #include "tools/cmd.h"
 

@@ -4,8 +4,8 @@
 
 #include "common/clock.h"
 #include "common/file.h"
-#include "quantize/quantize.h"
 #include "common/pool.h"
+#include "quantize/quantize.h"
 #include "tools/args.h"
 #include "tools/cmd.h"
 #include "tools/progress.h"
