@@ -109,7 +109,7 @@ static void header_lines(FILE *f, const vf_report *r, const char *prefix)
             prefix, base(r->rows[0].path));
     fprintf(f, "%sspeed: %d thread%s, kernels %s; prefill = one pass over ctx tokens, decode = one token at a time; "
                "W MiB = stored weights read per decoded token; roofline = decode tok/s × those bytes / %.1f GB/s "
-               "read bandwidth\n", prefix, r->threads, r->threads == 1 ? "" : "s", r->isa, r->bandwidth_gbps);
+               "read bandwidth ('-' where they fit in the last-level cache)\n", prefix, r->threads, r->threads == 1 ? "" : "s", r->isa, r->bandwidth_gbps);
 }
 
 void vf_report_table(FILE *f, const vf_report *r)

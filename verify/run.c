@@ -148,8 +148,12 @@ lmq_code vf_run(const char *ref_path, const char *const *cand_paths, int n_cands
     for (int i = 0; i < n && !c; i++) {
         rows[i].res = res[i];
         rows[i].dppl_pct = opts->speed_only ? 0 : 100.0 * (res[i].ppl / res[0].ppl - 1.0);
-        if (!(c = measure_speed(&l[i], ids, ctx, &rows[i], err)))
-            rows[i].roofline = rows[i].decode_tps * rows[i].weight_mib * 1048576.0 / (report->bandwidth_gbps * 1e9);
+        if ((c = measure_speed(&l[i], ids, ctx, &rows[i], err)))
+            break;
+        /* Weights that fit in the last-level cache are not streamed from memory: no roofline. */
+        const double bytes = rows[i].weight_mib * 1048576.0;
+        if (bytes > (double)rt_probe_llc_bytes())
+            rows[i].roofline = rows[i].decode_tps * bytes / (report->bandwidth_gbps * 1e9);
     }
     report->tokens = (int64_t)n_ids;
     report->threads = lmq_pool_threads(pool);
