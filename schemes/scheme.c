@@ -391,19 +391,27 @@ lmq_code q_quantize(const lmq_qparams *qp, const float *w, int64_t rows, int64_t
     return par_rows(pool, quantize_rows, &j, rows, chunk, err);
 }
 
+/* The layout of a stored [rows, cols] tensor of size bytes, which must be exactly its size. */
+static lmq_code stored_layout(const lmq_qparams *qp, size_t size, int64_t rows, int64_t cols, lmq_layout *L,
+                              lmq_err *err)
+{
+    lmq_code rc = lmq_layout_of(qp, rows, cols, L, err);
+    if (!rc && size != L->bytes)
+        rc = lmq_fail(err, LMQ_E_FORMAT, "stored tensor has %zu bytes; %s [%" PRId64 ", %" PRId64 "] needs %zu",
+                      size, lmq_encoding_of(qp->dtype)->name, rows, cols, L->bytes);
+    return rc;
+}
+
 lmq_code q_dequantize_rows(const lmq_qparams *qp, const uint8_t *data, size_t size, int64_t rows,
                            int64_t cols, int64_t row0, int64_t nrows, float *out, lmq_err *err)
 {
     lmq_layout L;
-    lmq_code rc = lmq_layout_of(qp, rows, cols, &L, err);
+    lmq_code rc = stored_layout(qp, size, rows, cols, &L, err);
     if (rc)
         return rc;
     const q_scheme *s = q_scheme_get(qp->dtype);
     if (!s->decode)
         return lmq_fail(err, LMQ_E_UNSUPPORTED, "%s holds opaque bytes, not numbers", s->enc->name);
-    if (size != L.bytes)
-        return lmq_fail(err, LMQ_E_FORMAT, "stored tensor has %zu bytes; %s [%" PRId64
-                        ", %" PRId64 "] needs %zu", size, s->enc->name, rows, cols, L.bytes);
     if (row0 < 0 || nrows < 0 || row0 > rows - nrows)
         return lmq_fail(err, LMQ_E_ARG, "rows %" PRId64 " + %" PRId64 " outside a tensor of %"
                         PRId64 " rows", row0, nrows, rows);
@@ -457,13 +465,10 @@ lmq_code q_validate(const lmq_qparams *qp, const uint8_t *data, size_t size, int
                     lmq_err *err)
 {
     lmq_layout L;
-    lmq_code rc = lmq_layout_of(qp, rows, cols, &L, err);
+    lmq_code rc = stored_layout(qp, size, rows, cols, &L, err);
     if (rc)
         return rc;
     const q_scheme *s = q_scheme_get(qp->dtype);
-    if (size != L.bytes)
-        return lmq_fail(err, LMQ_E_FORMAT, "%zu bytes stored, the %s layout of [%" PRId64 ", %" PRId64
-                        "] needs %zu", size, s->enc->name, rows, cols, L.bytes);
     if (!s->decode)
         return LMQ_OK;
     for (int64_t i = 0; i < L.n_scales; i++) {
