@@ -267,6 +267,7 @@ static lmq_code parse(lmq_container *c, const uint8_t *d, size_t size, lmq_err *
         return rc;
     c->manifest = (const char *)d + mo;
     c->manifest_size = ms;
+    c->file_checksum = get_le(f + 48, 8);
     return LMQ_OK;
 }
 

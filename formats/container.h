@@ -53,6 +53,7 @@ typedef struct {
     int *by_offset;            /* tensor indices in file order */
     const char *manifest;      /* YAML text inside the file, not NUL-terminated */
     size_t manifest_size;
+    uint64_t file_checksum; /* as the footer states it (lmq_container_verify checks it): the file's identity */
     char *path;
 } lmq_container;
 

@@ -34,7 +34,7 @@ typedef enum {
 } kind;
 
 enum {
-    F_OPTIONAL = 1, /* may be absent: K_STR when empty, K_MAP when the char * at present_off is NULL */
+    F_OPTIONAL = 1, /* may be absent, and is left out when empty (see absent()) */
     F_LITERAL = 2,  /* K_TEXT in YAML literal block style (multi-line text) */
 };
 
@@ -112,6 +112,11 @@ static const table recipe_table = TABLE(recipe_fields);
 static const field calib_fields[] = {
     KEY("source", K_TEXT, lmq_manifest, calibration),
     KEY("checksum", K_HEX, lmq_manifest, calibration_checksum),
+    KEY("model_checksum", K_HEX, lmq_manifest, calib_model_checksum, .flags = F_OPTIONAL),
+    KEY("stats_checksum", K_HEX, lmq_manifest, calib_stats_checksum, .flags = F_OPTIONAL),
+    KEY("windows", K_INT, lmq_manifest, calib_windows, .flags = F_OPTIONAL),
+    KEY("ctx", K_INT, lmq_manifest, calib_ctx, .flags = F_OPTIONAL),
+    KEY("tokens", K_UINT, lmq_manifest, calib_tokens, .flags = F_OPTIONAL),
 };
 static const table calib_table = TABLE(calib_fields);
 
@@ -130,6 +135,23 @@ static const field stats_fields[] = {
 };
 static const table stats_table = TABLE(stats_fields);
 
+const char *const lmq_method_names[LMQ_METHOD_COUNT] = { "rtn", "gptq", "awq" };
+static const field tensor_calib_fields[] = {
+    KEY("method", K_ENUM, lmq_manifest_calib, method, .names = lmq_method_names, .n_names = LMQ_METHOD_COUNT),
+    KEY("damp", K_REAL, lmq_manifest_calib, damp, .flags = F_OPTIONAL),
+    KEY("damp_used", K_REAL, lmq_manifest_calib, damp_used, .flags = F_OPTIONAL),
+    KEY("block", K_UINT, lmq_manifest_calib, block, .flags = F_OPTIONAL),
+    KEY("act_order", K_BOOL, lmq_manifest_calib, act_order, .flags = F_OPTIONAL),
+    KEY("awq_ratio", K_REAL, lmq_manifest_calib, awq_ratio, .flags = F_OPTIONAL),
+    KEY("clip_mean", K_REAL, lmq_manifest_calib, clip_mean, .flags = F_OPTIONAL),
+    KEY("clip_min", K_REAL, lmq_manifest_calib, clip_min, .flags = F_OPTIONAL),
+    KEY("smoothquant_alpha", K_REAL, lmq_manifest_calib, smooth_alpha, .flags = F_OPTIONAL),
+    KEY("note", K_STR, lmq_manifest_calib, note, .flags = F_OPTIONAL),
+    KEY("output_error_rtn", K_REAL, lmq_manifest_calib, out_error_rtn, .flags = F_OPTIONAL),
+    KEY("output_error", K_REAL, lmq_manifest_calib, out_error, .flags = F_OPTIONAL),
+};
+static const table tensor_calib_table = TABLE(tensor_calib_fields);
+
 static const field tensor_fields[] = {
     KEY("name", K_STR, lmq_manifest_tensor, name),
     KEY("scheme", K_STR, lmq_manifest_tensor, scheme),
@@ -144,6 +166,7 @@ static const field tensor_fields[] = {
     KEY("rel_error", K_REAL, lmq_manifest_tensor, stats.rel_error),
     { .key = "stats", .k = K_MAP, .sub = &stats_table },
     KEY("reason", K_STR, lmq_manifest_tensor, reason, .flags = F_OPTIONAL),
+    KEY("calibration", K_MAP, lmq_manifest_tensor, calib, .sub = &tensor_calib_table, .flags = F_OPTIONAL),
 };
 static const table tensor_table = TABLE(tensor_fields);
 
@@ -154,9 +177,11 @@ static const field file_fields[] = {
 static const table file_table = TABLE(file_fields);
 
 /* Maps whose keys live directly in lmq_manifest have off 0. */
+static const char *const kind_names[] = { [LMQ_KIND_MODEL] = "model", [LMQ_KIND_STATS] = "stats" };
 static const field top_fields[] = {
     KEY("format_version", K_UINT, lmq_manifest, format_version),
     KEY("tool_version", K_STR, lmq_manifest, tool_version),
+    KEY("kind", K_ENUM, lmq_manifest, kind, NAMES(kind_names), .flags = F_OPTIONAL),
     { .key = "architecture", .k = K_MAP, .off = offsetof(lmq_manifest, arch), .sub = &arch_table },
     { .key = "source", .k = K_MAP, .sub = &source_table },
     { .key = "recipe", .k = K_MAP, .sub = &recipe_table, .flags = F_OPTIONAL,
@@ -509,18 +534,29 @@ static void emit_value(emitter *e, const field *f, const char *base)
     }
 }
 
+/* An optional key's value is empty, and left out: a K_MAP whose char * at present_off is NULL
+ * (when it has one), an empty K_STR, anything else whose bytes are all zero (the struct's
+ * default: 0, false, the first enum name). */
+static int absent(const field *f, const char *base)
+{
+    if (f->k == K_MAP && f->present_off)
+        return !*(char *const *)(base + f->present_off);
+    if (f->k == K_STR)
+        return !base[f->off];
+    for (size_t i = 0; i < f->size; i++)
+        if (base[f->off + i])
+            return 0;
+    return 1;
+}
+
 static void emit_map(emitter *e, const table *t, const char *base)
 {
     yaml_event_t ev;
     emit_event(e, &ev, yaml_mapping_start_event_initialize(&ev, NULL, NULL, 1, YAML_BLOCK_MAPPING_STYLE));
     for (int i = 0; i < t->n; i++) {
         const field *f = &t->f[i];
-        if (f->flags & F_OPTIONAL) {
-            if (f->k == K_MAP && !*(char *const *)(base + f->present_off))
-                continue;
-            if (f->k == K_STR && !base[f->off])
-                continue;
-        }
+        if ((f->flags & F_OPTIONAL) && absent(f, base))
+            continue;
         e->key = f->key;
         plain(e, f->key);
         emit_value(e, f, base);
@@ -917,6 +953,14 @@ static void check_tensor(issues *is, const lmq_manifest_tensor *t, const lmq_ten
         !isfinite(st->rms) || !isfinite(st->kurtosis))
         issue(is, t->name, "stats out of range (peak_abs %g, rms %g, excess_kurtosis %g)", st->peak, st->rms,
               st->kurtosis);
+    const lmq_manifest_calib *k = &t->calib;
+    if ((unsigned)k->method >= LMQ_METHOD_COUNT || !(k->damp >= 0) || !(k->damp_used >= k->damp) ||
+        !(k->awq_ratio >= 0 && k->awq_ratio < 1) || !(k->clip_min >= 0 && k->clip_min <= k->clip_mean + 1e-12) ||
+        !(k->clip_mean <= 1) || !(k->smooth_alpha >= 0 && k->smooth_alpha <= 1) || !(k->out_error_rtn >= 0) ||
+        !(k->out_error >= 0))
+        issue(is, t->name, "calibration values out of range (method %u, damp %g / %g, awq_ratio %g, clip %g / %g, "
+              "smoothquant_alpha %g, output_error %g / %g)", (unsigned)k->method, k->damp, k->damp_used, k->awq_ratio,
+              k->clip_mean, k->clip_min, k->smooth_alpha, k->out_error_rtn, k->out_error);
     if (e->q.dtype == LMQ_T_F32 && !t->reason[0])
         issue(is, t->name, "left at fp32 without a reason");
     if (e->q.dtype != LMQ_T_F32 && t->reason[0])

@@ -16,6 +16,24 @@
 #define LMQ_SCHEME_MAX 64
 #define LMQ_REASON_MAX 256
 
+/* How a tensor's codes were chosen: round to nearest, or a calibrated method (calibrate/). */
+typedef enum { LMQ_METHOD_RTN = 0, LMQ_METHOD_GPTQ = 1, LMQ_METHOD_AWQ = 2, LMQ_METHOD_COUNT } lmq_method;
+extern const char *const lmq_method_names[LMQ_METHOD_COUNT];
+
+/* What the calibrate stage did to one tensor; all zero (and absent from the YAML) when nothing. */
+typedef struct {
+    lmq_method method;
+    double damp, damp_used;     /* gptq: the damping asked for, and the one Cholesky accepted */
+    uint32_t block;             /* gptq: columns per lazy block */
+    int act_order;              /* gptq: columns in decreasing order of the Hessian's diagonal */
+    double awq_ratio;           /* awq: the exponent r of s = mean|x|^r chosen for this input */
+    double clip_mean, clip_min; /* awq: the clip ratios chosen over the tensor's groups */
+    double smooth_alpha;        /* SmoothQuant's alpha when it scaled this tensor's input columns */
+    char note[LMQ_REASON_MAX];  /* what a method could not do here, and why */
+    double out_error_rtn;       /* relative output error on the calibration inputs with RTN, */
+    double out_error;           /* and as stored: |X(W' - W)ᵀ|² / |XWᵀ|² */
+} lmq_manifest_calib;
+
 typedef struct {
     char name[LMQ_NAME_MAX];     /* as in the index */
     char scheme[LMQ_SCHEME_MAX]; /* the encoding as q_describe names it: "fp32", "int4 g32 asym" */
@@ -26,6 +44,7 @@ typedef struct {
     double bpw;                  /* bits / elements */
     lmq_stats stats;             /* of the source weights, and rel_error of their reconstruction */
     char reason[LMQ_REASON_MAX]; /* why the tensor stayed fp32; required exactly for fp32 tensors */
+    lmq_manifest_calib calib;
 } lmq_manifest_tensor;
 
 typedef struct {
@@ -40,9 +59,13 @@ typedef struct {
     double linear_bpw;      /* storage bits / elements over the linear tensors; 0 if none */
 } lmq_manifest_totals;
 
+/* What a container holds: a model, or the calibrate stage's statistics about one. */
+typedef enum { LMQ_KIND_MODEL = 0, LMQ_KIND_STATS = 1 } lmq_kind;
+
 struct lmq_manifest {
     char tool_version[32];
     uint32_t format_version;
+    lmq_kind kind;
     lmq_arch arch;
     char *source;        /* checkpoint path or description (owned; NULL reads as "") */
     uint64_t source_checksum;
@@ -51,6 +74,10 @@ struct lmq_manifest {
     uint64_t recipe_checksum;
     char *calibration;   /* calibration text path or description (owned); NULL when none was used */
     uint64_t calibration_checksum; /* XXH3-64 of the calibration text */
+    uint64_t calib_model_checksum; /* file checksum of the artefact the statistics were taken on */
+    uint64_t calib_stats_checksum; /* file checksum of the statistics a quantize run used (0: none) */
+    int calib_windows, calib_ctx;  /* the P1 windows run */
+    uint64_t calib_tokens;
     lmq_manifest_tensor *tensors;
     int n_tensors, cap_tensors;
     lmq_manifest_file *files;

@@ -92,12 +92,34 @@ static void finish_task(void *ctx, int64_t begin, int64_t end, int thread)
 
 /* Writes one tensor under `name`: the input's bytes as they are when the plan keeps it,
  * else its fp32 values encoded as the plan says. Records it in the manifest. */
-static lmq_code write_tensor(q_run *r, const lmq_tensor_entry *t, const char *name, const q_plan_entry *p,
-                             lmq_err *err)
+/* A tensor kept at fp32 whose values a transform changed: written and described afresh. */
+static lmq_code write_changed_f32(q_run *r, const lmq_tensor_entry *t, const char *name, const q_plan_entry *p,
+                                  const q_override *o, lmq_err *err)
 {
-    lmq_manifest_tensor *m;
-    lmq_code c = lmq_manifest_add_tensor(&r->out, name, &m, err);
+    lmq_tensor desc = { .ndim = t->ndim, .q = { .dtype = LMQ_T_F32, .gran = LMQ_GRAN_NONE } };
+    snprintf(desc.name, sizeof desc.name, "%s", name);
+    memcpy(desc.shape, t->shape, sizeof desc.shape);
+    lmq_code c = lmq_writer_add(r->w, name, desc.q, t->ndim, t->shape, o->values,
+                                (size_t)lmq_entry_numel(t) * sizeof(float), LMQ_CODEC_NONE, err);
+    if (c || (c = lmq_manifest_add_plain(&r->out, &desc, o->values, err)))
+        return c;
+    lmq_manifest_tensor *m = &r->out.tensors[r->out.n_tensors - 1];
+    m->calib = o->calib;
+    snprintf(m->reason, sizeof m->reason, "%s", p->keep_reason);
+    return LMQ_OK;
+}
+
+static lmq_code write_tensor(q_run *r, const lmq_tensor_entry *t, const char *name, const q_plan_entry *p,
+                             const q_opts *opts, lmq_err *err)
+{
+    q_override o = { 0 };
+    lmq_code c = opts && opts->override ? opts->override(opts->override_ctx, name, &o, err) : LMQ_OK;
     if (c)
+        return c;
+    if (p->keep_reason && o.values)
+        return write_changed_f32(r, t, name, p, &o, err);
+    lmq_manifest_tensor *m;
+    if ((c = lmq_manifest_add_tensor(&r->out, name, &m, err)))
         return c;
     const lmq_manifest_tensor *was = lmq_manifest_find(&r->src, t->name);
     int64_t n = lmq_entry_numel(t), rows = t->ndim > 1 ? t->shape[0] : 1, cols = n / rows;
@@ -110,6 +132,7 @@ static lmq_code write_tensor(q_run *r, const lmq_tensor_entry *t, const char *na
         free(buf);
         if (was)
             *m = *was;
+        m->calib = o.calib;
         snprintf(m->name, sizeof m->name, "%s", name);
         m->linear = lmq_is_linear(name, t->ndim);
         /* Only fp32 carries a reason (the manifest's rule); an earlier recipe's encoding keeps
@@ -118,15 +141,21 @@ static lmq_code write_tensor(q_run *r, const lmq_tensor_entry *t, const char *na
             snprintf(m->reason, sizeof m->reason, "%s", p->keep_reason);
         return c;
     }
-    const float *w;
+    const float *w = o.values;
     lmq_layout L;
-    if ((c = lmq_layout_of(&p->qp, rows, cols, &L, err)) || (c = input_f32(r, t, rows, cols, &w, &buf, err)) ||
+    if ((c = lmq_layout_of(&p->qp, rows, cols, &L, err)) ||
+        (!o.values && (c = input_f32(r, t, rows, cols, &w, &buf, err))) ||
         (c = reserve((void **)&r->enc, &r->enc_cap, L.bytes, err)) ||
-        (c = reserve((void **)&r->back, &r->back_cap, (size_t)n * sizeof *r->back, err)) ||
-        (c = q_quantize(&p->qp, w, rows, cols, r->enc, L.bytes, r->pool, err)) ||
-        (c = q_dequantize(&p->qp, r->enc, L.bytes, rows, cols, r->back, r->pool, err)))
+        (c = reserve((void **)&r->back, &r->back_cap, (size_t)n * sizeof *r->back, err)))
+        goto done;
+    if (o.bytes)
+        memcpy(r->enc, o.bytes, L.bytes);
+    else if ((c = q_quantize(&p->qp, w, rows, cols, r->enc, L.bytes, r->pool, err)))
+        goto done;
+    if ((c = q_dequantize(&p->qp, r->enc, L.bytes, rows, cols, r->back, r->pool, err)))
         goto done;
     m->q = p->qp;
+    m->calib = o.calib;
     q_describe(&p->qp, m->scheme, sizeof m->scheme);
     m->linear = lmq_is_linear(name, t->ndim);
     m->bits = L.bits;
@@ -172,7 +201,7 @@ static lmq_code resolve(q_run *r, lmq_err *err)
     return c;
 }
 
-static lmq_code start_manifest(q_run *r, lmq_err *err)
+static lmq_code start_manifest(q_run *r, const q_opts *opts, lmq_err *err)
 {
     lmq_manifest *o = &r->out;
     o->arch = r->src.arch;
@@ -182,9 +211,15 @@ static lmq_code start_manifest(q_run *r, lmq_err *err)
     (void)((c = lmq_manifest_set(&o->source, r->src.source, err)) ||
            (c = lmq_manifest_set(&o->source_notes, r->src.source_notes, err)) ||
            (c = lmq_manifest_set(&o->recipe, r->recipe.text, err)));
-    if (!c && r->src.calibration) {
-        o->calibration_checksum = r->src.calibration_checksum;
-        c = lmq_manifest_set(&o->calibration, r->src.calibration, err);
+    const lmq_manifest *cal = opts && opts->stats ? opts->stats : r->src.calibration ? &r->src : NULL;
+    if (!c && cal) {
+        o->calibration_checksum = cal->calibration_checksum;
+        o->calib_model_checksum = cal->calib_model_checksum;
+        o->calib_stats_checksum = opts && opts->stats ? opts->stats_checksum : cal->calib_stats_checksum;
+        o->calib_windows = cal->calib_windows;
+        o->calib_ctx = cal->calib_ctx;
+        o->calib_tokens = cal->calib_tokens;
+        c = lmq_manifest_set(&o->calibration, cal->calibration, err);
     }
     return c;
 }
@@ -196,8 +231,10 @@ static lmq_code run(q_run *r, const char *in_path, const char *recipe_path, cons
     if ((c = lmq_container_open_manifest(&r->in, &r->src, in_path, err)))
         return c;
     if ((c = q_recipe_load(recipe_path, &r->recipe, err)) || (c = resolve(r, err)) ||
-        (c = start_manifest(r, err)))
+        (c = start_manifest(r, opts, err)))
         return c;
+    if (q_recipe_needs_stats(&r->recipe) && !(opts && opts->override))
+        return q_recipe_stats_error(&r->recipe, err);
     const q_plan_entry *lookup = plan_for(&r->plan, "tok_embd.weight"), *classifier = plan_for(&r->plan, "output.weight");
     const int split = r->src.arch.tied_embedding && lookup && classifier && !same_encoding(lookup, classifier);
     if (split)
@@ -218,14 +255,14 @@ static lmq_code run(q_run *r, const char *in_path, const char *recipe_path, cons
             if (!c)
                 c = lmq_manifest_add_file(&r->out, t->name + strlen(FILE_PREFIX), t->raw_size, err);
         } else {
-            c = write_tensor(r, t, t->name, plan_for(&r->plan, t->name), err);
+            c = write_tensor(r, t, t->name, plan_for(&r->plan, t->name), opts, err);
         }
         lmq_container_release(&r->in, t); /* read once: resident memory stays about one tensor */
         if (!c && opts && opts->progress)
             opts->progress(opts->progress_ctx, k + 1, total, t->name);
     }
     if (!c && split) {
-        c = write_tensor(r, lmq_container_find(&r->in, "tok_embd.weight"), "output.weight", classifier, err);
+        c = write_tensor(r, lmq_container_find(&r->in, "tok_embd.weight"), "output.weight", classifier, opts, err);
         if (!c && opts && opts->progress)
             opts->progress(opts->progress_ctx, total, total, "output.weight");
     }

@@ -2,15 +2,36 @@
 #ifndef LMQ_QUANTIZE_H
 #define LMQ_QUANTIZE_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 #include "common/err.h"
+#include "formats/manifest.h"
 
 /* Called after each tensor: done of total, and the tensor's name. */
 typedef void (*q_progress_fn)(void *ctx, int done, int total, const char *name);
+
+/* What a calibrated run (calibrate/) decided for one tensor before the per-tensor pass. */
+typedef struct {
+    const float *values;  /* the fp32 values to store or quantise instead of the input's (a transform
+                             such as SmoothQuant or AWQ's scales changed them); NULL: the input's */
+    const uint8_t *bytes; /* the stored encoding a method chose (GPTQ, AWQ), in the plan's encoding and
+                             of its layout's size; NULL: round to nearest */
+    lmq_manifest_calib calib;
+} q_override;
+
+/* Fills *o for the tensor called name (it is zeroed first: nothing to override). */
+typedef lmq_code (*q_override_fn)(void *ctx, const char *name, q_override *o, lmq_err *err);
 
 typedef struct {
     q_progress_fn progress; /* may be NULL */
     void *progress_ctx;
     int threads;            /* <= 0: one per online CPU */
+    q_override_fn override; /* may be NULL */
+    void *override_ctx;
+    const lmq_manifest *stats; /* the stats file's manifest when statistics were used: its calibration
+                                  section goes into the artefact's, with stats_checksum */
+    uint64_t stats_checksum;
 } q_opts;
 
 /* Reads in_path (any lmq artefact), applies the recipe at recipe_path and writes out_path

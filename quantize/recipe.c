@@ -1,6 +1,7 @@
 /* Recipe parser (libyaml's document API, which keeps every node's line) and resolver. */
 #include "quantize/recipe.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -133,6 +134,20 @@ static lmq_code get_uint(pctx *c, const yaml_node_t *n, const char *key, uint32_
     return LMQ_OK;
 }
 
+/* A plain decimal number (no sign beyond a leading '-', no inf/nan). */
+static lmq_code get_real(pctx *c, const yaml_node_t *n, const char *key, double *out)
+{
+    if (n->type != YAML_SCALAR_NODE)
+        return perr(c, line_of(n), key, "expected a number, got %s", type_name(n));
+    const char *s = scalar(n);
+    char *end;
+    double v = strtod(s, &end);
+    if (!is_plain(n) || !*s || *end || strspn(s, "-+.0123456789eE") != strlen(s) || !isfinite(v))
+        return perr(c, line_of(n), key, "expected a number, got '%s'", s);
+    *out = v;
+    return LMQ_OK;
+}
+
 static char *dup_str(const char *s)
 {
     size_t n = strlen(s) + 1;
@@ -229,8 +244,91 @@ static lmq_code collect(pctx *c, const yaml_node_t *map, const char *where, cons
     return LMQ_OK;
 }
 
-enum { RK_MATCH, RK_SCHEME, RK_GRAN, RK_GROUP, RK_SYM, RK_N };
-static const char *const RULE_KEYS[RK_N] = { "match", "scheme", "granularity", "group", "symmetric" };
+enum { RK_MATCH, RK_SCHEME, RK_GRAN, RK_GROUP, RK_SYM, RK_METHOD, RK_N };
+static const char *const RULE_KEYS[RK_N] = { "match", "scheme", "granularity", "group", "symmetric", "method" };
+
+/* ---- methods ---- */
+
+const q_method q_method_defaults[LMQ_METHOD_COUNT] = {
+    [LMQ_METHOD_RTN] = { .method = LMQ_METHOD_RTN },
+    [LMQ_METHOD_GPTQ] = { .method = LMQ_METHOD_GPTQ, .damp = 0.01, .block = 128 },
+    [LMQ_METHOD_AWQ] = { .method = LMQ_METHOD_AWQ, .grid = 20, .clip = 1 },
+};
+
+/* A method's parameters: one row per key, the method it belongs to and where it goes. */
+typedef enum { P_REAL, P_UINT, P_BOOL } param_kind;
+static const struct {
+    const char *key;
+    lmq_method method;
+    param_kind kind;
+    size_t off;
+    double lo, hi; /* the accepted range */
+} PARAMS[] = {
+    { "damp", LMQ_METHOD_GPTQ, P_REAL, offsetof(q_method, damp), 1e-6, 10 },
+    { "block", LMQ_METHOD_GPTQ, P_UINT, offsetof(q_method, block), 1, 65536 },
+    { "act_order", LMQ_METHOD_GPTQ, P_BOOL, offsetof(q_method, act_order), 0, 1 },
+    { "grid", LMQ_METHOD_AWQ, P_UINT, offsetof(q_method, grid), 1, 1000 },
+    { "clip", LMQ_METHOD_AWQ, P_BOOL, offsetof(q_method, clip), 0, 1 },
+};
+#define N_PARAMS (int)(sizeof PARAMS / sizeof PARAMS[0])
+
+/* method: NAME, or {name: NAME, <parameter>: <value>, ...}. */
+static lmq_code parse_method(pctx *c, const yaml_node_t *n, const char *where, q_method *m)
+{
+    char key[96];
+    const yaml_node_t *name = n;
+    if (n->type == YAML_MAPPING_NODE) {
+        const char *keys[N_PARAMS + 1] = { "name" };
+        for (int i = 0; i < N_PARAMS; i++)
+            keys[i + 1] = PARAMS[i].key;
+        const yaml_node_t *v[N_PARAMS + 1] = { 0 };
+        int kl[N_PARAMS + 1] = { 0 };
+        lmq_code rc = collect(c, n, where, keys, N_PARAMS + 1, v, kl);
+        if (rc)
+            return rc;
+        if (!v[0])
+            return perr(c, line_of(n), where, "needs a name (rtn, gptq or awq)");
+        name = v[0];
+        if ((rc = parse_method(c, name, where, m)))
+            return rc;
+        for (int i = 0; i < N_PARAMS; i++) {
+            if (!v[i + 1])
+                continue;
+            snprintf(key, sizeof key, "%s.%s", where, PARAMS[i].key);
+            if (PARAMS[i].method != m->method)
+                return perr(c, kl[i + 1], key, "is a parameter of %s, not of %s", lmq_method_names[PARAMS[i].method],
+                            lmq_method_names[m->method]);
+            double x = 0;
+            uint32_t u = 0;
+            int b = 0;
+            char *dst = (char *)m + PARAMS[i].off;
+            if ((rc = PARAMS[i].kind == P_REAL   ? get_real(c, v[i + 1], key, &x)
+                      : PARAMS[i].kind == P_UINT ? get_uint(c, v[i + 1], key, &u)
+                                                 : get_bool(c, v[i + 1], key, &b)))
+                return rc;
+            x = PARAMS[i].kind == P_REAL ? x : PARAMS[i].kind == P_UINT ? (double)u : (double)b;
+            if (!(x >= PARAMS[i].lo && x <= PARAMS[i].hi))
+                return perr(c, line_of(v[i + 1]), key, "%g is outside %g..%g", x, PARAMS[i].lo, PARAMS[i].hi);
+            if (PARAMS[i].kind == P_REAL)
+                memcpy(dst, &x, sizeof x);
+            else if (PARAMS[i].kind == P_UINT)
+                memcpy(dst, &u, sizeof u);
+            else
+                memcpy(dst, &b, sizeof b);
+        }
+        return LMQ_OK;
+    }
+    const char *s;
+    lmq_code rc = get_string(c, name, where, &s);
+    if (rc)
+        return rc;
+    for (int i = 0; i < LMQ_METHOD_COUNT; i++)
+        if (!strcmp(s, lmq_method_names[i])) {
+            *m = q_method_defaults[i];
+            return LMQ_OK;
+        }
+    return perr(c, line_of(name), where, "unknown method '%s' (rtn, gptq or awq)", s);
+}
 
 static lmq_code parse_rule(pctx *c, const yaml_node_t *n, int index, q_rule *rule)
 {
@@ -309,6 +407,15 @@ static lmq_code parse_rule(pctx *c, const yaml_node_t *n, int index, q_rule *rul
             return rc;
         rule->qp.asym = (uint8_t)!sym;
     }
+
+    rule->method = q_method_defaults[LMQ_METHOD_RTN];
+    if (v[RK_METHOD]) {
+        if ((rc = parse_method(c, v[RK_METHOD], KEY(RK_METHOD), &rule->method)))
+            return rc;
+        if (rule->method.method != LMQ_METHOD_RTN && kind != KIND_INT)
+            return perr(c, kl[RK_METHOD], key, "%s chooses integer codes; %s is not an integer scheme",
+                        lmq_method_names[rule->method.method], s);
+    }
 #undef KEY
     return LMQ_OK;
 }
@@ -323,8 +430,28 @@ static int name_ok(const char *s)
     return 1;
 }
 
-enum { TK_NAME, TK_DESC, TK_RULES, TK_IGNORE, TK_N };
-static const char *const TOP_KEYS[TK_N] = { "name", "description", "rules", "ignore" };
+enum { TK_NAME, TK_DESC, TK_RULES, TK_IGNORE, TK_SMOOTH, TK_N };
+static const char *const TOP_KEYS[TK_N] = { "name", "description", "rules", "ignore", "smoothquant" };
+
+/* smoothquant: {alpha: A}, 0 < A < 1. */
+static lmq_code parse_smoothquant(pctx *c, const yaml_node_t *n, double *alpha)
+{
+    static const char *const keys[] = { "alpha" };
+    if (n->type != YAML_MAPPING_NODE)
+        return perr(c, line_of(n), "smoothquant", "expected a mapping ({alpha: 0.5}), got %s", type_name(n));
+    const yaml_node_t *v[1] = { 0 };
+    int kl[1] = { 0 };
+    lmq_code rc = collect(c, n, "smoothquant", keys, 1, v, kl);
+    if (rc)
+        return rc;
+    if (!v[0])
+        return perr(c, line_of(n), "smoothquant.alpha", "required key is missing");
+    if ((rc = get_real(c, v[0], "smoothquant.alpha", alpha)))
+        return rc;
+    if (!(*alpha > 0 && *alpha < 1))
+        return perr(c, line_of(v[0]), "smoothquant.alpha", "%g is not between 0 and 1", *alpha);
+    return LMQ_OK;
+}
 
 static lmq_code parse_root(pctx *c, const yaml_node_t *root, q_recipe *r)
 {
@@ -373,6 +500,8 @@ static lmq_code parse_root(pctx *c, const yaml_node_t *root, q_recipe *r)
             return rc;
     }
 
+    if (v[TK_SMOOTH] && (rc = parse_smoothquant(c, v[TK_SMOOTH], &r->smooth_alpha)))
+        return rc;
     if (v[TK_IGNORE])
         return get_patterns(c, v[TK_IGNORE], "ignore", &r->ignore, &r->n_ignore);
     return LMQ_OK;
@@ -507,10 +636,30 @@ static void decide(const q_recipe *r, const q_tensor_ref *t, q_plan_entry *e)
             continue;
         }
         e->qp = rule->qp;
+        e->method = rule->method;
         e->rule_line = rule->line;
         return;
     }
     e->keep_reason = e->rule_line ? Q_KEEP_ONLY_MATRICES : Q_KEEP_NO_RULE;
+}
+
+int q_recipe_needs_stats(const q_recipe *r)
+{
+    int needs = r->smooth_alpha > 0;
+    for (int i = 0; i < r->n_rules; i++)
+        needs |= r->rules[i].method.method != LMQ_METHOD_RTN;
+    return needs;
+}
+
+lmq_code q_recipe_stats_error(const q_recipe *r, lmq_err *err)
+{
+    for (int i = 0; i < r->n_rules; i++)
+        if (r->rules[i].method.method != LMQ_METHOD_RTN)
+            return lmq_fail(err, LMQ_E_ARG, "%s:%d: method %s needs activation statistics (lmq calibrate, then "
+                            "lmq quantize --stats STATS.lmq)", r->path, r->rules[i].line,
+                            lmq_method_names[r->rules[i].method.method]);
+    return lmq_fail(err, LMQ_E_ARG, "%s: smoothquant needs activation statistics (lmq calibrate, then lmq quantize "
+                    "--stats STATS.lmq)", r->path);
 }
 
 void q_plan_free(q_plan *plan)
@@ -562,8 +711,16 @@ lmq_code q_recipe_resolve(const q_recipe *r, const q_tensor_ref *tensors, int n_
             rc = check_pattern(r, &r->rules[k].match[i], key, k, all, n, err);
         }
     if (!rc) {
-        for (int i = 0; i < n; i++)
+        for (int i = 0; i < n && !rc; i++) {
             decide(r, &all[i], &entries[i]);
+            /* Calibrated methods work from the statistics of a block's linear-layer inputs. */
+            if (entries[i].method.method != LMQ_METHOD_RTN && !lmq_is_linear(all[i].name, all[i].ndim))
+                rc = lmq_fail(err, LMQ_E_RECIPE, "%s:%d: %s applies to the linear layers of blocks, not to '%s'",
+                              r->path, entries[i].rule_line, lmq_method_names[entries[i].method.method],
+                              all[i].name);
+        }
+    }
+    if (!rc) {
         if (tied)
             entries[n_tensors].derived_from_tied = 1;
         plan->entries = entries;

@@ -14,6 +14,7 @@
 
 #include "common/err.h"
 #include "formats/dtype.h"
+#include "formats/manifest.h"
 #include "formats/model.h"
 
 #define Q_RECIPE_NAME_MAX 64
@@ -25,10 +26,24 @@ typedef struct {
     int line;   /* 1-based line in the recipe file */
 } q_pattern;
 
+/* How a rule chooses codes (calibrate/ runs the calibrated methods), with its parameters. */
+typedef struct {
+    lmq_method method;
+    double damp;      /* gptq: dampening, a fraction of mean(diag H) */
+    uint32_t block;   /* gptq: columns per lazy block */
+    int act_order;    /* gptq: columns in decreasing order of diag H (static groups) */
+    uint32_t grid;    /* awq: candidate exponents r = 0, 1/grid, ..., (grid-1)/grid */
+    int clip;         /* awq: search a clip ratio per group */
+} q_method;
+
+/* Each method's parameters when a recipe names it without any. */
+extern const q_method q_method_defaults[LMQ_METHOD_COUNT];
+
 typedef struct {
     q_pattern *match;
     int n_match;
     lmq_qparams qp;
+    q_method method;
     int line; /* line of the rule (its list item) */
 } q_rule;
 
@@ -40,6 +55,7 @@ typedef struct {
     int n_rules;
     q_pattern *ignore;
     int n_ignore;
+    double smooth_alpha; /* SmoothQuant's alpha before the per-tensor pass; 0: none */
     char *text; /* the raw recipe text, NUL-terminated; embedded in the manifest */
     size_t text_len;
     uint64_t checksum; /* XXH3_64bits over text[0..text_len) */
@@ -66,6 +82,7 @@ typedef struct {
 typedef struct {
     char name[LMQ_NAME_MAX];
     lmq_qparams qp;          /* f32 (source precision) when keep_reason is set */
+    q_method method;
     const char *keep_reason; /* NULL: qp comes from a rule; else one of Q_KEEP_* */
     int rule_line;           /* the rule that decided (or, for Q_KEEP_ONLY_MATRICES, the first
                                 one that passed the tensor over); 0 for none */
@@ -86,6 +103,11 @@ lmq_code q_recipe_resolve(const q_recipe *r, const q_tensor_ref *tensors, int n_
 /* The same over a model in memory (its tensors in order, arch.tied_embedding). */
 lmq_code q_recipe_resolve_model(const q_recipe *r, const lmq_model *m, q_plan *plan, lmq_err *err);
 void q_plan_free(q_plan *plan);
+
+/* Whether applying r needs activation statistics (a calibrated method or SmoothQuant). */
+int q_recipe_needs_stats(const q_recipe *r);
+/* The error for running such a recipe without statistics, naming the first rule that needs them. */
+lmq_code q_recipe_stats_error(const q_recipe *r, lmq_err *err);
 
 /* fnmatch-style glob without FNM_PATHNAME: '*' matches any run of characters (dots too),
  * '?' one character, everything else itself. */

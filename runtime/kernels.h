@@ -10,6 +10,7 @@
 
 #include <stddef.h>
 
+#include "common/err.h"
 #include "common/pool.h"
 
 /* Kernel sets, each a superset of the one before. AVX-512 (F, BW, VL, DQ) adds the linear
@@ -20,10 +21,18 @@ typedef enum { RT_ISA_SCALAR = 0, RT_ISA_AVX2 = 1, RT_ISA_AVX512 = 2 } rt_isa;
 rt_isa rt_isa_best(void);
 const char *rt_isa_name(rt_isa isa);
 
-/* Where and how kernels run: a pool (NULL = the caller's thread only) and a kernel set. */
+struct rt_weight;
+/* Sees the input x [n × W->in] of every linear layer before rt_linear multiplies it (the
+ * calibrate stage's statistics); an error it returns stops the forward pass. */
+typedef lmq_code (*rt_observe_fn)(void *ctx, const struct rt_weight *W, const float *x, int n, lmq_err *err);
+
+/* Where and how kernels run: a pool (NULL = the caller's thread only), a kernel set, and an
+ * optional observer of the linear layers' inputs. */
 typedef struct {
     lmq_pool *pool;
     rt_isa isa;
+    rt_observe_fn observe;
+    void *observe_ctx;
 } rt_exec;
 
 /* Below this many multiply-adds a parallel loop is not worth waking the workers for. */

@@ -392,6 +392,9 @@ static void linear_task(void *v, int64_t begin, int64_t end, int thread)
 
 lmq_code rt_linear(const rt_exec *ex, const float *x, int n, const rt_weight *W, float *y, lmq_err *err)
 {
+    lmq_code c = ex->observe ? ex->observe(ex->observe_ctx, W, x, n, err) : LMQ_OK;
+    if (c)
+        return c;
     linear_job j = { .isa = ex->isa, .f = fused_row(ex->isa, W), .W = W, .x = x, .y = y, .n = n };
     const int direct = W->q.dtype == LMQ_T_F32 || (j.f && n <= FUSED_ROWS);
     j.staged = !direct;

@@ -21,7 +21,7 @@
 #include "schemes/scheme.h"
 
 /* y = x·Wᵀ + b with W [out × in] stored as `q` at `data`. */
-typedef struct {
+typedef struct rt_weight {
     const char *name;    /* the tensor's canonical name: its identity for observers and messages */
     lmq_qparams q;
     lmq_layout L;
@@ -39,7 +39,8 @@ lmq_code rt_weight_rows(rt_isa isa, const rt_weight *W, int r0, int n, float *ou
 /* Whether rt_linear runs W fused on this kernel set (else generic); for reports and tests. */
 int rt_linear_fused(rt_isa isa, const rt_weight *W);
 
-/* y[n × out] = x[n × in] · Wᵀ (+ b). Parallel over blocks of W's rows. */
+/* y[n × out] = x[n × in] · Wᵀ (+ b). Parallel over blocks of W's rows. ex->observe, when set,
+ * sees x first. */
 lmq_code rt_linear(const rt_exec *ex, const float *x, int n, const rt_weight *W, float *y, lmq_err *err);
 
 #endif

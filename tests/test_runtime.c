@@ -549,7 +549,7 @@ START_TEST(forward_errors)
     ck_assert_int_eq(rt_forward(L.st, t, 0, 0, RT_LOGITS_LAST, lg, &e), LMQ_E_ARG);
     ck_assert_int_eq(rt_forward(L.st, t, 1, 0, RT_LOGITS_LAST, NULL, &e), LMQ_E_ARG);
     rt_state *s2;
-    rt_exec ex = { NULL, RT_ISA_SCALAR };
+    rt_exec ex = { .pool = NULL, .isa = RT_ISA_SCALAR };
     ck_assert_int_eq(rt_state_create(&L.rm, &ex, 513, &s2, &e), LMQ_E_ARG);
     ck_assert_int_eq(rt_state_create(&L.rm, &ex, -1, &s2, &e), LMQ_E_ARG);
     ck_assert_int_eq(rt_state_create(&L.rm, &ex, 0, &s2, &e), LMQ_OK);

@@ -11,6 +11,7 @@ static const struct {
     const char *usage;
 } commands[] = {
     { "convert", cmd_convert, "convert SRC -o OUT.lmq [--tokenizer FILE]   import a checkpoint" },
+    { "calibrate", cmd_calibrate, "calibrate MODEL.lmq --text FILE -o STATS.lmq  activation statistics" },
     { "quantize", cmd_quantize, "quantize IN.lmq --recipe R.yaml -o OUT.lmq  apply a recipe" },
     { "verify", cmd_verify, "verify A.lmq [B.lmq ...] --text FILE [--reference REF.lmq] [--ctx N]" },
     { "generate", cmd_generate, "generate MODEL.lmq [--prompt TEXT] [-n N] [--temp T] [--top-p P] [--seed S]" },

@@ -74,23 +74,6 @@ static lmq_code measure_speed(loaded *l, const int32_t *tokens, int ctx, vf_row 
     return c;
 }
 
-static lmq_code read_stream(const lmq_model *m, const char *text_path, int32_t **ids, size_t *n, int *docs,
-                            lmq_err *err)
-{
-    tok_tokenizer *tok;
-    lmq_code c = tok_open_model(m, &tok, err);
-    if (c)
-        return c;
-    lmq_blob text;
-    if (!(c = lmq_blob_open(text_path, &text, err))) {
-        if ((c = vf_stream_build(tok, (const char *)text.data, text.size, ids, n, docs, err)))
-            lmq_err_prefix(err, "%s: ", text_path);
-        lmq_blob_close(&text);
-    }
-    tok_free(tok);
-    return c;
-}
-
 /* Token ids for a speed-only run: any in-vocabulary sequence does. */
 static lmq_code speed_tokens(int vocab, int n, int32_t **ids, size_t *n_ids, lmq_err *err)
 {
@@ -138,7 +121,7 @@ lmq_code vf_run(const char *ref_path, const char *const *cand_paths, int n_cands
     }
     if (!c)
         c = opts->speed_only ? speed_tokens(l[0].m.arch.vocab_size, ctx, &ids, &n_ids, err)
-                             : read_stream(&l[0].m, text_path, &ids, &n_ids, &report->documents, err);
+                             : vf_stream_read(&l[0].m, text_path, &ids, &n_ids, &report->documents, NULL, err);
     if (!c && n_ids < (size_t)ctx)
         c = lmq_fail(err, LMQ_E_ARG, "%s: %zu tokens, shorter than one window of %d", text_path, n_ids, ctx);
     if (!c && !opts->speed_only) {

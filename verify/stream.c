@@ -3,6 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <xxhash.h>
+
+#include "common/file.h"
 #include "runtime/unicode.h"
 
 #define SEPARATOR "<|endoftext|>"
@@ -126,4 +129,23 @@ lmq_code vf_stream_build(const tok_tokenizer *t, const char *text, size_t len, i
     *n_ids = n;
     *n_docs = nd;
     return LMQ_OK;
+}
+
+lmq_code vf_stream_read(const lmq_model *m, const char *text_path, int32_t **ids, size_t *n, int *docs,
+                        uint64_t *checksum, lmq_err *err)
+{
+    tok_tokenizer *tok;
+    lmq_code c = tok_open_model(m, &tok, err);
+    if (c)
+        return c;
+    lmq_blob text;
+    if (!(c = lmq_blob_open(text_path, &text, err))) {
+        if ((c = vf_stream_build(tok, (const char *)text.data, text.size, ids, n, docs, err)))
+            lmq_err_prefix(err, "%s: ", text_path);
+        if (checksum)
+            *checksum = XXH3_64bits(text.data, text.size);
+        lmq_blob_close(&text);
+    }
+    tok_free(tok);
+    return c;
 }

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "common/err.h"
+#include "formats/model.h"
 #include "runtime/tokenizer.h"
 
 typedef struct {
@@ -23,5 +24,10 @@ lmq_code vf_docs_split(const char *text, size_t len, vf_doc **docs, int *n_docs,
  * concatenated. Byte-level BPE: documents joined by one <|endoftext|> token. *ids malloc'd. */
 lmq_code vf_stream_build(const tok_tokenizer *t, const char *text, size_t len, int32_t **ids,
                          size_t *n_ids, int *n_docs, lmq_err *err);
+
+/* The P1 stream of the text file at text_path with m's tokenizer; *checksum (when not NULL) gets
+ * the XXH3-64 of the file's bytes. */
+lmq_code vf_stream_read(const lmq_model *m, const char *text_path, int32_t **ids, size_t *n, int *docs,
+                        uint64_t *checksum, lmq_err *err);
 
 #endif
