@@ -1,0 +1,250 @@
+/* calibrate/: the statistics lmq calibrate records, against the same quantities computed directly
+ * (naively, in one thread) from the linear layers' inputs as the forward pass hands them over; the
+ * stats file's invariances (threads, passes) and its refusals (short text, corruption). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "calibrate/calibrate.h"
+#include "calibrate/stats.h"
+#include "convert/convert.h"
+#include "formats/container.h"
+#include "runtime/artefact.h"
+#include "runtime/forward.h"
+#include "tests/testutil.h"
+#include "verify/stream.h"
+
+#define STORIES "stories260K/stories260K.bin"
+#define TEXT "text/tinystories-valid.txt"
+#define CTX 64
+#define WINDOWS 3
+
+/* The fixture as an fp32 artefact in dir. */
+static void write_fp32(const char *dir, const char *rel, char *path, size_t size)
+{
+    lmq_model m;
+    lmq_err e;
+    ck_assert_msg(lmq_convert(fixture(rel), &(lmq_convert_opts){ 0 }, &m, &e) == LMQ_OK, "%s", e.msg);
+    snprintf(path, size, "%s/fp32.lmq", dir);
+    ck_assert_msg(lmq_container_write_model(path, &m, NULL, &e) == LMQ_OK, "%s", e.msg);
+    lmq_model_free(&m);
+}
+
+/* Every input x the forward pass gives one named layer, kept whole. */
+typedef struct {
+    const char *name;
+    float *x;
+    int64_t rows;
+    int dim;
+} capture;
+
+static lmq_code capture_fn(void *ctx, const rt_weight *W, const float *x, int n, lmq_err *err)
+{
+    (void)err;
+    capture *c = ctx;
+    if (strcmp(W->name, c->name))
+        return LMQ_OK;
+    c->dim = W->in;
+    c->x = realloc(c->x, (size_t)(c->rows + n) * (size_t)W->in * sizeof *c->x);
+    ck_assert_ptr_nonnull(c->x);
+    memcpy(c->x + (size_t)c->rows * W->in, x, (size_t)n * (size_t)W->in * sizeof *x);
+    c->rows += n;
+    return LMQ_OK;
+}
+
+static void run_capture(const char *path, capture *cap)
+{
+    lmq_model m;
+    rt_model rm;
+    rt_state *st;
+    lmq_err e;
+    int32_t *ids;
+    size_t n;
+    int docs;
+    ck_assert_msg(rt_load_artefact(path, &m, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_msg(rt_model_init(&rm, &m, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_msg(vf_stream_read(&m, fixture(TEXT), &ids, &n, &docs, NULL, &e) == LMQ_OK, "%s", e.msg);
+    /* the kernel set calibrate runs, so that the activations are the same floats */
+    rt_exec ex = { .isa = rt_isa_best(), .observe = capture_fn, .observe_ctx = cap };
+    ck_assert_msg(rt_state_create(&rm, &ex, CTX, &st, &e) == LMQ_OK, "%s", e.msg);
+    for (int w = 0; w < WINDOWS; w++)
+        ck_assert_msg(rt_forward(st, ids + w * CTX, CTX, 0, RT_LOGITS_NONE, NULL, &e) == LMQ_OK, "%s", e.msg);
+    rt_state_free(st);
+    rt_model_free(&rm);
+    lmq_model_free(&m);
+    free(ids);
+}
+
+static void calibrate(const char *model, const char *out, int threads, uint64_t gram_bytes)
+{
+    lmq_err e;
+    cal_opts o = { .windows = WINDOWS, .ctx = CTX, .threads = threads, .gram_bytes = gram_bytes };
+    cal_summary s;
+    ck_assert_msg(cal_calibrate_file(model, fixture(TEXT), out, &o, &s, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_int_eq(s.windows, WINDOWS);
+    ck_assert_uint_eq(s.tokens, WINDOWS * CTX);
+}
+
+/* Each record's statistics equal the naive sums over the inputs its first reader saw; a record
+ * holds each token once (q, k and v share one input). */
+START_TEST(stats_match_direct)
+{
+    const char *dir = test_tmpdir();
+    char model[512], stats[512];
+    write_fp32(dir, STORIES, model, sizeof model);
+    snprintf(stats, sizeof stats, "%s/stats.lmq", dir);
+    calibrate(model, stats, 2, 0);
+    static const struct {
+        const char *reader;
+        int layer;
+        cal_input in;
+    } CASES[] = { { "blk.0.attn_q.weight", 0, CAL_ATTN_IN }, { "blk.2.attn_out.weight", 2, CAL_ATTN_OUT_IN },
+                  { "blk.4.ffn_gate.weight", 4, CAL_FFN_IN }, { "blk.1.ffn_down.weight", 1, CAL_FFN_DOWN_IN } };
+    cal_stats st;
+    lmq_err e;
+    ck_assert_msg(cal_stats_open(&st, stats, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_int_eq(st.man.calib_windows, WINDOWS);
+    ck_assert_int_eq(st.man.calib_ctx, CTX);
+    for (size_t k = 0; k < sizeof CASES / sizeof CASES[0]; k++) {
+        capture cap = { .name = CASES[k].reader };
+        run_capture(model, &cap);
+        ck_assert_int_eq(cap.rows, WINDOWS * CTX);
+        const int d = cap.dim;
+        float *mx, *ma, *ms;
+        double *G;
+        ck_assert(cal_stats_vector(&st, CASES[k].layer, CASES[k].in, "max_abs", d, &mx, &e) == LMQ_OK);
+        ck_assert(cal_stats_vector(&st, CASES[k].layer, CASES[k].in, "mean_abs", d, &ma, &e) == LMQ_OK);
+        ck_assert(cal_stats_vector(&st, CASES[k].layer, CASES[k].in, "mean_sq", d, &ms, &e) == LMQ_OK);
+        ck_assert(cal_stats_gram(&st, CASES[k].layer, CASES[k].in, d, &G, &e) == LMQ_OK);
+        float *wrong;
+        ck_assert_msg(cal_stats_vector(&st, CASES[k].layer, CASES[k].in, "max_abs", d + 1, &wrong, &e) != LMQ_OK,
+                      "a record of the wrong width was accepted");
+        for (int i = 0; i < d; i++) {
+            double peak = 0, sa = 0, sq = 0;
+            for (int64_t t = 0; t < cap.rows; t++) {
+                const double v = cap.x[t * d + i];
+                peak = fmax(peak, fabs(v));
+                sa += fabs(v);
+                sq += v * v;
+            }
+            ck_assert_float_eq(mx[i], (float)peak);
+            ck_assert_double_eq_tol(ma[i], sa / cap.rows, 1e-6 * (sa / cap.rows) + 1e-30);
+            ck_assert_double_eq_tol(ms[i], sq / cap.rows, 1e-6 * (sq / cap.rows) + 1e-30);
+            for (int j = 0; j < d; j++) {
+                double g = 0;
+                for (int64_t t = 0; t < cap.rows; t++)
+                    g += (double)cap.x[t * d + i] * cap.x[t * d + j];
+                /* stored as fp32: within its rounding */
+                ck_assert_msg(fabs(G[(size_t)i * d + j] - g) <= 1e-6 * fabs(g) + 1e-30, "%s gram[%d][%d] %g vs %g",
+                              CASES[k].reader, i, j, G[(size_t)i * d + j], g);
+            }
+        }
+        free(mx);
+        free(ma);
+        free(ms);
+        free(G);
+        free(cap.x);
+    }
+    cal_stats_close(&st);
+    test_rmtree(dir);
+}
+END_TEST
+
+static void *slurp(const char *path, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, 0, SEEK_END);
+    *size = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    void *b = malloc(*size);
+    ck_assert_uint_eq(fread(b, 1, *size, f), *size);
+    fclose(f);
+    return b;
+}
+
+/* The same bytes for any thread count and any split of the layers into passes. */
+START_TEST(stats_deterministic)
+{
+    const char *dir = test_tmpdir();
+    char model[512], a[512], b[512], c[512];
+    write_fp32(dir, STORIES, model, sizeof model);
+    snprintf(a, sizeof a, "%s/a.lmq", dir);
+    snprintf(b, sizeof b, "%s/b.lmq", dir);
+    snprintf(c, sizeof c, "%s/c.lmq", dir);
+    calibrate(model, a, 1, 0);
+    calibrate(model, b, 2, 0);
+    calibrate(model, c, 2, 1); /* one layer per pass */
+    size_t na, nb, nc;
+    void *ba = slurp(a, &na), *bb = slurp(b, &nb), *bc = slurp(c, &nc);
+    ck_assert_msg(na == nb && !memcmp(ba, bb, na), "thread count changed the statistics");
+    ck_assert_msg(na == nc && !memcmp(ba, bc, na), "passes changed the statistics");
+    free(ba);
+    free(bb);
+    free(bc);
+    test_rmtree(dir);
+}
+END_TEST
+
+/* A text shorter than one window, a model that is not an artefact, a damaged stats file: clear
+ * errors, nothing written. */
+START_TEST(stats_refusals)
+{
+    const char *dir = test_tmpdir();
+    char model[512], out[512], text[512], stats[512];
+    write_fp32(dir, STORIES, model, sizeof model);
+    snprintf(out, sizeof out, "%s/out.lmq", dir);
+    snprintf(text, sizeof text, "%s/short.txt", dir);
+    FILE *f = fopen(text, "w");
+    fputs("Once upon a time there was a cat.\n", f);
+    fclose(f);
+    lmq_err e;
+    cal_opts o = { .windows = 4, .ctx = CTX };
+    ck_assert(cal_calibrate_file(model, text, out, &o, NULL, &e) == LMQ_E_ARG);
+    ck_assert_msg(strstr(e.msg, "fewer than one window"), "%s", e.msg);
+    ck_assert_msg(access(out, F_OK) != 0, "a failed run left %s", out);
+    ck_assert(cal_calibrate_file(text, fixture(TEXT), out, &o, NULL, &e) != LMQ_OK);
+    ck_assert_msg(access(out, F_OK) != 0, "a failed run left %s", out);
+
+    /* A model is not a stats file; a flipped byte in a Gram matrix is caught when it is read. */
+    cal_stats st;
+    ck_assert(cal_stats_open(&st, model, &e) != LMQ_OK);
+    ck_assert_msg(strstr(e.msg, "not a stats file"), "%s", e.msg);
+    snprintf(stats, sizeof stats, "%s/stats.lmq", dir);
+    calibrate(model, stats, 2, 0);
+    ck_assert(cal_stats_open(&st, stats, &e) == LMQ_OK);
+    const lmq_tensor_entry *g = lmq_container_find(&st.c, "stats.blk.3.ffn_in.gram");
+    ck_assert_ptr_nonnull(g);
+    const uint64_t at = g->offset + 100;
+    cal_stats_close(&st);
+    size_t n;
+    uint8_t *bytes = slurp(stats, &n);
+    bytes[at] ^= 0x40;
+    f = fopen(stats, "wb");
+    fwrite(bytes, 1, n, f);
+    fclose(f);
+    free(bytes);
+    double *G;
+    ck_assert(cal_stats_open(&st, stats, &e) == LMQ_OK); /* open reads no tensor data */
+    ck_assert(cal_stats_gram(&st, 3, CAL_FFN_IN, 64, &G, &e) == LMQ_E_CHECKSUM);
+    ck_assert_msg(strstr(e.msg, "stats.blk.3.ffn_in.gram"), "%s", e.msg);
+    cal_stats_close(&st);
+    test_rmtree(dir);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("calibrate");
+    TCase *tc = tcase_create("stats");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, stats_match_direct);
+    tcase_add_test(tc, stats_deterministic);
+    tcase_add_test(tc, stats_refusals);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) { return run_suite(suite()); }
