@@ -205,6 +205,67 @@ START_TEST(err_bad_values)
 }
 END_TEST
 
+/* method: and smoothquant: keys, their parameters and where they may apply. */
+START_TEST(methods)
+{
+#define RULE "name: x\nrules:\n  - match: \"blk.*\"\n    scheme: int4\n    granularity: group\n    group: 32\n"
+    q_recipe r;
+    lmq_err e;
+    ck_assert_msg(parse(RULE "    method: gptq\n", &r, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_int_eq(r.rules[0].method.method, LMQ_METHOD_GPTQ);
+    ck_assert_double_eq(r.rules[0].method.damp, 0.01);
+    ck_assert_uint_eq(r.rules[0].method.block, 128);
+    ck_assert_int_eq(r.rules[0].method.act_order, 0);
+    ck_assert(q_recipe_needs_stats(&r));
+    q_recipe_free(&r);
+    ck_assert_msg(parse(RULE "    method: {name: gptq, damp: 0.1, block: 64, act_order: true}\n", &r, &e) == LMQ_OK,
+                  "%s", e.msg);
+    ck_assert_double_eq(r.rules[0].method.damp, 0.1);
+    ck_assert_uint_eq(r.rules[0].method.block, 64);
+    ck_assert_int_eq(r.rules[0].method.act_order, 1);
+    q_recipe_free(&r);
+    ck_assert_msg(parse(RULE "    method: {name: awq, grid: 10, clip: false}\n", &r, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_int_eq(r.rules[0].method.method, LMQ_METHOD_AWQ);
+    ck_assert_uint_eq(r.rules[0].method.grid, 10);
+    ck_assert_int_eq(r.rules[0].method.clip, 0);
+    q_recipe_free(&r);
+    ck_assert_msg(parse(RULE "    method: rtn\n", &r, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert(!q_recipe_needs_stats(&r));
+    ck_assert(q_recipe_stats_error(&r, &e) == LMQ_E_ARG); /* (never asked for with rtn; still a message) */
+    q_recipe_free(&r);
+    ck_assert_msg(parse("smoothquant: {alpha: 0.5}\n" RULE, &r, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_double_eq(r.smooth_alpha, 0.5);
+    ck_assert(q_recipe_needs_stats(&r));
+    q_recipe_free(&r);
+
+    parse_fails(RULE "    method: optq\n", "recipe.yaml:7: rules[0].method: unknown method 'optq'", NULL);
+    parse_fails(RULE "    method: {damp: 0.1}\n", "recipe.yaml:7: rules[0].method: needs a name", NULL);
+    parse_fails(RULE "    method: {name: awq, damp: 0.1}\n", "rules[0].method.damp: is a parameter of gptq, not of awq",
+                NULL);
+    parse_fails(RULE "    method: {name: gptq, damp: -1}\n", "recipe.yaml:7: rules[0].method.damp: -1 is outside", NULL);
+    parse_fails(RULE "    method: {name: gptq, damp: nan}\n", "rules[0].method.damp: expected a number", NULL);
+    parse_fails(RULE "    method: {name: gptq, block: 0}\n", "rules[0].method.block: 0 is outside", NULL);
+    parse_fails(RULE "    method: {name: gptq, act_order: 1}\n", "rules[0].method.act_order: expected true or false",
+                NULL);
+    parse_fails(RULE "    method: {name: gptq, steps: 3}\n", "rules[0].method.steps: unknown key", NULL);
+    parse_fails("name: x\nrules:\n  - match: \"*\"\n    scheme: fp16\n    method: gptq\n",
+                "recipe.yaml:5: rules[0].method: gptq chooses integer codes; fp16 is not an integer scheme", NULL);
+    parse_fails("smoothquant: {alpha: 1}\n" RULE, "recipe.yaml:1: smoothquant.alpha: 1 is not between 0 and 1", NULL);
+    parse_fails("smoothquant: 0.5\n" RULE, "recipe.yaml:1: smoothquant: expected a mapping", NULL);
+    parse_fails("smoothquant: {}\n" RULE, "smoothquant.alpha: required key is missing", NULL);
+
+    /* Calibrated methods need a block's linear layer: the classifier has no recorded input. */
+    names_t m;
+    q_plan plan;
+    llama_names(&m, 2);
+    ck_assert(resolve("name: x\nrules:\n  - match: \"*.weight\"\n    scheme: int4\n    granularity: channel\n"
+                      "    method: awq\n", &m, 1, &plan, &e) == LMQ_E_RECIPE);
+    ck_assert_msg(strstr(e.msg, "recipe.yaml:3: awq applies to the linear layers of blocks, not to 'tok_embd.weight'"),
+                  "%s", e.msg);
+#undef RULE
+}
+END_TEST
+
 START_TEST(err_missing_and_empty)
 {
     parse_fails("name: x\nrules: []\n", "recipe.yaml:2: rules: empty", NULL);
@@ -653,23 +714,31 @@ static const struct {
     const char *file;
     lmq_qparams want[C_N]; /* per class; dtype LMQ_T_COUNT: kept at source precision */
     int quantised_llama5, quantised_gpt2_4; /* entries a rule decided, incl. output.weight */
+    lmq_method method;                      /* of the linear layers' rule */
+    int act_order;
 } SHIPPED[] = {
-    { "fp16", { F16, F16, F16, F16 }, 48, 53 },
-    { "bf16", { BF16, BF16, BF16, BF16 }, 48, 53 },
-    { "int8-tensor", LINEAR_ONLY(INT(8, TENSOR, 0, 0)), 35, 16 },
-    { "int8-channel", LINEAR_ONLY(INT(8, CHANNEL, 0, 0)), 35, 16 },
-    { "int8-g128", LINEAR_ONLY(INT(8, GROUP, 128, 0)), 35, 16 },
-    { "int4-channel", LINEAR_ONLY(INT(4, CHANNEL, 0, 0)), 35, 16 },
-    { "int4-g128", LINEAR_ONLY(INT(4, GROUP, 128, 0)), 35, 16 },
-    { "int4-g64", LINEAR_ONLY(INT(4, GROUP, 64, 0)), 35, 16 },
-    { "int4-g32", LINEAR_ONLY(INT(4, GROUP, 32, 0)), 35, 16 },
-    { "int4-g32-asym", LINEAR_ONLY(INT(4, GROUP, 32, 1)), 35, 16 },
-    { "int3-g32", LINEAR_ONLY(INT(3, GROUP, 32, 0)), 35, 16 },
-    { "int2-g32", LINEAR_ONLY(INT(2, GROUP, 32, 0)), 35, 16 },
-    { "emb-int8-row", { KEEP, INT(8, CHANNEL, 0, 0), INT(8, CHANNEL, 0, 0), KEEP }, 2, 2 },
-    { "emb-int4-g32", { KEEP, INT(4, GROUP, 32, 0), INT(4, GROUP, 32, 0), KEEP }, 2, 2 },
-    { "w8a16", LINEAR_ONLY(INT(8, CHANNEL, 0, 0)), 35, 16 },
-    { "w4a16", { INT(4, GROUP, 128, 0), F16, INT(8, CHANNEL, 0, 0), KEEP }, 37, 18 },
+    { "fp16", { F16, F16, F16, F16 }, 48, 53, LMQ_METHOD_RTN, 0 },
+    { "bf16", { BF16, BF16, BF16, BF16 }, 48, 53, LMQ_METHOD_RTN, 0 },
+    { "int8-tensor", LINEAR_ONLY(INT(8, TENSOR, 0, 0)), 35, 16, LMQ_METHOD_RTN, 0 },
+    { "int8-channel", LINEAR_ONLY(INT(8, CHANNEL, 0, 0)), 35, 16, LMQ_METHOD_RTN, 0 },
+    { "int8-g128", LINEAR_ONLY(INT(8, GROUP, 128, 0)), 35, 16, LMQ_METHOD_RTN, 0 },
+    { "int4-channel", LINEAR_ONLY(INT(4, CHANNEL, 0, 0)), 35, 16, LMQ_METHOD_RTN, 0 },
+    { "int4-g128", LINEAR_ONLY(INT(4, GROUP, 128, 0)), 35, 16, LMQ_METHOD_RTN, 0 },
+    { "int4-g64", LINEAR_ONLY(INT(4, GROUP, 64, 0)), 35, 16, LMQ_METHOD_RTN, 0 },
+    { "int4-g32", LINEAR_ONLY(INT(4, GROUP, 32, 0)), 35, 16, LMQ_METHOD_RTN, 0 },
+    { "int4-g32-asym", LINEAR_ONLY(INT(4, GROUP, 32, 1)), 35, 16, LMQ_METHOD_RTN, 0 },
+    { "int3-g32", LINEAR_ONLY(INT(3, GROUP, 32, 0)), 35, 16, LMQ_METHOD_RTN, 0 },
+    { "int2-g32", LINEAR_ONLY(INT(2, GROUP, 32, 0)), 35, 16, LMQ_METHOD_RTN, 0 },
+    { "emb-int8-row", { KEEP, INT(8, CHANNEL, 0, 0), INT(8, CHANNEL, 0, 0), KEEP }, 2, 2, LMQ_METHOD_RTN, 0 },
+    { "emb-int4-g32", { KEEP, INT(4, GROUP, 32, 0), INT(4, GROUP, 32, 0), KEEP }, 2, 2, LMQ_METHOD_RTN, 0 },
+    { "w8a16", LINEAR_ONLY(INT(8, CHANNEL, 0, 0)), 35, 16, LMQ_METHOD_RTN, 0 },
+    { "w4a16", { INT(4, GROUP, 128, 0), F16, INT(8, CHANNEL, 0, 0), KEEP }, 37, 18, LMQ_METHOD_RTN, 0 },
+    { "gptq-int4-g128", LINEAR_ONLY(INT(4, GROUP, 128, 0)), 35, 16, LMQ_METHOD_GPTQ, 0 },
+    { "gptq-int4-g32", LINEAR_ONLY(INT(4, GROUP, 32, 0)), 35, 16, LMQ_METHOD_GPTQ, 0 },
+    { "gptq-int3-g128", LINEAR_ONLY(INT(3, GROUP, 128, 0)), 35, 16, LMQ_METHOD_GPTQ, 0 },
+    { "gptq-int4-g128-actorder", LINEAR_ONLY(INT(4, GROUP, 128, 0)), 35, 16, LMQ_METHOD_GPTQ, 1 },
+    { "awq-int4-g128", LINEAR_ONLY(INT(4, GROUP, 128, 0)), 35, 16, LMQ_METHOD_AWQ, 0 },
+    { "awq-int3-g128", LINEAR_ONLY(INT(3, GROUP, 128, 0)), 35, 16, LMQ_METHOD_AWQ, 0 },
 };
 #define N_SHIPPED (int)(sizeof SHIPPED / sizeof *SHIPPED)
 
@@ -690,6 +759,9 @@ static void check_plan(int k, const q_plan *plan, const q_tensor_ref *refs, int 
         } else {
             ck_assert_msg(!p->keep_reason, "%s: %s kept: %s", SHIPPED[k].file, p->name, p->keep_reason);
             ck_assert_msg(memcmp(&p->qp, w, sizeof *w) == 0, "%s: %s has the wrong qparams", SHIPPED[k].file, p->name);
+            const lmq_method want_method = c == C_LINEAR ? SHIPPED[k].method : LMQ_METHOD_RTN;
+            ck_assert_msg(p->method.method == want_method && p->method.act_order == SHIPPED[k].act_order,
+                          "%s: %s has method %d", SHIPPED[k].file, p->name, (int)p->method.method);
             quantised++;
         }
     }
@@ -787,6 +859,7 @@ int main(void)
     tcase_add_test(tc, err_wrong_types);
     tcase_add_test(tc, err_bad_values);
     tcase_add_test(tc, err_missing_and_empty);
+    tcase_add_test(tc, methods);
     tcase_add_test(tc, err_duplicates);
     tcase_add_test(tc, err_malformed_yaml);
     tcase_add_test(tc, parse_fields_and_defaults);
