@@ -495,6 +495,14 @@ static void fill_manifest(lmq_manifest *m)
     t->bits = 5 * 64;
     t->bpw = 4.0 + 32.0 / 32;
     t->stats = (lmq_stats){ .rel_error = 0.1, .peak = 1e-300, .rms = 123456.789, .kurtosis = -1.5 };
+    t->calib = (lmq_manifest_calib){ .method = LMQ_METHOD_GPTQ, .damp = 0.01, .damp_used = 0.1, .block = 128,
+                                     .act_order = 1, .smooth_alpha = 0.5, .out_error_rtn = 0.25, .out_error = 0.125 };
+    snprintf(t->calib.note, sizeof t->calib.note, "a \"note\"");
+    m->calib_model_checksum = 0x0123456789abcdefULL;
+    m->calib_stats_checksum = 1;
+    m->calib_windows = 6;
+    m->calib_ctx = 256;
+    m->calib_tokens = 1536;
     ck_assert_int_eq(lmq_manifest_add_tensor(m, "tok_embd.weight", &t, &e), 0);
     snprintf(t->scheme, sizeof t->scheme, "fp32");
     t->q = (lmq_qparams){ .dtype = LMQ_T_F32 };
@@ -522,6 +530,9 @@ static void assert_manifests_equal(const lmq_manifest *a, const lmq_manifest *b)
     if (a->calibration)
         ck_assert_str_eq(a->calibration, b->calibration);
     ck_assert_uint_eq(a->calibration_checksum, b->calibration_checksum);
+    ck_assert(a->kind == b->kind && a->calib_model_checksum == b->calib_model_checksum &&
+              a->calib_stats_checksum == b->calib_stats_checksum && a->calib_windows == b->calib_windows &&
+              a->calib_ctx == b->calib_ctx && a->calib_tokens == b->calib_tokens);
     ck_assert_int_eq(a->n_tensors, b->n_tensors);
     for (int i = 0; i < a->n_tensors; i++) {
         const lmq_manifest_tensor *x = &a->tensors[i], *y = &b->tensors[i];
@@ -531,6 +542,7 @@ static void assert_manifests_equal(const lmq_manifest *a, const lmq_manifest *b)
         ck_assert(!memcmp(&x->q, &y->q, sizeof x->q));
         ck_assert_int_eq(x->linear, y->linear);
         ck_assert(x->bits == y->bits && x->bpw == y->bpw && !memcmp(&x->stats, &y->stats, sizeof x->stats));
+        ck_assert(!memcmp(&x->calib, &y->calib, sizeof x->calib));
     }
     ck_assert_int_eq(a->n_files, b->n_files);
     for (int i = 0; i < a->n_files; i++) {
@@ -542,7 +554,7 @@ static void assert_manifests_equal(const lmq_manifest *a, const lmq_manifest *b)
 
 START_TEST(manifest_round_trip)
 {
-    lmq_manifest m, back, plain;
+    lmq_manifest m, back, back2, plain;
     lmq_err e;
     fill_manifest(&m);
     char *text, *again;
@@ -560,8 +572,21 @@ START_TEST(manifest_round_trip)
     ck_assert(strstr(text, "norm_eps: 1.0e-05\n"));
     ck_assert(strstr(text, "peak_abs: 1.0e-300\n"));
     ck_assert(strstr(text, "family: gpt2\n"));
+    /* A calibrated tensor says so; a plain one has no calibration map, and a model no kind key. */
+    ck_assert(strstr(text, "  calibration:\n    method: gptq\n    damp: 0.01\n"));
+    ck_assert(strstr(text, "\ncalibration:\n  source: \"text/sotu-calib.txt\""));
+    ck_assert(strstr(text, "  windows: 6\n"));
+    ck_assert(!strstr(strstr(text, "tok_embd.weight"), "method:"));
+    ck_assert(!strstr(text, "kind:"));
     free(text);
     free(again);
+    m.kind = LMQ_KIND_STATS;
+    ck_assert_int_eq(lmq_manifest_emit(&m, &text, &len, &e), LMQ_OK);
+    ck_assert(strstr(text, "\nkind: stats\n"));
+    ck_assert_int_eq(lmq_manifest_parse(text, len, &back2, &e), LMQ_OK);
+    assert_manifests_equal(&m, &back2);
+    lmq_manifest_free(&back2);
+    free(text);
 
     /* Without the optional parts (a plain conversion): recipe and calibration absent. */
     lmq_manifest_init(&plain);
@@ -635,6 +660,9 @@ START_TEST(manifest_parse_errors)
         { "group: 32", "group: 4294967296", "group: 4294967296 is out of range" },
         { "tensors:\n", "tensors: 3\nx:\n", "tensors: expected a list" },
         { "format_version: 1", "format_version: [1", "malformed YAML" },
+        { "method: gptq", "method: optq", "tensors[0] (blk.0.attn_qkv.weight).calibration.method: unknown value" },
+        { "    method: gptq\n", "", "calibration: missing key 'method'" },
+        { "format_version: 1\n", "kind: weights\nformat_version: 1\n", "kind: unknown value 'weights'" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *bad = replace(text, cases[i].from, cases[i].to);
@@ -692,6 +720,7 @@ START_TEST(manifest_check_reports_all)
     m.tensors[2].q.dtype = LMQ_T_INT8;
     m.tensors[3].linear = 0;
     m.tensors[4].stats.kurtosis = -3;
+    m.tensors[4].calib.out_error = -1;
     snprintf(m.tensors[5].name, LMQ_NAME_MAX, "ghost.weight");
     m.files[0].size = 1;
     m.n_files = 2; /* drops the last carried file */
@@ -706,7 +735,7 @@ START_TEST(manifest_check_reports_all)
                             "blk.0.ffn_norm.weight", "file:tokenizer.bin", "file:empty.txt", "" };
     for (size_t i = 0; i < sizeof named / sizeof named[0]; i++)
         ck_assert_msg(has_issue(&is, named[i]), "no issue for '%s'", named[i]);
-    ck_assert_int_eq(n, 12); /* the 9 named above and 3 about the whole manifest */
+    ck_assert_int_eq(n, 13); /* the 9 named above (ffn_down twice: stats and calibration) and 3 about the whole manifest */
     lmq_manifest_free(&m);
     lmq_container_close(&c);
     test_rmtree(dir);
