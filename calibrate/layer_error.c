@@ -1,0 +1,100 @@
+#include "calibrate/layer_error.h"
+
+#include <inttypes.h>
+#include <math.h>
+
+#include "schemes/scheme.h"
+
+double cal_quad(const double *G, int64_t ldg, const float *a, const float *b, int64_t lda,
+                int64_t nrows, int64_t n)
+{
+    /* G symmetric: dᵀGd = Σ_i d_i (G_ii d_i + 2 Σ_j>i G_ij d_j), half the products. Rows
+     * innermost: each row of G is read once for all nrows rows. */
+    double sum = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const double *g = G + i * ldg;
+        for (int64_t r = 0; r < nrows; r++) {
+            const float *ar = a + r * lda, *br = b ? b + r * lda : NULL;
+            const double di = (double)ar[i] - (br ? (double)br[i] : 0.0);
+            double dot = 0;
+            if (di == 0)
+                continue;
+            if (br)
+                for (int64_t j = i + 1; j < n; j++)
+                    dot += g[j] * ((double)ar[j] - (double)br[j]);
+            else
+                for (int64_t j = i + 1; j < n; j++)
+                    dot += g[j] * (double)ar[j];
+            sum += di * (g[i] * di + 2 * dot);
+        }
+    }
+    return sum;
+}
+
+/* The rows are cut into a fixed number of runs (shape alone decides them), each summed on its
+ * own, then the runs in order: the same value on any number of threads. */
+enum { RUNS = 64 };
+
+typedef struct {
+    const float *W, *Wq;
+    int64_t rows, cols, per;
+    const double *G;
+    double num[RUNS], den[RUNS];
+} error_job;
+
+static void error_task(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    (void)thread;
+    error_job *j = ctx;
+    for (int64_t c = begin; c < end; c++) {
+        int64_t r0 = c * j->per, n = r0 + j->per < j->rows ? j->per : j->rows - r0;
+        const size_t off = (size_t)(r0 * j->cols);
+        j->num[c] = cal_quad(j->G, j->cols, j->Wq + off, j->W + off, j->cols, n, j->cols);
+        j->den[c] = cal_quad(j->G, j->cols, j->W + off, NULL, j->cols, n, j->cols);
+    }
+}
+
+void cal_error_terms(const float *W, const float *Wq, int64_t rows, int64_t cols, const double *G,
+                     lmq_pool *pool, double *num, double *den)
+{
+    error_job j = { .W = W, .Wq = Wq, .rows = rows, .cols = cols, .G = G,
+                    .per = (rows + RUNS - 1) / RUNS };
+    const int64_t runs = (rows + j.per - 1) / j.per;
+    lmq_pool_for(pool, runs, 1, error_task, &j);
+    *num = *den = 0;
+    for (int64_t c = 0; c < runs; c++) {
+        *num += j.num[c];
+        *den += j.den[c];
+    }
+}
+
+double cal_output_error(const float *W, const float *Wq, int64_t rows, int64_t cols, const double *G,
+                        lmq_pool *pool)
+{
+    double num, den;
+    cal_error_terms(W, Wq, rows, cols, G, pool, &num, &den);
+    if (den == 0)
+        return num == 0 ? 0.0 : INFINITY;
+    return num / den;
+}
+
+lmq_code cal_rtn(const lmq_qparams *qp, const float *W, int64_t rows, int64_t cols, uint8_t *out,
+                 size_t out_size, float *Wq, lmq_pool *pool, lmq_err *err)
+{
+    lmq_code rc = q_quantize(qp, W, rows, cols, out, out_size, pool, err);
+    return rc ? rc : q_dequantize(qp, out, out_size, rows, cols, Wq, pool, err);
+}
+
+lmq_code cal_check_gram(const double *G, int64_t n, lmq_err *err)
+{
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < n; j++)
+            if (!isfinite(G[i * n + j]))
+                return lmq_fail(err, LMQ_E_NUMERIC, "Gram matrix element [%" PRId64 ", %" PRId64 "] is %g",
+                                i, j, G[i * n + j]);
+    for (int64_t i = 0; i < n; i++)
+        if (G[i * n + i] < 0)
+            return lmq_fail(err, LMQ_E_NUMERIC, "Gram matrix diagonal [%" PRId64 "] is %g < 0: not XᵀX",
+                            i, G[i * n + i]);
+    return LMQ_OK;
+}
