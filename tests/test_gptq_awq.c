@@ -20,22 +20,31 @@ static lmq_qparams qp_of(lmq_dtype t, lmq_gran gran, uint32_t group, int asym)
                           .group = group };
 }
 
-/* The schemes of the acceptance tests: every integer width, per tensor, channel and group. */
+/* The schemes of the acceptance tests: every integer width per tensor, channel and group (each
+ * symmetric and asymmetric), and float codes with and without scales. */
 typedef struct {
     lmq_dtype t;
     lmq_gran gran;
     uint32_t group;
 } scheme_row;
 
-static const scheme_row int_schemes[] = {
+static const scheme_row schemes_tried[] = {
     { LMQ_T_INT8, LMQ_GRAN_CHANNEL, 0 }, { LMQ_T_INT8, LMQ_GRAN_GROUP, 32 },
     { LMQ_T_INT4, LMQ_GRAN_CHANNEL, 0 }, { LMQ_T_INT4, LMQ_GRAN_GROUP, 32 },
     { LMQ_T_INT4, LMQ_GRAN_GROUP, 128 }, { LMQ_T_INT4, LMQ_GRAN_TENSOR, 0 },
     { LMQ_T_INT3, LMQ_GRAN_GROUP, 32 },  { LMQ_T_INT3, LMQ_GRAN_GROUP, 128 },
     { LMQ_T_INT3, LMQ_GRAN_CHANNEL, 0 }, { LMQ_T_INT2, LMQ_GRAN_GROUP, 32 },
     { LMQ_T_INT2, LMQ_GRAN_GROUP, 128 }, { LMQ_T_INT2, LMQ_GRAN_CHANNEL, 0 },
+    { LMQ_T_F8_E4M3, LMQ_GRAN_CHANNEL, 0 }, { LMQ_T_F8_E5M2, LMQ_GRAN_GROUP, 32 },
+    { LMQ_T_F16, LMQ_GRAN_NONE, 0 },
 };
-#define N_INT_SCHEMES (sizeof int_schemes / sizeof int_schemes[0])
+#define N_SCHEMES (sizeof schemes_tried / sizeof schemes_tried[0])
+
+/* Asymmetric variants exist for integer codes only. */
+static int n_asym(const scheme_row *r)
+{
+    return 1 + lmq_encoding_of(r->t)->integer;
+}
 
 static float *gauss_floats(uint64_t seed, size_t n, double sigma)
 {
@@ -157,11 +166,11 @@ START_TEST(gptq_diagonal_is_rtn)
             Gd[i * cols + i] = 0.1 + 10 * test_uniform(&seed);
             Gi[i * cols + i] = 0.5;
         }
-        for (size_t k = 0; k < N_INT_SCHEMES; k++)
-            for (int asym = 0; asym < 2; asym++)
+        for (size_t k = 0; k < N_SCHEMES; k++)
+            for (int asym = 0; asym < n_asym(&schemes_tried[k]); asym++)
                 for (int act = 0; act < 2; act++) {
                     const int gk = (int)(k + asym + act) % 2; /* each G and block with both orders */
-                    lmq_qparams qp = qp_of(int_schemes[k].t, int_schemes[k].gran, int_schemes[k].group, asym);
+                    lmq_qparams qp = qp_of(schemes_tried[k].t, schemes_tried[k].gran, schemes_tried[k].group, asym);
                     cal_gptq_params p = CAL_GPTQ_DEFAULTS;
                     p.act_order = act;
                     p.block = gk ? 128 : 24; /* several blocks, and one not a whole number of groups */
@@ -467,9 +476,9 @@ START_TEST(awq_identity_is_rtn)
             a += fabs(X[k * cols + c]) / n;
         mabs[c] = (float)a;
     }
-    for (size_t k = 0; k < N_INT_SCHEMES; k++)
-        for (int asym = 0; asym < 2; asym++) {
-            lmq_qparams qp = qp_of(int_schemes[k].t, int_schemes[k].gran, int_schemes[k].group, asym);
+    for (size_t k = 0; k < N_SCHEMES; k++)
+        for (int asym = 0; asym < n_asym(&schemes_tried[k]); asym++) {
+            lmq_qparams qp = qp_of(schemes_tried[k].t, schemes_tried[k].gran, schemes_tried[k].group, asym);
             const lmq_qparams *qps[] = { &qp };
             const float *Ws[] = { W };
             const int64_t rs[] = { rows };
@@ -593,9 +602,9 @@ START_TEST(awq_clip_per_group)
     double *X = mixed_inputs(81, n, cols, 2, 5), *G = gram_of(X, n, cols);
     float *W = gauss_floats(82, (size_t)(rows * cols), 1.0);
     int clipped = 0;
-    for (size_t k = 0; k < N_INT_SCHEMES; k++)
-        for (int asym = 0; asym < 2; asym++) {
-            lmq_qparams qp = qp_of(int_schemes[k].t, int_schemes[k].gran, int_schemes[k].group, asym);
+    for (size_t k = 0; k < N_SCHEMES; k++)
+        for (int asym = 0; asym < n_asym(&schemes_tried[k]); asym++) {
+            lmq_qparams qp = qp_of(schemes_tried[k].t, schemes_tried[k].gran, schemes_tried[k].group, asym);
             double mean, least;
             cal_result res;
             uint8_t *b = run_clip(&qp, W, rows, cols, G, CAL_AWQ_DEFAULTS, NULL, &mean, &least, &res);
