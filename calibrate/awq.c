@@ -35,11 +35,16 @@ lmq_code cal_awq_scales(const lmq_qparams *const *qp, const float *const *W, con
     lmq_code rc = cal_check_gram(G, cols, err);
     if (rc)
         return rc;
-    size_t most = 0, most_bytes = 0;
+    size_t most = 0, most_bytes = 0, *size = malloc((size_t)n_w * sizeof *size);
+    if (!size)
+        return lmq_fail(err, LMQ_E_NOMEM, "AWQ: no memory for %d layers", n_w);
     for (int l = 0; l < n_w; l++) {
         lmq_layout L;
-        if ((rc = lmq_layout_of(qp[l], rows[l], cols, &L, err)))
+        if ((rc = lmq_layout_of(qp[l], rows[l], cols, &L, err))) {
+            free(size);
             return lmq_err_prefix(err, "AWQ layer %d: ", l);
+        }
+        size[l] = L.bytes;
         most = (size_t)(rows[l] * cols) > most ? (size_t)(rows[l] * cols) : most;
         most_bytes = L.bytes > most_bytes ? L.bytes : most_bytes;
     }
@@ -56,18 +61,16 @@ lmq_code cal_awq_scales(const lmq_qparams *const *qp, const float *const *W, con
         double total = 0;
         for (int l = 0; l < n_w && !rc; l++) {
             const size_t n = (size_t)(rows[l] * cols);
-            lmq_layout L;
-            lmq_layout_of(qp[l], rows[l], cols, &L, err); /* checked above */
             for (size_t i = 0; i < n; i++)
                 Ws[i] = W[l][i] * cand[i % (size_t)cols];
-            if ((rc = cal_rtn(qp[l], Ws, rows[l], cols, bytes, L.bytes, Wq, pool, err))) {
+            if ((rc = cal_rtn(qp[l], Ws, rows[l], cols, bytes, size[l], Wq, pool, err))) {
                 lmq_err_prefix(err, "AWQ layer %d, r = %d/%d: ", l, k, p->grid);
                 break;
             }
             for (size_t i = 0; i < n; i++)
                 Wq[i] /= cand[i % (size_t)cols];
-            double num, den;
-            cal_error_terms(W[l], Wq, rows[l], cols, G, pool, &num, &den);
+            double num;
+            cal_error_terms(W[l], Wq, rows[l], cols, G, pool, &num, NULL);
             total += num;
         }
         if (rc)
@@ -80,6 +83,7 @@ lmq_code cal_awq_scales(const lmq_qparams *const *qp, const float *const *W, con
         }
     }
 done:
+    free(size);
     free(cand);
     free(Ws);
     free(Wq);
@@ -201,7 +205,9 @@ lmq_code cal_awq_clip(const lmq_qparams *qp, const float *W, int64_t rows, int64
     }
     if ((rc = cal_rtn(qp, W, rows, cols, out, out_size, Wq, pool, err)))
         goto done;
-    res->err = res->err_rtn = cal_output_error(W, Wq, rows, cols, G, pool);
+    double num, den;
+    cal_error_terms(W, Wq, rows, cols, G, pool, &num, &den);
+    res->err = res->err_rtn = cal_relative_error(num, den);
     if (!p->clip || qp->gran == LMQ_GRAN_NONE)
         goto done;
 
@@ -222,7 +228,8 @@ lmq_code cal_awq_clip(const lmq_qparams *qp, const float *W, int64_t rows, int64
         (rc = q_store(qp, rows, cols, groups, codes, out, out_size, err)) ||
         (rc = q_dequantize(qp, out, out_size, rows, cols, Wq, pool, err)))
         goto done;
-    res->err = cal_output_error(W, Wq, rows, cols, G, pool);
+    cal_error_terms(W, Wq, rows, cols, G, pool, &num, NULL);
+    res->err = cal_relative_error(num, den);
     double sum = 0;
     for (int64_t i = 0; i < L.n_scales; i++) {
         sum += ratio[i];

@@ -223,7 +223,9 @@ lmq_code cal_gptq(const lmq_qparams *qp, const float *W, int64_t rows, int64_t c
     /* Round to nearest first: its error, and the weights checked finite by q_quantize. */
     if ((rc = cal_rtn(qp, W, rows, cols, out, out_size, Wq, pool, err)))
         goto done;
-    res->err_rtn = cal_output_error(W, Wq, rows, cols, G, pool);
+    double num, den;
+    cal_error_terms(W, Wq, rows, cols, G, pool, &num, &den);
+    res->err_rtn = cal_relative_error(num, den);
 
     double mean = 0;
     for (int64_t i = 0; i < cols; i++) {
@@ -269,7 +271,8 @@ lmq_code cal_gptq(const lmq_qparams *qp, const float *W, int64_t rows, int64_t c
         (rc = q_store(qp, rows, cols, groups, codes, out, out_size, err)) ||
         (rc = q_dequantize(qp, out, out_size, rows, cols, Wq, pool, err)))
         goto done;
-    res->err = cal_output_error(W, Wq, rows, cols, G, pool);
+    cal_error_terms(W, Wq, rows, cols, G, pool, &num, NULL);
+    res->err = cal_relative_error(num, den);
 done:
     free(Wq);
     free(codes);

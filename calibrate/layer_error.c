@@ -39,6 +39,7 @@ typedef struct {
     const float *W, *Wq;
     int64_t rows, cols, per;
     const double *G;
+    int want_den;
     double num[RUNS], den[RUNS];
 } error_job;
 
@@ -50,22 +51,32 @@ static void error_task(void *ctx, int64_t begin, int64_t end, int thread)
         int64_t r0 = c * j->per, n = r0 + j->per < j->rows ? j->per : j->rows - r0;
         const size_t off = (size_t)(r0 * j->cols);
         j->num[c] = cal_quad(j->G, j->cols, j->Wq + off, j->W + off, j->cols, n, j->cols);
-        j->den[c] = cal_quad(j->G, j->cols, j->W + off, NULL, j->cols, n, j->cols);
+        j->den[c] = j->want_den ? cal_quad(j->G, j->cols, j->W + off, NULL, j->cols, n, j->cols) : 0;
     }
 }
 
 void cal_error_terms(const float *W, const float *Wq, int64_t rows, int64_t cols, const double *G,
                      lmq_pool *pool, double *num, double *den)
 {
-    error_job j = { .W = W, .Wq = Wq, .rows = rows, .cols = cols, .G = G,
+    error_job j = { .W = W, .Wq = Wq, .rows = rows, .cols = cols, .G = G, .want_den = den != NULL,
                     .per = (rows + RUNS - 1) / RUNS };
     const int64_t runs = (rows + j.per - 1) / j.per;
     lmq_pool_for(pool, runs, 1, error_task, &j);
-    *num = *den = 0;
+    double sn = 0, sd = 0;
     for (int64_t c = 0; c < runs; c++) {
-        *num += j.num[c];
-        *den += j.den[c];
+        sn += j.num[c];
+        sd += j.den[c];
     }
+    *num = sn;
+    if (den)
+        *den = sd;
+}
+
+double cal_relative_error(double num, double den)
+{
+    if (den == 0)
+        return num == 0 ? 0.0 : INFINITY;
+    return num / den;
 }
 
 double cal_output_error(const float *W, const float *Wq, int64_t rows, int64_t cols, const double *G,
@@ -73,9 +84,7 @@ double cal_output_error(const float *W, const float *Wq, int64_t rows, int64_t c
 {
     double num, den;
     cal_error_terms(W, Wq, rows, cols, G, pool, &num, &den);
-    if (den == 0)
-        return num == 0 ? 0.0 : INFINITY;
-    return num / den;
+    return cal_relative_error(num, den);
 }
 
 lmq_code cal_rtn(const lmq_qparams *qp, const float *W, int64_t rows, int64_t cols, uint8_t *out,

@@ -26,15 +26,18 @@ typedef struct {
 double cal_quad(const double *G, int64_t ldg, const float *a, const float *b, int64_t lda,
                 int64_t nrows, int64_t n);
 
-/* tr(dW G dWᵀ) into num and tr(W G Wᵀ) into den, dW = Wq - W, for [rows, cols] weights and
- * G [cols, cols]. Runs on pool's threads (NULL: the caller's alone) in runs of rows that the
+/* tr(dW G dWᵀ) into num and tr(W G Wᵀ) into den (NULL: not computed), dW = Wq - W, for
+ * [rows, cols] weights and G [cols, cols]. Runs on pool's threads (NULL: the caller's alone) in runs of rows that the
  * shape alone decides: the sums do not depend on the thread count. */
 void cal_error_terms(const float *W, const float *Wq, int64_t rows, int64_t cols, const double *G,
                      lmq_pool *pool, double *num, double *den);
 
+/* num / den; 0 when both are 0, +Inf when only den is (the layer's outputs are all zero). */
+double cal_relative_error(double num, double den);
+
 /* Relative output error ||X(Wq - W)ᵀ||²_F / ||X Wᵀ||²_F = tr(dW G dWᵀ) / tr(W G Wᵀ) of the
- * [rows, cols] weights Wq against W, with G = XᵀX [cols, cols]. 0 when both are 0, +Inf when only
- * the denominator is (the layer's outputs are all zero). */
+ * [rows, cols] weights Wq against W, with G = XᵀX [cols, cols] (cal_error_terms, then
+ * cal_relative_error). */
 double cal_output_error(const float *W, const float *Wq, int64_t rows, int64_t cols, const double *G,
                         lmq_pool *pool);
 
