@@ -36,6 +36,38 @@ static int by_decreasing_h(const void *a, const void *b)
     return (x->i > y->i) - (x->i < y->i);
 }
 
+/* Σ a_k b_k in four interleaved partial sums: no chain of dependent additions (fp contraction
+ * is off and the order fixed, so the compiler may not reorder one sum), the same value always. */
+static double dot(const double *a, const double *b, int64_t n)
+{
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    int64_t k = 0;
+    for (; k + 4 <= n; k += 4) {
+        s0 += a[k] * b[k];
+        s1 += a[k + 1] * b[k + 1];
+        s2 += a[k + 2] * b[k + 2];
+        s3 += a[k + 3] * b[k + 3];
+    }
+    for (; k < n; k++)
+        s0 += a[k] * b[k];
+    return (s0 + s1) + (s2 + s3);
+}
+
+/* y -= a·x over n elements (y and x never overlap); unrolled by four, which the compiler turns
+ * into vector operations at -O2. */
+static void axpy_sub(double *restrict y, double a, const double *restrict x, int64_t n)
+{
+    int64_t k = 0;
+    for (; k + 4 <= n; k += 4) {
+        y[k] -= a * x[k];
+        y[k + 1] -= a * x[k + 1];
+        y[k + 2] -= a * x[k + 2];
+        y[k + 3] -= a * x[k + 3];
+    }
+    for (; k < n; k++)
+        y[k] -= a * x[k];
+}
+
 /* U (upper, H⁻¹ = UᵀU) of H permuted (row p of U is input perm[p]) and damped by λ, in A
  * (n × n; only the upper triangle is U). With J the reversal, J H J = L Lᵀ gives H = V Vᵀ with V
  * = J L J upper, so H⁻¹ = (V⁻¹)ᵀ V⁻¹ and U = V⁻¹ = J L⁻¹ J: one Cholesky and one triangular
@@ -53,9 +85,7 @@ static int64_t factor(const double *G, const int64_t *perm, int64_t n, double la
         double *li = A + i * n;
         for (int64_t j = 0; j <= i; j++) {
             const double *lj = A + j * n;
-            double s = li[j];
-            for (int64_t k = 0; k < j; k++)
-                s -= li[k] * lj[k];
+            const double s = li[j] - dot(li, lj, j);
             if (j < i)
                 li[j] = s / lj[j];
             else if (s > 0 && isfinite(s))
@@ -68,14 +98,11 @@ static int64_t factor(const double *G, const int64_t *perm, int64_t n, double la
     for (int64_t i = 0; i < n; i++) {
         double *li = A + i * n;
         memset(t, 0, (size_t)i * sizeof *t);
-        for (int64_t k = 0; k < i; k++) {
-            const double *xk = A + k * n;
-            for (int64_t j = 0; j <= k; j++)
-                t[j] += li[k] * xk[j];
-        }
+        for (int64_t k = 0; k < i; k++) /* t = -Σ_k L_ik X_k */
+            axpy_sub(t, li[k], A + k * n, k + 1);
         const double inv = 1.0 / li[i];
         for (int64_t j = 0; j < i; j++)
-            li[j] = -t[j] * inv;
+            li[j] = t[j] * inv;
         li[i] = inv;
     }
     for (size_t a = 0, b = (size_t)(n * n) - 1; a < b; a++, b--) {
@@ -147,8 +174,7 @@ static lmq_code gptq_rows(const gptq_job *j, int64_t r0, int64_t nr, double *w, 
                 const double ej = (wr[p] - dq) / u[p];
                 e[r * B + (p - b0)] = ej;
                 if (ej != 0) /* also keeps the sign of a zero weight */
-                    for (int64_t k = p + 1; k < b1; k++)
-                        wr[k] -= ej * u[k];
+                    axpy_sub(wr + p + 1, ej, u + p + 1, b1 - p - 1);
             }
         }
         /* The block's errors into every later column: E · U[block, b1..], tile by tile; each
@@ -161,8 +187,7 @@ static lmq_code gptq_rows(const gptq_job *j, int64_t r0, int64_t nr, double *w, 
                     const double ej = e[r * B + (p - b0)];
                     double *wr = w + r * n;
                     if (ej != 0)
-                        for (int64_t k = t0; k < t1; k++)
-                            wr[k] -= ej * u[k];
+                        axpy_sub(wr + t0, ej, u + t0, t1 - t0);
                 }
             }
         }

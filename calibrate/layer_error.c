@@ -5,6 +5,25 @@
 
 #include "schemes/scheme.h"
 
+/* Σ g_k (a_k - b_k) (b NULL: Σ g_k a_k) in four interleaved partial sums: no chain of
+ * dependent additions (fp contraction is off and the order fixed), the same value always. */
+static double dot_diff(const double *g, const float *a, const float *b, int64_t n)
+{
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    int64_t k = 0;
+#define TERM(k) (g[k] * ((double)a[k] - (b ? (double)b[k] : 0.0)))
+    for (; k + 4 <= n; k += 4) {
+        s0 += TERM(k);
+        s1 += TERM(k + 1);
+        s2 += TERM(k + 2);
+        s3 += TERM(k + 3);
+    }
+    for (; k < n; k++)
+        s0 += TERM(k);
+#undef TERM
+    return (s0 + s1) + (s2 + s3);
+}
+
 double cal_quad(const double *G, int64_t ldg, const float *a, const float *b, int64_t lda,
                 int64_t nrows, int64_t n)
 {
@@ -16,16 +35,9 @@ double cal_quad(const double *G, int64_t ldg, const float *a, const float *b, in
         for (int64_t r = 0; r < nrows; r++) {
             const float *ar = a + r * lda, *br = b ? b + r * lda : NULL;
             const double di = (double)ar[i] - (br ? (double)br[i] : 0.0);
-            double dot = 0;
             if (di == 0)
                 continue;
-            if (br)
-                for (int64_t j = i + 1; j < n; j++)
-                    dot += g[j] * ((double)ar[j] - (double)br[j]);
-            else
-                for (int64_t j = i + 1; j < n; j++)
-                    dot += g[j] * (double)ar[j];
-            sum += di * (g[i] * di + 2 * dot);
+            sum += di * (g[i] * di + 2 * dot_diff(g + i + 1, ar + i + 1, br ? br + i + 1 : NULL, n - i - 1));
         }
     }
     return sum;
