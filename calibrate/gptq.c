@@ -68,48 +68,79 @@ static void axpy_sub(double *restrict y, double a, const double *restrict x, int
         y[k] -= a * x[k];
 }
 
-/* U (upper, H⁻¹ = UᵀU) of H permuted (row p of U is input perm[p]) and damped by λ, in A
- * (n × n; only the upper triangle is U). With J the reversal, J H J = L Lᵀ gives H = V Vᵀ with V
- * = J L J upper, so H⁻¹ = (V⁻¹)ᵀ V⁻¹ and U = V⁻¹ = J L⁻¹ J: one Cholesky and one triangular
- * inverse in place, and J·J (a reversal of the row-major array) is free. t: n scratch doubles.
- * Returns -1, or the position whose pivot was not positive. */
+/* Products per parallel chunk of the factorisation: enough to pay for the hand-off. */
+enum { FACTOR_WORK = 1 << 14 };
+
+typedef struct {
+    double *A;
+    int64_t n, j;
+    const double *diag; /* the inverse pass: L's diagonal */
+    double *x;          /* the inverse pass: n scratch doubles per thread */
+} factor_job;
+
+/* Cholesky, column j (rows j+1 ..): L_ij = (A_ij - Σ_k<j L_ik L_jk) / L_jj. */
+static void cholesky_rows(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    (void)thread;
+    const factor_job *f = ctx;
+    const int64_t n = f->n, j = f->j;
+    const double *lj = f->A + j * n;
+    for (int64_t i = j + 1 + begin; i < j + 1 + end; i++) {
+        double *li = f->A + i * n;
+        li[j] = (li[j] - dot(li, lj, j)) / lj[j];
+    }
+}
+
+/* Columns [begin, end) of X = L⁻¹ by forward substitution (L x = e_j), each written transposed
+ * into row j of the upper triangle, which nothing reads: X_ij (i >= j) at A[j][i]. */
+static void inverse_cols(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    const factor_job *f = ctx;
+    const int64_t n = f->n;
+    double *x = f->x + (size_t)thread * (size_t)n;
+    for (int64_t j = begin; j < end; j++) {
+        x[j] = 1.0 / f->diag[j];
+        for (int64_t i = j + 1; i < n; i++)
+            x[i] = -dot(f->A + i * n + j, x + j, i - j) / f->diag[i];
+        for (int64_t i = j; i < n; i++)
+            f->A[j * n + i] = x[i];
+    }
+}
+
+/* U (upper, H⁻¹ = UᵀU) of H permuted (row p of U is input perm[p]) and damped by λ, in A (n × n;
+ * only the upper triangle is U). With J the reversal, J H J = L Lᵀ gives H = V Vᵀ with V = J L J
+ * upper, so H⁻¹ = (V⁻¹)ᵀ V⁻¹ and U = V⁻¹ = J L⁻¹ J: one Cholesky and one triangular inverse in
+ * place, both on pool's threads (each product computed as on one thread). diag: n doubles; x: n
+ * doubles per pool thread. Returns -1, or the position whose pivot was not positive. */
 static int64_t factor(const double *G, const int64_t *perm, int64_t n, double lambda, double *A,
-                      double *t)
+                      double *diag, double *x, lmq_pool *pool)
 {
     for (int64_t p = 0; p < n; p++)
         for (int64_t q = 0; q < n; q++)
             A[(n - 1 - p) * n + (n - 1 - q)] = p == q ? h_diag(G, n, perm[p]) + lambda
                                                       : 2 * G[perm[p] * n + perm[q]];
-    /* Cholesky, row by row: L_ij = (A_ij - Σ_k<j L_ik L_jk) / L_jj. */
-    for (int64_t i = 0; i < n; i++) {
-        double *li = A + i * n;
-        for (int64_t j = 0; j <= i; j++) {
-            const double *lj = A + j * n;
-            const double s = li[j] - dot(li, lj, j);
-            if (j < i)
-                li[j] = s / lj[j];
-            else if (s > 0 && isfinite(s))
-                li[i] = sqrt(s);
-            else
-                return n - 1 - i;
+    factor_job f = { .A = A, .n = n, .diag = diag, .x = x };
+    for (int64_t j = 0; j < n; j++) {
+        double *lj = A + j * n;
+        const double s = lj[j] - dot(lj, lj, j);
+        if (!(s > 0) || !isfinite(s))
+            return n - 1 - j;
+        lj[j] = diag[j] = sqrt(s);
+        f.j = j;
+        lmq_pool_for(pool, n - 1 - j, 1 + FACTOR_WORK / (j + 1), cholesky_rows, &f);
+    }
+    lmq_pool_for(pool, n, 1 + FACTOR_WORK / (n * n / 2 + 1), inverse_cols, &f);
+    /* U_pq = X_{n-1-p, n-1-q}, held at A[n-1-q][n-1-p]: a reflection of the upper triangle
+     * across its anti-diagonal. */
+    for (int64_t p = 0; p < n; p++)
+        for (int64_t q = p; q < n; q++) {
+            const int64_t a = p * n + q, b = (n - 1 - q) * n + (n - 1 - p);
+            if (a < b) {
+                double v = A[a];
+                A[a] = A[b];
+                A[b] = v;
+            }
         }
-    }
-    /* L⁻¹ row by row: X_ij = -(Σ_{j<=k<i} L_ik X_kj) / L_ii, the rows above already inverted. */
-    for (int64_t i = 0; i < n; i++) {
-        double *li = A + i * n;
-        memset(t, 0, (size_t)i * sizeof *t);
-        for (int64_t k = 0; k < i; k++) /* t = -Σ_k L_ik X_k */
-            axpy_sub(t, li[k], A + k * n, k + 1);
-        const double inv = 1.0 / li[i];
-        for (int64_t j = 0; j < i; j++)
-            li[j] = t[j] * inv;
-        li[i] = inv;
-    }
-    for (size_t a = 0, b = (size_t)(n * n) - 1; a < b; a++, b--) {
-        double x = A[a];
-        A[a] = A[b];
-        A[b] = x;
-    }
     return -1;
 }
 
@@ -235,12 +266,13 @@ lmq_code cal_gptq(const lmq_qparams *qp, const float *W, int64_t rows, int64_t c
     const size_t nw = (size_t)(rows * cols);
     float *Wq = malloc(nw * sizeof *Wq);
     uint32_t *codes = malloc(nw * sizeof *codes);
-    double *A = malloc((size_t)(cols * cols) * sizeof *A), *t = malloc((size_t)cols * sizeof *t);
+    double *A = malloc((size_t)(cols * cols) * sizeof *A), *diag = malloc((size_t)cols * sizeof *diag);
+    double *x = malloc((size_t)cols * (size_t)lmq_pool_threads(pool) * sizeof *x);
     unsigned char *dead = malloc((size_t)cols);
     int64_t *perm = malloc((size_t)cols * sizeof *perm);
     col_key *keys = malloc((size_t)cols * sizeof *keys);
     q_group *groups = calloc((size_t)(L.n_scales ? L.n_scales : 1), sizeof *groups);
-    if (!Wq || !codes || !A || !t || !dead || !perm || !keys || !groups) {
+    if (!Wq || !codes || !A || !diag || !x || !dead || !perm || !keys || !groups) {
         rc = lmq_fail(err, LMQ_E_NOMEM, "GPTQ: no memory for a [%" PRId64 ", %" PRId64 "] layer "
                       "(%zu MiB)", rows, cols, ((size_t)(cols * cols) * 8 + nw * 8) >> 20);
         goto done;
@@ -266,7 +298,7 @@ lmq_code cal_gptq(const lmq_qparams *qp, const float *W, int64_t rows, int64_t c
 
     res->damp_used = p->damp;
     res->damp_raises = 0;
-    for (int64_t bad; (bad = factor(G, perm, cols, res->damp_used * mean, A, t)) >= 0;) {
+    for (int64_t bad; (bad = factor(G, perm, cols, res->damp_used * mean, A, diag, x, pool)) >= 0;) {
         if (res->damp_raises == MAX_RAISES) {
             rc = lmq_fail(err, LMQ_E_NUMERIC, "GPTQ: the Hessian 2·XᵀX is not positive definite "
                           "(input %" PRId64 ") even damped by %g × its mean diagonal: the Gram "
@@ -302,7 +334,8 @@ done:
     free(Wq);
     free(codes);
     free(A);
-    free(t);
+    free(diag);
+    free(x);
     free(dead);
     free(perm);
     free(keys);

@@ -15,8 +15,9 @@
  * ("static groups"). act_order processes columns by decreasing diag(H) (ties by index).
  *
  * Memory: one cols × cols fp64 matrix (512 MiB at cols = 8192), 8 bytes per weight (codes and
- * the dequantised weights for the error), and 16 rows × cols fp64 per thread. The factorisation
- * is O(cols³) on the caller's thread; the rows run on the pool. */
+ * the dequantised weights for the error), and 17 × cols fp64 per thread. Time: the factorisation
+ * is O(cols³), the rows O(rows · cols²), and each output error (RTN's, GPTQ's) O(rows · cols²)
+ * again; all run on the pool. */
 #ifndef LMQ_GPTQ_H
 #define LMQ_GPTQ_H
 
