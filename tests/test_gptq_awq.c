@@ -679,6 +679,20 @@ START_TEST(thread_invariance)
         ck_assert(cal_awq_scales(qq, Ws, rs, 1, cols, G, mabs, &p, pool, s2, &e2, &err) == LMQ_OK);
         ck_assert(e1 == e2 && memcmp(s1, s2, sizeof s1) == 0);
     }
+    /* Enough inputs that the factorisation's columns are shared out too. */
+    const int64_t wide = 320;
+    double *Xw = mixed_inputs(93, 400, wide, 0, 1), *Gw = gram_of(Xw, 400, wide);
+    float *Ww = gauss_floats(94, (size_t)(8 * wide), 1.0);
+    cal_result r1, r2;
+    uint8_t *a = run_gptq(&qps[0], Ww, 8, wide, Gw, CAL_GPTQ_DEFAULTS, NULL, &r1),
+            *b = run_gptq(&qps[0], Ww, 8, wide, Gw, CAL_GPTQ_DEFAULTS, pool, &r2);
+    ck_assert(memcmp(a, b, layout_bytes(&qps[0], 8, wide)) == 0);
+    ck_assert(r1.err == r2.err && r1.err < r1.err_rtn);
+    free(a);
+    free(b);
+    free(Xw);
+    free(Gw);
+    free(Ww);
     lmq_pool_free(pool);
     free(X);
     free(G);
