@@ -36,23 +36,6 @@ static int by_decreasing_h(const void *a, const void *b)
     return (x->i > y->i) - (x->i < y->i);
 }
 
-/* Σ a_k b_k in four interleaved partial sums: no chain of dependent additions (fp contraction
- * is off and the order fixed, so the compiler may not reorder one sum), the same value always. */
-static double dot(const double *a, const double *b, int64_t n)
-{
-    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    int64_t k = 0;
-    for (; k + 4 <= n; k += 4) {
-        s0 += a[k] * b[k];
-        s1 += a[k + 1] * b[k + 1];
-        s2 += a[k + 2] * b[k + 2];
-        s3 += a[k + 3] * b[k + 3];
-    }
-    for (; k < n; k++)
-        s0 += a[k] * b[k];
-    return (s0 + s1) + (s2 + s3);
-}
-
 /* y -= a·x over n elements (y and x never overlap); unrolled by four, which the compiler turns
  * into vector operations at -O2. */
 static void axpy_sub(double *restrict y, double a, const double *restrict x, int64_t n)
@@ -87,7 +70,7 @@ static void cholesky_rows(void *ctx, int64_t begin, int64_t end, int thread)
     const double *lj = f->A + j * n;
     for (int64_t i = j + 1 + begin; i < j + 1 + end; i++) {
         double *li = f->A + i * n;
-        li[j] = (li[j] - dot(li, lj, j)) / lj[j];
+        li[j] = (li[j] - cal_dot(li, lj, j)) / lj[j];
     }
 }
 
@@ -101,7 +84,7 @@ static void inverse_cols(void *ctx, int64_t begin, int64_t end, int thread)
     for (int64_t j = begin; j < end; j++) {
         x[j] = 1.0 / f->diag[j];
         for (int64_t i = j + 1; i < n; i++)
-            x[i] = -dot(f->A + i * n + j, x + j, i - j) / f->diag[i];
+            x[i] = -cal_dot(f->A + i * n + j, x + j, i - j) / f->diag[i];
         for (int64_t i = j; i < n; i++)
             f->A[j * n + i] = x[i];
     }
@@ -122,7 +105,7 @@ static int64_t factor(const double *G, const int64_t *perm, int64_t n, double la
     factor_job f = { .A = A, .n = n, .diag = diag, .x = x };
     for (int64_t j = 0; j < n; j++) {
         double *lj = A + j * n;
-        const double s = lj[j] - dot(lj, lj, j);
+        const double s = lj[j] - cal_dot(lj, lj, j);
         if (!(s > 0) || !isfinite(s))
             return n - 1 - j;
         lj[j] = diag[j] = sqrt(s);

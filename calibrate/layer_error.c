@@ -5,39 +5,55 @@
 
 #include "schemes/scheme.h"
 
-/* Σ g_k (a_k - b_k) (b NULL: Σ g_k a_k) in four interleaved partial sums: no chain of
- * dependent additions (fp contraction is off and the order fixed), the same value always. */
-static double dot_diff(const double *g, const float *a, const float *b, int64_t n)
+double cal_dot(const double *a, const double *b, int64_t n)
 {
     double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
     int64_t k = 0;
-#define TERM(k) (g[k] * ((double)a[k] - (b ? (double)b[k] : 0.0)))
     for (; k + 4 <= n; k += 4) {
-        s0 += TERM(k);
-        s1 += TERM(k + 1);
-        s2 += TERM(k + 2);
-        s3 += TERM(k + 3);
+        s0 += a[k] * b[k];
+        s1 += a[k + 1] * b[k + 1];
+        s2 += a[k + 2] * b[k + 2];
+        s3 += a[k + 3] * b[k + 3];
     }
     for (; k < n; k++)
-        s0 += TERM(k);
-#undef TERM
+        s0 += a[k] * b[k];
     return (s0 + s1) + (s2 + s3);
+}
+
+/* Tiles of G: a QB × QB block (128 KiB) stays in cache while every row passes over it, and each
+ * row's differences are converted to fp64 once per tile. */
+enum { QB = 128 };
+
+/* d[k] = a[k] - b[k] (b NULL: a[k]) for k in [k0, k1), in fp64. */
+static void diff_tile(double *d, const float *a, const float *b, int64_t k0, int64_t k1)
+{
+    for (int64_t k = k0; k < k1; k++)
+        d[k - k0] = (double)a[k] - (b ? (double)b[k] : 0.0);
 }
 
 double cal_quad(const double *G, int64_t ldg, const float *a, const float *b, int64_t lda,
                 int64_t nrows, int64_t n)
 {
-    /* G symmetric: dᵀGd = Σ_i d_i (G_ii d_i + 2 Σ_j>i G_ij d_j), half the products. Rows
-     * innermost: each row of G is read once for all nrows rows. */
-    double sum = 0;
-    for (int64_t i = 0; i < n; i++) {
-        const double *g = G + i * ldg;
-        for (int64_t r = 0; r < nrows; r++) {
-            const float *ar = a + r * lda, *br = b ? b + r * lda : NULL;
-            const double di = (double)ar[i] - (br ? (double)br[i] : 0.0);
-            if (di == 0)
-                continue;
-            sum += di * (g[i] * di + 2 * dot_diff(g + i + 1, ar + i + 1, br ? br + i + 1 : NULL, n - i - 1));
+    /* G symmetric: dᵀGd = Σ_i d_i (G_ii d_i + 2 Σ_j>i G_ij d_j), over tiles I <= J. */
+    double sum = 0, di[QB], dj[QB];
+    for (int64_t i0 = 0; i0 < n; i0 += QB) {
+        const int64_t i1 = i0 + QB < n ? i0 + QB : n;
+        for (int64_t j0 = i0; j0 < n; j0 += QB) {
+            const int64_t j1 = j0 + QB < n ? j0 + QB : n;
+            for (int64_t r = 0; r < nrows; r++) {
+                const float *ar = a + r * lda, *br = b ? b + r * lda : NULL;
+                diff_tile(di, ar, br, i0, i1);
+                diff_tile(dj, ar, br, j0, j1);
+                for (int64_t i = i0; i < i1; i++) {
+                    const double x = di[i - i0], *g = G + i * ldg;
+                    if (x == 0)
+                        continue;
+                    if (j0 == i0)
+                        sum += x * (g[i] * x + 2 * cal_dot(g + i + 1, dj + (i + 1 - j0), j1 - i - 1));
+                    else
+                        sum += x * 2 * cal_dot(g + j0, dj, j1 - j0);
+                }
+            }
         }
     }
     return sum;

@@ -20,6 +20,10 @@ typedef struct {
     double err;       /* relative output error of the method's own bytes */
 } cal_result;
 
+/* Σ a_k b_k in four interleaved partial sums: no chain of dependent additions (fp contraction is
+ * off and the order fixed, so the compiler may not reorder one sum), and the same value always. */
+double cal_dot(const double *a, const double *b, int64_t n);
+
 /* Σ over nrows rows r of d_r G_b d_rᵀ with d_r = a_r - b_r (b NULL: zero), a_r and b_r the n
  * floats at a + r·lda and b + r·lda, and G_b the n × n block of G at G with row stride ldg
  * (symmetric: only its upper triangle is read). Summed in fp64, in a fixed order. */
