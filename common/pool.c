@@ -188,3 +188,31 @@ void lmq_pool_for(lmq_pool *p, int64_t n, int64_t grain, lmq_task_fn fn, void *c
         pthread_mutex_unlock(&p->mu);
     }
 }
+
+typedef struct {
+    lmq_try_fn fn;
+    void *ctx;
+    atomic_int failed;
+} try_job;
+
+static void try_task(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    try_job *j = ctx;
+    lmq_err scratch;
+    if (!atomic_load(&j->failed) && j->fn(j->ctx, begin, end, thread, &scratch))
+        atomic_store(&j->failed, 1);
+}
+
+lmq_code lmq_pool_try(lmq_pool *p, int64_t n, int64_t grain, lmq_try_fn fn, void *ctx, lmq_err *err)
+{
+    if (n <= 0)
+        return LMQ_OK;
+    if (lmq_pool_threads(p) > 1 && n > grain) {
+        try_job j = { .fn = fn, .ctx = ctx };
+        atomic_init(&j.failed, 0);
+        lmq_pool_for(p, n, grain, try_task, &j);
+        if (!atomic_load(&j.failed))
+            return LMQ_OK;
+    }
+    return fn(ctx, 0, n, 0, err);
+}

@@ -32,4 +32,11 @@ int lmq_online_cpus(void);
  * One caller at a time per pool, and fn must not call it (not reentrant). */
 void lmq_pool_for(lmq_pool *p, int64_t n, int64_t grain, lmq_task_fn fn, void *ctx);
 
+/* Work that can fail: fn processes [begin, end) and returns an error code (setting err). */
+typedef lmq_code (*lmq_try_fn)(void *ctx, int64_t begin, int64_t end, int thread, lmq_err *err);
+/* lmq_pool_for for work that can fail. When a chunk fails, fn runs again on the caller's thread
+ * over all of [0, n) at once, so the error reported is the one a single thread meets first,
+ * whatever the thread count (fn must be safe to rerun: same inputs, same outputs). */
+lmq_code lmq_pool_try(lmq_pool *p, int64_t n, int64_t grain, lmq_try_fn fn, void *ctx, lmq_err *err);
+
 #endif

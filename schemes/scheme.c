@@ -2,7 +2,6 @@
 
 #include <inttypes.h>
 #include <math.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -246,10 +245,21 @@ static q_group load_group(const q_scheme *s, const lmq_qparams *qp, const lmq_la
     return g;
 }
 
-static lmq_code fit_group(const q_scheme *s, const lmq_qparams *qp, const float *w, size_t first,
-                          size_t n, q_group *g, lmq_err *err)
+/* Codes of n consecutive weights, the first being element `first` of the tensor. */
+static void store_codes(const q_scheme *s, const lmq_layout *L, size_t first, const uint32_t *codes,
+                        size_t n, uint8_t *out)
 {
-    if (s->fit(s, qp->asym, w + first, n, g, err))
+    q_pack(out, (uint64_t)L->code_offset * 8 + (uint64_t)first * s->enc->bits, codes, n, s->enc->bits);
+}
+
+lmq_code q_fit(const lmq_qparams *qp, const float *w, size_t n, size_t first, q_group *g, lmq_err *err)
+{
+    const q_scheme *s = q_scheme_get(qp->dtype);
+    if (qp->gran == LMQ_GRAN_NONE) {
+        *g = (q_group){ .scale = 1.0f };
+        return LMQ_OK;
+    }
+    if (s->fit(s, qp->asym, w, n, g, err))
         return lmq_err_prefix(err, "weights %zu..%zu: ", first, first + n - 1);
     return LMQ_OK;
 }
@@ -278,35 +288,22 @@ typedef struct {
     rows_fn fn;
     const void *job;
     int64_t rows, chunk;
-    atomic_int failed;
 } par_pass;
 
-static void par_task(void *ctx, int64_t begin, int64_t end, int thread)
+static lmq_code par_task(void *ctx, int64_t begin, int64_t end, int thread, lmq_err *err)
 {
     (void)thread;
-    par_pass *p = ctx;
-    lmq_err scratch;
-    for (int64_t c = begin; c < end && !atomic_load(&p->failed); c++) {
-        int64_t r0 = c * p->chunk, r1 = r0 + p->chunk < p->rows ? r0 + p->chunk : p->rows;
-        if (p->fn(p->job, r0, r1, &scratch))
-            atomic_store(&p->failed, 1);
-    }
+    const par_pass *p = ctx;
+    return p->fn(p->job, begin * p->chunk, end * p->chunk < p->rows ? end * p->chunk : p->rows, err);
 }
 
-/* Runs fn over every row, in chunks on the pool's threads. When a chunk fails, the pass runs
- * again on the caller's thread over all rows at once: the error reported is the one a single
- * thread meets first, whatever the thread count. */
+/* Runs fn over every row, in chunks on the pool's threads (the error reported is the one a
+ * single thread meets first: lmq_pool_try). */
 static lmq_code par_rows(lmq_pool *pool, rows_fn fn, const void *job, int64_t rows, int64_t chunk,
                          lmq_err *err)
 {
-    if (lmq_pool_threads(pool) > 1 && rows > chunk) {
-        par_pass p = { .fn = fn, .job = job, .rows = rows, .chunk = chunk };
-        atomic_init(&p.failed, 0);
-        lmq_pool_for(pool, (rows + chunk - 1) / chunk, 1, par_task, &p);
-        if (!atomic_load(&p.failed))
-            return LMQ_OK;
-    }
-    return fn(job, 0, rows, err);
+    par_pass p = { .fn = fn, .job = job, .rows = rows, .chunk = chunk };
+    return lmq_pool_try(pool, (rows + chunk - 1) / chunk, 1, par_task, &p, err);
 }
 
 /* ---- quantise and dequantise ------------------------------------------------------------- */
@@ -345,7 +342,7 @@ static lmq_code quantize_rows(const void *job, int64_t r0, int64_t r1, lmq_err *
         for (int64_t gi = 0; gi < L->groups_per_row; gi++) {
             size_t first = (size_t)(r * cols + gi * L->group), len = (size_t)group_len(L, gi);
             if (per_group) {
-                if ((rc = fit_group(s, j->qp, w, first, len, &g, err)))
+                if ((rc = q_fit(j->qp, w + first, len, first, &g, err)))
                     return rc;
                 store_group(s, j->qp, L, scale_index(j->qp, L, r, gi), &g, j->out);
             }
@@ -353,8 +350,7 @@ static lmq_code quantize_rows(const void *job, int64_t r0, int64_t r1, lmq_err *
                 size_t m = len - k < CHUNK ? len - k : CHUNK;
                 if ((rc = s->encode(s, &g, w + first + k, m, first + k, codes, err)))
                     return rc;
-                q_pack(j->out, (uint64_t)L->code_offset * 8 + (uint64_t)(first + k) * s->enc->bits,
-                       codes, m, s->enc->bits);
+                store_codes(s, L, first + k, codes, m, j->out);
             }
         }
     return LMQ_OK;
@@ -384,11 +380,35 @@ lmq_code q_quantize(const lmq_qparams *qp, const float *w, int64_t rows, int64_t
      * codes. */
     j.what = CHECK;
     if ((rc = par_rows(pool, quantize_rows, &j, rows, chunk, err)) ||
-        (rc = fit_group(s, qp, w, 0, (size_t)(rows * cols), &j.tensor, err)))
+        (rc = q_fit(qp, w, (size_t)(rows * cols), 0, &j.tensor, err)))
         return rc;
     store_group(s, qp, &L, 0, &j.tensor, out);
     j.what = ENCODE;
     return par_rows(pool, quantize_rows, &j, rows, chunk, err);
+}
+
+lmq_code q_store(const lmq_qparams *qp, int64_t rows, int64_t cols, const q_group *groups,
+                 const uint32_t *codes, uint8_t *out, size_t out_size, lmq_err *err)
+{
+    lmq_layout L;
+    lmq_code rc = lmq_layout_of(qp, rows, cols, &L, err);
+    if (rc)
+        return rc;
+    const q_scheme *s = q_scheme_get(qp->dtype);
+    if (out_size != L.bytes)
+        return lmq_fail(err, LMQ_E_ARG, "output buffer has %zu bytes; the layout needs %zu",
+                        out_size, L.bytes);
+    const size_t n = (size_t)(rows * cols);
+    if (s->enc->bits < 32)
+        for (size_t i = 0; i < n; i++)
+            if (codes[i] >> s->enc->bits)
+                return lmq_fail(err, LMQ_E_ARG, "code %zu (%" PRIu32 ") does not fit %u bits", i,
+                                codes[i], s->enc->bits);
+    memset(out, 0, out_size);
+    for (int64_t i = 0; i < L.n_scales; i++)
+        store_group(s, qp, &L, i, &groups[i], out);
+    store_codes(s, &L, 0, codes, n, out);
+    return LMQ_OK;
 }
 
 /* The layout of a stored [rows, cols] tensor of size bytes, which must be exactly its size. */

@@ -86,6 +86,21 @@ const q_scheme *q_scheme_get(unsigned dtype);
 lmq_code q_quantize(const lmq_qparams *qp, const float *w, int64_t rows, int64_t cols,
                     uint8_t *out, size_t out_size, lmq_pool *pool, lmq_err *err);
 
+/* Primitives for drivers that choose scales or codes themselves (calibrate/: GPTQ, AWQ) and
+ * must still write exactly the bytes every reader uses. The row's encode and decode functions
+ * (q_scheme_get(qp->dtype)->encode, ->decode) turn weights into codes and back for a group.
+ *
+ * Fits one scale group of qp's scheme to the n finite weights at w, as q_quantize does; `first`
+ * is w[0]'s element index, for errors. Granularity none: the neutral group (scale 1). */
+lmq_code q_fit(const lmq_qparams *qp, const float *w, size_t n, size_t first, q_group *g, lmq_err *err);
+
+/* Writes a whole stored tensor into out (exactly out_size bytes, the layout's size) from its
+ * scale groups, in storage order (formats/encoding.h: by row, then group within the row; one at
+ * granularity tensor, none at granularity none) and its codes (rows × cols, row-major, each
+ * below 2^bits; LMQ_E_ARG otherwise). q_quantize writes through the same code. */
+lmq_code q_store(const lmq_qparams *qp, int64_t rows, int64_t cols, const q_group *groups,
+                 const uint32_t *codes, uint8_t *out, size_t out_size, lmq_err *err);
+
 /* Dequantises rows [row0, row0 + nrows) of a stored tensor (size bytes at data, which must be
  * the layout's size) into out, nrows × cols floats. */
 lmq_code q_dequantize_rows(const lmq_qparams *qp, const uint8_t *data, size_t size, int64_t rows,

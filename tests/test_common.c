@@ -10,6 +10,7 @@
 #include "common/err.h"
 #include "common/file.h"
 #include "common/fp.h"
+#include "common/pool.h"
 #include "tests/testutil.h"
 
 /* Every half value converts to float and back to itself (NaNs stay NaN). */
@@ -212,6 +213,45 @@ START_TEST(atomic_stale)
 }
 END_TEST
 
+/* lmq_pool_try: every item once when nothing fails; when items fail, the error of the first
+ * failing item, on any number of threads. */
+typedef struct {
+    int64_t fail_a, fail_b;
+    int *seen;
+} try_ctx;
+
+static lmq_code try_items(void *ctx, int64_t begin, int64_t end, int thread, lmq_err *err)
+{
+    (void)thread;
+    try_ctx *t = ctx;
+    for (int64_t i = begin; i < end; i++) {
+        if (i == t->fail_a || i == t->fail_b)
+            return lmq_fail(err, LMQ_E_NUMERIC, "item %lld failed", (long long)i);
+        t->seen[i]++;
+    }
+    return LMQ_OK;
+}
+
+START_TEST(pool_try)
+{
+    int seen[500];
+    for (int threads = 1; threads <= 4; threads += 3) {
+        lmq_pool *pool;
+        lmq_err err;
+        ck_assert_int_eq(lmq_pool_create(threads, &pool, &err), LMQ_OK);
+        memset(seen, 0, sizeof seen);
+        try_ctx ok = { -1, -1, seen };
+        ck_assert_int_eq(lmq_pool_try(pool, 500, 7, try_items, &ok, &err), LMQ_OK);
+        for (int i = 0; i < 500; i++)
+            ck_assert_int_eq(seen[i], 1);
+        try_ctx bad = { 370, 81, seen };
+        ck_assert_int_eq(lmq_pool_try(pool, 500, 7, try_items, &bad, &err), LMQ_E_NUMERIC);
+        ck_assert_str_eq(err.msg, "item 81 failed");
+        lmq_pool_free(pool);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("common");
@@ -225,6 +265,7 @@ int main(void)
     tcase_add_test(tc, output_same_file);
     tcase_add_test(tc, output_not_regular);
     tcase_add_test(tc, atomic_stale);
+    tcase_add_test(tc, pool_try);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }

@@ -789,6 +789,55 @@ END_TEST
  * start mid-byte when the boundary is wrong: 3-bit codes, odd widths), dequantising the same
  * floats, and a bad tensor the same error: the first non-finite weight before any group that
  * overflows, wherever the chunks fall. */
+/* The primitives calibrated methods drive: fitting each group with q_fit, encoding with the
+ * row's encode and writing with q_store gives q_quantize's bytes; q_store refuses codes wider
+ * than the encoding and a buffer of the wrong size. */
+START_TEST(store_primitives)
+{
+    static const lmq_qparams qps[] = {
+        { LMQ_T_INT4, LMQ_GRAN_GROUP, 1, 32 }, { LMQ_T_INT2, LMQ_GRAN_GROUP, 0, 16 },
+        { LMQ_T_INT8, LMQ_GRAN_CHANNEL, 1, 0 }, { LMQ_T_INT3, LMQ_GRAN_TENSOR, 0, 0 },
+        { LMQ_T_F8_E4M3, LMQ_GRAN_GROUP, 0, 32 }, { LMQ_T_F16, LMQ_GRAN_NONE, 0, 0 },
+    };
+    const int64_t rows = 5, cols = 50;
+    float *w = gauss_matrix(123, (size_t)(rows * cols), 1.0);
+    uint32_t codes[250];
+    q_group groups[250];
+    lmq_err err;
+    for (size_t k = 0; k < sizeof qps / sizeof qps[0]; k++) {
+        const lmq_qparams *qp = &qps[k];
+        const q_scheme *s = q_scheme_get(qp->dtype);
+        lmq_layout L;
+        ck_assert_int_eq(lmq_layout_of(qp, rows, cols, &L, &err), LMQ_OK);
+        const int tensor = qp->gran != LMQ_GRAN_CHANNEL && qp->gran != LMQ_GRAN_GROUP;
+        if (tensor)
+            ck_assert_int_eq(q_fit(qp, w, (size_t)(rows * cols), 0, &groups[0], &err), LMQ_OK);
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t c0 = 0; c0 < cols; c0 += L.group) {
+                const size_t first = (size_t)(r * cols + c0), len = (size_t)(cols - c0 < L.group ? cols - c0 : L.group);
+                q_group *g = tensor ? &groups[0] : &groups[r * L.groups_per_row + c0 / L.group];
+                if (!tensor)
+                    ck_assert_int_eq(q_fit(qp, w + first, len, first, g, &err), LMQ_OK);
+                ck_assert_int_eq(s->encode(s, g, w + first, len, first, codes + first, &err), LMQ_OK);
+            }
+        uint8_t *want = malloc(L.bytes), *got = malloc(L.bytes);
+        ck_assert_int_eq(q_quantize(qp, w, rows, cols, want, L.bytes, NULL, &err), LMQ_OK);
+        memset(got, 0xa5, L.bytes);
+        ck_assert_msg(q_store(qp, rows, cols, groups, codes, got, L.bytes, &err) == LMQ_OK, "%s", err.msg);
+        ck_assert_msg(memcmp(got, want, L.bytes) == 0, "scheme %zu", k);
+        ck_assert_int_eq(q_store(qp, rows, cols, groups, codes, got, L.bytes + 1, &err), LMQ_E_ARG);
+        if (s->enc->bits < 32) {
+            codes[77] = 1u << s->enc->bits;
+            ck_assert_int_eq(q_store(qp, rows, cols, groups, codes, got, L.bytes, &err), LMQ_E_ARG);
+            ck_assert_msg(strstr(err.msg, "code 77"), "%s", err.msg);
+        }
+        free(want);
+        free(got);
+    }
+    free(w);
+}
+END_TEST
+
 START_TEST(threads_same_bytes)
 {
     const struct {
@@ -1180,6 +1229,7 @@ int main(void)
     tcase_add_test(tc, pack_known_bytes);
     tcase_add_test(tc, pack_round_trip);
     tcase_add_test(tc, rows_slice);
+    tcase_add_test(tc, store_primitives);
     tcase_add_test(tc, threads_same_bytes);
     tcase_add_test(tc, hostile_bytes);
     tcase_add_test(tc, float_rows);

@@ -2,6 +2,7 @@
 #include "tests/testutil.h"
 
 #include <ftw.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -44,4 +45,18 @@ int run_suite(Suite *s)
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
     return failed ? 1 : 0;
+}
+
+double test_uniform(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return (double)((z ^ (z >> 31)) >> 11) * 0x1p-53;
+}
+
+double test_gauss(uint64_t *state)
+{
+    double u = test_uniform(state), v = test_uniform(state);
+    return sqrt(-2.0 * log(1.0 - u)) * cos(6.283185307179586 * v);
 }

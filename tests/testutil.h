@@ -5,6 +5,7 @@
 
 #include <check.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* Returns a static buffer holding <fixtures>/<rel>. */
 const char *fixture(const char *rel);
@@ -12,6 +13,11 @@ const char *fixture(const char *rel);
 const char *test_tmpdir(void);
 /* Removes dir and everything under it (test outputs only). */
 void test_rmtree(const char *dir);
+/* Deterministic pseudo-random numbers (splitmix64) from *state: uniform in [0, 1), and standard
+ * normal. */
+double test_uniform(uint64_t *state);
+double test_gauss(uint64_t *state);
+
 /* Runs a suite and returns the process exit status. */
 int run_suite(Suite *s);
 
