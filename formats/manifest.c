@@ -36,6 +36,7 @@ typedef enum {
 enum {
     F_OPTIONAL = 1, /* may be absent: K_STR when empty, K_MAP when the char * at present_off is NULL */
     F_LITERAL = 2,  /* K_TEXT in YAML literal block style (multi-line text) */
+    F_BYTE = 4,     /* F_OPTIONAL K_MAP: present when the byte at present_off is non-zero */
 };
 
 typedef struct table table;
@@ -130,6 +131,13 @@ static const field stats_fields[] = {
 };
 static const table stats_table = TABLE(stats_fields);
 
+/* scheme's names have no entry for none: an absent key is none, a present one names a scheme. */
+static const field act_fields[] = {
+    KEY("scheme", K_ENUM, lmq_act, scheme, NAMES(lmq_act_scheme_names)),
+    KEY("granularity", K_ENUM, lmq_act, gran, NAMES(lmq_act_gran_names)),
+};
+static const table act_table = TABLE(act_fields);
+
 static const field tensor_fields[] = {
     KEY("name", K_STR, lmq_manifest_tensor, name),
     KEY("scheme", K_STR, lmq_manifest_tensor, scheme),
@@ -144,6 +152,8 @@ static const field tensor_fields[] = {
     KEY("rel_error", K_REAL, lmq_manifest_tensor, stats.rel_error),
     { .key = "stats", .k = K_MAP, .sub = &stats_table },
     KEY("reason", K_STR, lmq_manifest_tensor, reason, .flags = F_OPTIONAL),
+    { .key = "activations", .k = K_MAP, .off = offsetof(lmq_manifest_tensor, act), .sub = &act_table,
+      .flags = F_OPTIONAL | F_BYTE, .present_off = offsetof(lmq_manifest_tensor, act.scheme) },
 };
 static const table tensor_table = TABLE(tensor_fields);
 
@@ -319,6 +329,7 @@ lmq_code lmq_manifest_add_plain(lmq_manifest *m, const lmq_tensor *t, const floa
     e->linear = lmq_is_linear(t->name, t->ndim);
     e->bits = 32 * (uint64_t)lmq_tensor_numel(t);
     e->bpw = 32;
+    e->act = t->act;
     lmq_tensor_stats(values, NULL, (size_t)lmq_tensor_numel(t), &e->stats);
     snprintf(e->reason, sizeof e->reason, "plain conversion: no recipe applied");
     return LMQ_OK;
@@ -516,7 +527,7 @@ static void emit_map(emitter *e, const table *t, const char *base)
     for (int i = 0; i < t->n; i++) {
         const field *f = &t->f[i];
         if (f->flags & F_OPTIONAL) {
-            if (f->k == K_MAP && !*(char *const *)(base + f->present_off))
+            if (f->k == K_MAP && ((f->flags & F_BYTE) ? !base[f->present_off] : !*(char *const *)(base + f->present_off)))
                 continue;
             if (f->k == K_STR && !base[f->off])
                 continue;
@@ -921,6 +932,13 @@ static void check_tensor(issues *is, const lmq_manifest_tensor *t, const lmq_ten
         issue(is, t->name, "left at fp32 without a reason");
     if (e->q.dtype != LMQ_T_F32 && t->reason[0])
         issue(is, t->name, "has a reason for staying fp32 but is %s", lmq_encoding_of(e->q.dtype)->name);
+    if (t->act.scheme != LMQ_ACT_NONE && e->ndim != 2)
+        issue(is, t->name, "activations: only the input of a matrix (a linear layer) is quantised; this is %d-D",
+              e->ndim);
+    if (!known(lmq_act_scheme_names, LMQ_ACT_COUNT, t->act.scheme) && t->act.scheme != LMQ_ACT_NONE)
+        issue(is, t->name, "activations: unknown scheme %u", (unsigned)t->act.scheme);
+    if (!known(lmq_act_gran_names, LMQ_ACT_GRAN_COUNT, t->act.gran))
+        issue(is, t->name, "activations: unknown granularity %u", (unsigned)t->act.gran);
 }
 
 int lmq_manifest_check(const lmq_manifest *m, const lmq_tensor_entry *index, int n, uint32_t format_version,
