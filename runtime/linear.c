@@ -50,6 +50,18 @@ lmq_code rt_weight_of(const lmq_tensor *t, const float *b, rt_weight *W, lmq_err
 
 /* ---------------------------------------------------------------- activation quantisation */
 
+/* roundf(v) (half away from zero) clamped to [-127, 127]: truncation and its exact remainder,
+ * cheaper than a call. v is clamped first (a subnormal max makes its scale inexact, and NaN goes
+ * to -127 as through fmaxf). */
+static inline int round_clamp127(float v)
+{
+    v = fminf(fmaxf(v, -127.5f), 127.5f);
+    const int t = (int)v;
+    const float f = v - (float)t;
+    const int r = t + (f >= 0.5f) - (f <= -0.5f);
+    return r > 127 ? 127 : r < -127 ? -127 : r;
+}
+
 /* x[0..len) on the int8 grid of its own max|x| (the golden README's W8A8), into out. */
 static void act_int8(const float *x, size_t len, float *out)
 {
@@ -58,7 +70,7 @@ static void act_int8(const float *x, size_t len, float *out)
         mx = fmaxf(mx, fabsf(x[i]));
     const float s = mx / 127.0f;
     for (size_t i = 0; i < len; i++)
-        out[i] = mx > 0.0f ? fminf(fmaxf(roundf(x[i] / s), -127.0f), 127.0f) * s : 0.0f;
+        out[i] = mx > 0.0f ? (float)round_clamp127(x[i] / s) * s : 0.0f;
 }
 
 /* x[n × in] quantised as W->act says, into out: per token each row alone, per tensor all at once. */

@@ -224,7 +224,8 @@ static void ref_act(const float *x, int n, int in, lmq_act_gran gran, float *out
 
 /* Inputs quantised per token and per tensor, on every kernel set, fused and generic paths: the
  * same bits as the product over the reference's quantised x. Row 2 is zero; row 5 holds one huge
- * value, which per tensor rounds every other row to 0 and per token touches its own row only. */
+ * value, which per tensor rounds every other row to 0 and per token touches its own row only;
+ * row 7 is subnormal. */
 static void activations_case(rt_isa isa, const enc *e, stored *s, int out, int in)
 {
     enum { N = 9 };
@@ -234,6 +235,8 @@ static void activations_case(rt_isa isa, const enc *e, stored *s, int out, int i
     for (int i = 0; i < N * in; i++)
         x[i] = i / in == 2 ? 0.0f : uniform();
     x[5 * in + in / 2] = 1e4f;
+    for (int k = 0; k < in; k++) /* subnormal: a scale that is not max / 127 exactly */
+        x[7 * in + k] *= 1e-39f;
     rt_weight plain = s->W;
     for (int gran = LMQ_ACT_TOKEN; gran <= LMQ_ACT_TENSOR; gran++) {
         s->W.act = (lmq_act){ .scheme = LMQ_ACT_INT8, .gran = (uint8_t)gran };
