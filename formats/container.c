@@ -808,6 +808,7 @@ lmq_code lmq_container_read_model(const char *path, lmq_check_fn check, lmq_mode
         const lmq_tensor_entry *t = &c.tensors[c.by_offset[k]];
         const void *raw;
         void *owned;
+        lmq_tensor *added = NULL;
         if (t->q.dtype == LMQ_T_BYTES && !strncmp(t->name, "file:", 5)) {
             if (!(rc = lmq_container_read_alloc(&c, t, &owned, err)))
                 rc = lmq_model_add_file(out, t->name + 5, owned, t->raw_size, err);
@@ -815,11 +816,17 @@ lmq_code lmq_container_read_model(const char *path, lmq_check_fn check, lmq_mode
             rc = lmq_fail(err, LMQ_E_UNSUPPORTED, "%s: tensor %s is %s (granularity %s), not fp32, and no checker "
                           "was given", path, t->name, lmq_encoding_of(t->q.dtype)->name, lmq_gran_names[t->q.gran]);
         } else if (!(rc = lmq_container_view(&c, t, &raw, &owned, err)) &&
-                   !(rc = lmq_model_add_view(out, t->name, t->ndim, t->shape, t->q, raw, t->raw_size, owned, NULL,
+                   !(rc = lmq_model_add_view(out, t->name, t->ndim, t->shape, t->q, raw, t->raw_size, owned, &added,
                                              err)) &&
                    check && (rc = check(t, raw, err))) {
             lmq_err_prefix(err, "%s: tensor %s: ", path, t->name);
         }
+        const lmq_manifest_tensor *mt = rc || !added ? NULL : lmq_manifest_find(&man, t->name);
+        if (mt && mt->act.scheme != LMQ_ACT_NONE && t->ndim != 2)
+            rc = lmq_fail(err, LMQ_E_FORMAT, "%s: tensor %s: activations are quantised only at a matrix's input; "
+                          "this is %d-D", path, t->name, t->ndim);
+        else if (mt)
+            added->act = mt->act;
     }
 done:
     lmq_manifest_free(&man);

@@ -34,4 +34,16 @@ typedef struct {
     uint32_t group; /* inputs per group when gran == LMQ_GRAN_GROUP, else 0 */
 } lmq_qparams;
 
+/* Activation quantisation at run time (manifest key `activations`, recipes' rule key of the same
+ * name): the input x of the linear layer that reads a tensor is quantised before the product,
+ * s = max|x| / 127, x' = clamp(roundf(x / s), -127, 127)·s, the max taken per token (row of x)
+ * or over the layer call's whole input. Not stored in the container: the manifest carries it. */
+typedef enum { LMQ_ACT_NONE = 0, LMQ_ACT_INT8 = 1, LMQ_ACT_COUNT } lmq_act_scheme;
+typedef enum { LMQ_ACT_TOKEN = 0, LMQ_ACT_TENSOR = 1, LMQ_ACT_GRAN_COUNT } lmq_act_gran;
+
+typedef struct {
+    uint8_t scheme; /* lmq_act_scheme */
+    uint8_t gran;   /* lmq_act_gran */
+} lmq_act;
+
 #endif

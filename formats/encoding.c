@@ -28,6 +28,19 @@ const lmq_encoding lmq_encodings[LMQ_T_COUNT] = {
 
 const char *const lmq_gran_names[4] = { "none", "tensor", "channel", "group" };
 
+/* An activation scheme is named like the weight encoding it rounds to (its row gives the bits). */
+const char *const lmq_act_scheme_names[LMQ_ACT_COUNT] = { [LMQ_ACT_NONE] = NULL, [LMQ_ACT_INT8] = "int8" };
+const char *const lmq_act_gran_names[LMQ_ACT_GRAN_COUNT] = { [LMQ_ACT_TOKEN] = "token", [LMQ_ACT_TENSOR] = "tensor" };
+
+void lmq_act_describe(lmq_act a, char *buf, size_t size)
+{
+    if (a.scheme == LMQ_ACT_NONE || a.scheme >= LMQ_ACT_COUNT || a.gran >= LMQ_ACT_GRAN_COUNT) {
+        snprintf(buf, size, "%s", a.scheme == LMQ_ACT_NONE ? "" : "a?");
+        return;
+    }
+    snprintf(buf, size, "a%u %s", lmq_encoding_find(lmq_act_scheme_names[a.scheme])->bits, lmq_act_gran_names[a.gran]);
+}
+
 const lmq_encoding *lmq_encoding_of(unsigned dtype)
 {
     return dtype < LMQ_T_COUNT ? &lmq_encodings[dtype] : NULL;

@@ -49,6 +49,13 @@ extern const char *const lmq_gran_names[4];
 /* lmq_gran_names[gran], or "?" for anything else. */
 const char *lmq_gran_name(unsigned gran);
 
+/* Activation quantisation names (formats/dtype.h): [LMQ_ACT_NONE] is NULL, never written (the
+ * key is left out); "token", "tensor". */
+extern const char *const lmq_act_scheme_names[LMQ_ACT_COUNT];
+extern const char *const lmq_act_gran_names[LMQ_ACT_GRAN_COUNT];
+/* "a8 token", "a8 tensor", or "" for none: how reports append it to a weight's scheme. */
+void lmq_act_describe(lmq_act a, char *buf, size_t size);
+
 /* Checks that qp names an encoding and a combination it allows (granularity, symmetry, group
  * size: a power of two >= 16). */
 lmq_code lmq_qparams_check(const lmq_qparams *qp, lmq_err *err);

@@ -151,6 +151,12 @@ static const field tensor_calib_fields[] = {
     KEY("output_error", K_REAL, lmq_manifest_calib, out_error, .flags = F_OPTIONAL),
 };
 static const table tensor_calib_table = TABLE(tensor_calib_fields);
+/* scheme's names have no entry for none: an absent key is none, a present one names a scheme. */
+static const field act_fields[] = {
+    KEY("scheme", K_ENUM, lmq_act, scheme, NAMES(lmq_act_scheme_names)),
+    KEY("granularity", K_ENUM, lmq_act, gran, NAMES(lmq_act_gran_names)),
+};
+static const table act_table = TABLE(act_fields);
 
 static const field tensor_fields[] = {
     KEY("name", K_STR, lmq_manifest_tensor, name),
@@ -167,6 +173,7 @@ static const field tensor_fields[] = {
     { .key = "stats", .k = K_MAP, .sub = &stats_table },
     KEY("reason", K_STR, lmq_manifest_tensor, reason, .flags = F_OPTIONAL),
     KEY("calibration", K_MAP, lmq_manifest_tensor, calib, .sub = &tensor_calib_table, .flags = F_OPTIONAL),
+    KEY("activations", K_MAP, lmq_manifest_tensor, act, .sub = &act_table, .flags = F_OPTIONAL),
 };
 static const table tensor_table = TABLE(tensor_fields);
 
@@ -344,6 +351,7 @@ lmq_code lmq_manifest_add_plain(lmq_manifest *m, const lmq_tensor *t, const floa
     e->linear = lmq_is_linear(t->name, t->ndim);
     e->bits = 32 * (uint64_t)lmq_tensor_numel(t);
     e->bpw = 32;
+    e->act = t->act;
     lmq_tensor_stats(values, NULL, (size_t)lmq_tensor_numel(t), &e->stats);
     snprintf(e->reason, sizeof e->reason, "plain conversion: no recipe applied");
     return LMQ_OK;
@@ -965,6 +973,13 @@ static void check_tensor(issues *is, const lmq_manifest_tensor *t, const lmq_ten
         issue(is, t->name, "left at fp32 without a reason");
     if (e->q.dtype != LMQ_T_F32 && t->reason[0])
         issue(is, t->name, "has a reason for staying fp32 but is %s", lmq_encoding_of(e->q.dtype)->name);
+    if (t->act.scheme != LMQ_ACT_NONE && e->ndim != 2)
+        issue(is, t->name, "activations: only the input of a matrix (a linear layer) is quantised; this is %d-D",
+              e->ndim);
+    if (!known(lmq_act_scheme_names, LMQ_ACT_COUNT, t->act.scheme) && t->act.scheme != LMQ_ACT_NONE)
+        issue(is, t->name, "activations: unknown scheme %u", (unsigned)t->act.scheme);
+    if (!known(lmq_act_gran_names, LMQ_ACT_GRAN_COUNT, t->act.gran))
+        issue(is, t->name, "activations: unknown granularity %u", (unsigned)t->act.gran);
 }
 
 int lmq_manifest_check(const lmq_manifest *m, const lmq_tensor_entry *index, int n, uint32_t format_version,

@@ -45,6 +45,7 @@ typedef struct {
     lmq_stats stats;             /* of the source weights, and rel_error of their reconstruction */
     char reason[LMQ_REASON_MAX]; /* why the tensor stayed fp32; required exactly for fp32 tensors */
     lmq_manifest_calib calib;
+    lmq_act act;                 /* run-time quantisation of its linear layer's input; matrices only */
 } lmq_manifest_tensor;
 
 typedef struct {

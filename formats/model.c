@@ -120,6 +120,22 @@ lmq_code lmq_model_add_file(lmq_model *m, const char *name, uint8_t *data, size_
     return LMQ_OK;
 }
 
+lmq_code lmq_tensor_own(lmq_tensor *t, lmq_err *err)
+{
+    if (t->owned && t->owned == t->raw)
+        return LMQ_OK;
+    void *copy = malloc(t->raw_size ? t->raw_size : 1);
+    if (!copy)
+        return lmq_fail(err, LMQ_E_NOMEM, "tensor %s: out of memory (%zu bytes)", t->name, t->raw_size);
+    memcpy(copy, t->raw, t->raw_size);
+    free(t->owned);
+    t->owned = copy;
+    t->raw = copy;
+    if (t->q.dtype == LMQ_T_F32)
+        t->data = copy;
+    return LMQ_OK;
+}
+
 lmq_tensor *lmq_model_find(const lmq_model *m, const char *name)
 {
     for (int i = 0; i < m->n_tensors; i++)

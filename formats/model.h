@@ -59,6 +59,7 @@ typedef struct {
     size_t raw_size;
     float *data;        /* the values when q is fp32 (then raw == data), else NULL */
     void *owned;        /* what lmq_model_free releases for this tensor, or NULL */
+    lmq_act act;        /* quantisation of the input of the linear layer reading it (manifest) */
 } lmq_tensor;
 
 /* A file carried with the model (tokenizer.bin, vocab.json, merges.txt, tokenizer.json). */
@@ -92,6 +93,10 @@ lmq_code lmq_model_add_view(lmq_model *m, const char *name, int ndim, const int6
                             const void *raw, size_t raw_size, void *owned, lmq_tensor **out, lmq_err *err);
 /* Takes ownership of data (malloc'd, size bytes). */
 lmq_code lmq_model_add_file(lmq_model *m, const char *name, uint8_t *data, size_t size, lmq_err *err);
+
+/* Makes t's bytes its own: a view (into a read-only mapping, or borrowed) is replaced by an owned
+ * copy, so that fp32 values can be changed in place. A no-op for a tensor that owns them. */
+lmq_code lmq_tensor_own(lmq_tensor *t, lmq_err *err);
 
 lmq_tensor *lmq_model_find(const lmq_model *m, const char *name);
 const lmq_file *lmq_model_find_file(const lmq_model *m, const char *name);

@@ -156,6 +156,7 @@ static lmq_code write_tensor(q_run *r, const lmq_tensor_entry *t, const char *na
         goto done;
     m->q = p->qp;
     m->calib = o.calib;
+    m->act = p->act;
     q_describe(&p->qp, m->scheme, sizeof m->scheme);
     m->linear = lmq_is_linear(name, t->ndim);
     m->bits = L.bits;
@@ -182,7 +183,8 @@ static const q_plan_entry *plan_for(const q_plan *p, const char *name)
 static int same_encoding(const q_plan_entry *a, const q_plan_entry *b)
 {
     return !a->keep_reason == !b->keep_reason && a->qp.dtype == b->qp.dtype && a->qp.gran == b->qp.gran &&
-           a->qp.asym == b->qp.asym && a->qp.group == b->qp.group;
+           a->qp.asym == b->qp.asym && a->qp.group == b->qp.group && a->act.scheme == b->act.scheme &&
+           a->act.gran == b->act.gran;
 }
 
 static lmq_code resolve(q_run *r, lmq_err *err)

@@ -244,8 +244,52 @@ static lmq_code collect(pctx *c, const yaml_node_t *map, const char *where, cons
     return LMQ_OK;
 }
 
-enum { RK_MATCH, RK_SCHEME, RK_GRAN, RK_GROUP, RK_SYM, RK_METHOD, RK_N };
-static const char *const RULE_KEYS[RK_N] = { "match", "scheme", "granularity", "group", "symmetric", "method" };
+enum { RK_MATCH, RK_SCHEME, RK_GRAN, RK_GROUP, RK_SYM, RK_METHOD, RK_ACT, RK_N };
+static const char *const RULE_KEYS[RK_N] = { "match", "scheme", "granularity", "group", "symmetric", "method",
+                                             "activations" };
+
+/* A value named in names[0..n) (NULL entries are not names); *out its index. */
+static lmq_code get_name(pctx *c, const yaml_node_t *n, const char *key, const char *const *names, int n_names,
+                         uint8_t *out)
+{
+    const char *s;
+    lmq_code rc = get_string(c, n, key, &s);
+    for (int i = 0; !rc && i < n_names; i++)
+        if (names[i] && strcmp(names[i], s) == 0) {
+            *out = (uint8_t)i;
+            return LMQ_OK;
+        }
+    if (rc)
+        return rc;
+    char known[128] = "";
+    for (int i = 0; i < n_names; i++)
+        if (names[i])
+            snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", *known ? ", " : "", names[i]);
+    return perr(c, line_of(n), key, "unknown value '%s' (known: %s)", s, known);
+}
+
+/* activations: {scheme: int8, granularity: token|tensor}, both required. */
+enum { AK_SCHEME, AK_GRAN, AK_N };
+static const char *const ACT_KEYS[AK_N] = { "scheme", "granularity" };
+
+static lmq_code parse_act(pctx *c, const yaml_node_t *n, int key_line, const char *where, lmq_act *act)
+{
+    char key[112];
+    if (n->type != YAML_MAPPING_NODE)
+        return perr(c, line_of(n), where, "expected a mapping {scheme: int8, granularity: token or tensor}, got %s",
+                    type_name(n));
+    const yaml_node_t *v[AK_N] = { 0 };
+    int kl[AK_N] = { 0 };
+    lmq_code rc = collect(c, n, where, ACT_KEYS, AK_N, v, kl);
+    for (int k = 0; !rc && k < AK_N; k++) {
+        snprintf(key, sizeof key, "%s.%s", where, ACT_KEYS[k]);
+        if (!v[k])
+            return perr(c, key_line, key, "required key is missing");
+        rc = k == AK_SCHEME ? get_name(c, v[k], key, lmq_act_scheme_names, LMQ_ACT_COUNT, &act->scheme)
+                            : get_name(c, v[k], key, lmq_act_gran_names, LMQ_ACT_GRAN_COUNT, &act->gran);
+    }
+    return rc;
+}
 
 /* ---- methods ---- */
 
@@ -318,16 +362,11 @@ static lmq_code parse_method(pctx *c, const yaml_node_t *n, const char *where, q
         }
         return LMQ_OK;
     }
-    const char *s;
-    lmq_code rc = get_string(c, name, where, &s);
-    if (rc)
-        return rc;
-    for (int i = 0; i < LMQ_METHOD_COUNT; i++)
-        if (!strcmp(s, lmq_method_names[i])) {
-            *m = q_method_defaults[i];
-            return LMQ_OK;
-        }
-    return perr(c, line_of(name), where, "unknown method '%s' (rtn, gptq or awq)", s);
+    uint8_t i;
+    lmq_code rc = get_name(c, name, where, lmq_method_names, LMQ_METHOD_COUNT, &i);
+    if (!rc)
+        *m = q_method_defaults[i];
+    return rc;
 }
 
 static lmq_code parse_rule(pctx *c, const yaml_node_t *n, int index, q_rule *rule)
@@ -416,6 +455,8 @@ static lmq_code parse_rule(pctx *c, const yaml_node_t *n, int index, q_rule *rul
             return perr(c, kl[RK_METHOD], key, "%s chooses integer codes; %s is not an integer scheme",
                         lmq_method_names[rule->method.method], s);
     }
+    if (v[RK_ACT] && (rc = parse_act(c, v[RK_ACT], kl[RK_ACT], KEY(RK_ACT), &rule->act)))
+        return rc;
 #undef KEY
     return LMQ_OK;
 }
@@ -637,6 +678,7 @@ static void decide(const q_recipe *r, const q_tensor_ref *t, q_plan_entry *e)
         }
         e->qp = rule->qp;
         e->method = rule->method;
+        e->act = rule->act;
         e->rule_line = rule->line;
         return;
     }
@@ -710,6 +752,14 @@ lmq_code q_recipe_resolve(const q_recipe *r, const q_tensor_ref *tensors, int n_
             snprintf(key, sizeof key, "rules[%d].match", k);
             rc = check_pattern(r, &r->rules[k].match[i], key, k, all, n, err);
         }
+    for (int i = 0; i < n && !rc; i++) {
+        decide(r, &all[i], &entries[i]);
+        if (entries[i].act.scheme != LMQ_ACT_NONE && all[i].ndim != 2)
+            rc = lmq_fail(err, LMQ_E_RECIPE,
+                          "%s:%d: this rule gives activations to %d-D tensor '%s'; only the input of a matrix "
+                          "(a linear layer) is quantised: match the matrices alone",
+                          r->path, entries[i].rule_line, all[i].ndim, all[i].name);
+    }
     if (!rc) {
         for (int i = 0; i < n && !rc; i++) {
             decide(r, &all[i], &entries[i]);

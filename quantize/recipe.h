@@ -4,7 +4,8 @@
  * q_recipe_load/q_recipe_parse check everything that can be checked without a model (keys,
  * types, values, combinations) and keep the raw text and its XXH3-64 checksum for the
  * manifest. q_recipe_resolve applies the recipe to a model's tensor names and checks what
- * needs the names (every pattern matches something, integer schemes only on matrices).
+ * needs the names (every pattern matches something, integer schemes only on matrices, a rule
+ * with activations gives them to no 1-D tensor).
  * Every error names the recipe file, the line and the key. */
 #ifndef LMQ_RECIPE_H
 #define LMQ_RECIPE_H
@@ -44,7 +45,8 @@ typedef struct {
     int n_match;
     lmq_qparams qp;
     q_method method;
-    int line; /* line of the rule (its list item) */
+    lmq_act act; /* activations: quantisation of the input of the linear layers it matches */
+    int line;    /* line of the rule (its list item) */
 } q_rule;
 
 typedef struct {
@@ -83,6 +85,7 @@ typedef struct {
     char name[LMQ_NAME_MAX];
     lmq_qparams qp;          /* f32 (source precision) when keep_reason is set */
     q_method method;
+    lmq_act act;             /* the rule's activations (none when keep_reason is set) */
     const char *keep_reason; /* NULL: qp comes from a rule; else one of Q_KEEP_* */
     int rule_line;           /* the rule that decided (or, for Q_KEEP_ONLY_MATRICES, the first
                                 one that passed the tensor over); 0 for none */

@@ -7,7 +7,8 @@
  * the activations and the KV cache for up to max_tokens positions. rt_forward evaluates n
  * tokens at positions pos0.. in one pass (prefill as matrix-matrix products); rt_decode is its
  * one-token case. A token's logits are bit-identical whether it was evaluated alone from the
- * cache or inside a longer batch, and for any thread count. */
+ * cache or inside a longer batch, and for any thread count (except under per-tensor activation
+ * quantisation, whose scale is the call's by definition: runtime/linear.h). */
 #ifndef LMQ_RT_FORWARD_H
 #define LMQ_RT_FORWARD_H
 

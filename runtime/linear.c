@@ -1,5 +1,6 @@
 #include "runtime/linear.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,7 +41,44 @@ lmq_code rt_weight_of(const lmq_tensor *t, const float *b, rt_weight *W, lmq_err
     W->b = b;
     W->out = (int)t->shape[0];
     W->in = (int)t->shape[1];
+    W->act = t->act;
+    if (W->act.scheme >= LMQ_ACT_COUNT || W->act.gran >= LMQ_ACT_GRAN_COUNT)
+        return lmq_fail(err, LMQ_E_FORMAT, "tensor %s: unknown activation quantisation (%u, %u)", t->name,
+                        (unsigned)W->act.scheme, (unsigned)W->act.gran);
     return LMQ_OK;
+}
+
+/* ---------------------------------------------------------------- activation quantisation */
+
+/* roundf(v) (half away from zero) clamped to [-127, 127]: truncation and its exact remainder,
+ * cheaper than a call. v is clamped first (a subnormal max makes its scale inexact, and NaN goes
+ * to -127 as through fmaxf). */
+static inline int round_clamp127(float v)
+{
+    v = fminf(fmaxf(v, -127.5f), 127.5f);
+    const int t = (int)v;
+    const float f = v - (float)t;
+    const int r = t + (f >= 0.5f) - (f <= -0.5f);
+    return r > 127 ? 127 : r < -127 ? -127 : r;
+}
+
+/* x[0..len) on the int8 grid of its own max|x| (the golden README's W8A8), into out. */
+static void act_int8(const float *x, size_t len, float *out)
+{
+    float mx = 0.0f;
+    for (size_t i = 0; i < len; i++)
+        mx = fmaxf(mx, fabsf(x[i]));
+    const float s = mx / 127.0f;
+    for (size_t i = 0; i < len; i++)
+        out[i] = mx > 0.0f ? (float)round_clamp127(x[i] / s) * s : 0.0f;
+}
+
+/* x[n × in] quantised as W->act says, into out: per token each row alone, per tensor all at once. */
+static void act_quantize(const rt_weight *W, const float *x, int n, float *out)
+{
+    const size_t in = (size_t)W->in, span = W->act.gran == LMQ_ACT_TENSOR ? (size_t)n * in : in;
+    for (size_t k = 0; k < (size_t)n * in; k += span)
+        act_int8(x + k, span, out + k);
 }
 
 /* ---------------------------------------------------------------- fused kernels (AVX-512) */
@@ -390,6 +428,13 @@ static void linear_task(void *v, int64_t begin, int64_t end, int thread)
     }
 }
 
+/* Room for len activations: local when they fit (cap floats), else aligned heap memory (NULL when
+ * there is none). */
+static float *activations(float *local, size_t cap, size_t len)
+{
+    return len <= cap ? local : aligned_alloc(64, (len * sizeof(float) + 63) / 64 * 64);
+}
+
 lmq_code rt_linear(const rt_exec *ex, const float *x, int n, const rt_weight *W, float *y, lmq_err *err)
 {
     lmq_code c = ex->observe ? ex->observe(ex->observe_ctx, W, x, n, err) : LMQ_OK;
@@ -401,21 +446,31 @@ lmq_code rt_linear(const rt_exec *ex, const float *x, int n, const rt_weight *W,
     j.x_blocks = (n + X_BLOCK - 1) / X_BLOCK;
     const int threads = lmq_pool_threads(ex->pool);
     int held[LMQ_POOL_MAX_THREADS];
-    _Alignas(64) float local[4096]; /* a decoded token's reordered activations fit on the stack */
-    float *xp = NULL;
-    if (j.f && j.f->reorder) {
-        const size_t len = (size_t)n * (size_t)W->in;
-        if (!(xp = len <= sizeof local / sizeof *local ? local : aligned_alloc(64, (len * sizeof *xp + 63) / 64 * 64)))
-            return lmq_fail(err, LMQ_E_NOMEM, "tensor %s: out of memory for the activations", W->name);
-        j.f->reorder(x, n, W->in, xp);
-        j.x = xp;
-    }
+    /* A decoded token's quantised and reordered activations fit on the stack. */
+    _Alignas(64) float local[2][4096];
+    float *xq = NULL, *xp = NULL;
+    const size_t len = (size_t)n * (size_t)W->in, cap = sizeof local[0] / sizeof local[0][0];
     /* Aligned like the mapping's blobs: a vector load of a row never straddles two lines. */
     const size_t scratch = ((size_t)threads * W_BLOCK * (size_t)W->in * sizeof *j.scratch + 63) / 64 * 64;
+    if (W->act.scheme != LMQ_ACT_NONE) {
+        if (!(xq = activations(local[0], cap, len))) {
+            c = lmq_fail(err, LMQ_E_NOMEM, "tensor %s: out of memory for the activations", W->name);
+            goto done;
+        }
+        act_quantize(W, x, n, xq);
+        j.x = xq;
+    }
+    if (j.f && j.f->reorder) {
+        if (!(xp = activations(local[1], cap, len))) {
+            c = lmq_fail(err, LMQ_E_NOMEM, "tensor %s: out of memory for the activations", W->name);
+            goto done;
+        }
+        j.f->reorder(j.x, n, W->in, xp);
+        j.x = xp;
+    }
     if (j.staged && !(j.scratch = aligned_alloc(64, scratch))) {
-        if (xp != local)
-            free(xp);
-        return lmq_fail(err, LMQ_E_NOMEM, "tensor %s: out of memory for a block of rows", W->name);
+        c = lmq_fail(err, LMQ_E_NOMEM, "tensor %s: out of memory for a block of rows", W->name);
+        goto done;
     }
     for (int t = 0; t < threads; t++)
         held[t] = -1;
@@ -426,10 +481,13 @@ lmq_code rt_linear(const rt_exec *ex, const float *x, int n, const rt_weight *W,
      * memory serves faster than blocks dealt out alternately (+25 % decode on 2 cores). */
     const int64_t grain = tasks / (4 * threads) > 1 ? tasks / (4 * threads) : 1;
     lmq_pool_for(macs < RT_PARALLEL_MIN_WORK ? NULL : ex->pool, tasks, grain, linear_task, &j);
-    free(j.scratch);
-    if (xp != local)
-        free(xp);
     if (j.failed)
-        return lmq_fail(err, LMQ_E_FORMAT, "tensor %s: stored rows do not decode", W->name);
-    return LMQ_OK;
+        c = lmq_fail(err, LMQ_E_FORMAT, "tensor %s: stored rows do not decode", W->name);
+done:
+    free(j.scratch);
+    if (xq != local[0])
+        free(xq);
+    if (xp != local[1])
+        free(xp);
+    return c;
 }

@@ -12,7 +12,15 @@
  *   generic (any encoding, any kernel set): a block of rows is dequantised into scratch by the
  *           scheme table, then the kernel set's fp32 matrix product runs over it.
  * Either way no whole-model fp32 copy exists, and every output is summed in an order fixed by
- * the encoding and the kernel set alone: thread count and batch size never change a result. */
+ * the encoding and the kernel set alone: thread count and batch size never change a result.
+ *
+ * A weight may ask for its input to be quantised first (W8A8; `act`, from the manifest): x is
+ * replaced by x' = clamp(roundf(x / s), −127, 127)·s, s = max|x| / 127 in fp32 (a zero max gives
+ * x' = 0), element by element in scalar code, so the product sees the same x' on every kernel
+ * set. Per token the max is each row's: results stay independent of batch, threads and ISA.
+ * Per tensor it is taken over the call's whole x[n × in], so by definition a row's result
+ * depends on the other rows of the call (verify scores a window in one call, as the golden
+ * values assume; decoding one token at a time quantises each token alone). */
 #ifndef LMQ_RT_LINEAR_H
 #define LMQ_RT_LINEAR_H
 
@@ -28,9 +36,10 @@ typedef struct rt_weight {
     const uint8_t *data; /* scales, zero points and codes as schemes/scheme.h lays them out */
     const float *b;      /* [out] or NULL */
     int out, in;
+    lmq_act act;         /* quantisation of x before the product (formats/dtype.h); none: x as given */
 } rt_weight;
 
-/* A view of the 2-D tensor t with bias b (fp32, or NULL). */
+/* A view of the 2-D tensor t with bias b (fp32, or NULL), with t's activation quantisation. */
 lmq_code rt_weight_of(const lmq_tensor *t, const float *b, rt_weight *W, lmq_err *err);
 
 /* Rows [r0, r0 + n) of W as fp32, exactly as the scheme table decodes them (embedding lookups). */

@@ -503,6 +503,7 @@ static void fill_manifest(lmq_manifest *m)
     m->calib_windows = 6;
     m->calib_ctx = 256;
     m->calib_tokens = 1536;
+    t->act = (lmq_act){ LMQ_ACT_INT8, LMQ_ACT_TENSOR };
     ck_assert_int_eq(lmq_manifest_add_tensor(m, "tok_embd.weight", &t, &e), 0);
     snprintf(t->scheme, sizeof t->scheme, "fp32");
     t->q = (lmq_qparams){ .dtype = LMQ_T_F32 };
@@ -543,6 +544,7 @@ static void assert_manifests_equal(const lmq_manifest *a, const lmq_manifest *b)
         ck_assert_int_eq(x->linear, y->linear);
         ck_assert(x->bits == y->bits && x->bpw == y->bpw && !memcmp(&x->stats, &y->stats, sizeof x->stats));
         ck_assert(!memcmp(&x->calib, &y->calib, sizeof x->calib));
+        ck_assert(x->act.scheme == y->act.scheme && x->act.gran == y->act.gran);
     }
     ck_assert_int_eq(a->n_files, b->n_files);
     for (int i = 0; i < a->n_files; i++) {
@@ -578,6 +580,9 @@ START_TEST(manifest_round_trip)
     ck_assert(strstr(text, "  windows: 6\n"));
     ck_assert(!strstr(strstr(text, "tok_embd.weight"), "method:"));
     ck_assert(!strstr(text, "kind:"));
+    /* activations only where set: the first tensor's, not the embedding's. */
+    ck_assert(strstr(text, "activations:\n") && !strstr(strstr(text, "activations:\n") + 1, "activations:"));
+    ck_assert(strstr(text, "scheme: int8\n") && strstr(text, "granularity: tensor\n"));
     free(text);
     free(again);
     m.kind = LMQ_KIND_STATS;
@@ -663,6 +668,9 @@ START_TEST(manifest_parse_errors)
         { "method: gptq", "method: optq", "tensors[0] (blk.0.attn_qkv.weight).calibration.method: unknown value" },
         { "    method: gptq\n", "", "calibration: missing key 'method'" },
         { "format_version: 1\n", "kind: weights\nformat_version: 1\n", "kind: unknown value 'weights'" },
+        { "scheme: int8", "scheme: none", "tensors[0] (blk.0.attn_qkv.weight).activations.scheme: unknown value 'none'" },
+        { "granularity: tensor", "granularity: channel", "activations.granularity: unknown value 'channel'" },
+        { "    scheme: int8\n", "", "tensors[0] (blk.0.attn_qkv.weight).activations: missing key 'scheme'" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *bad = replace(text, cases[i].from, cases[i].to);
@@ -728,14 +736,15 @@ START_TEST(manifest_check_reports_all)
     m.format_version = 2;
     m.recipe = strdup("recipe text");
     m.recipe_checksum = 1;
+    m.tensors[6].act = (lmq_act){ LMQ_ACT_INT8, LMQ_ACT_TOKEN }; /* on a vector */
     int n = lmq_manifest_check(&m, c.tensors, c.n_tensors, c.version, collect, &is);
     ck_assert_int_eq(n, is.n);
     const char *named[] = { "tok_embd.weight", "blk.0.attn_norm.weight", "blk.0.attn_q.weight",
                             "blk.0.attn_v.weight", "blk.0.ffn_down.weight", "ghost.weight",
-                            "blk.0.ffn_norm.weight", "file:tokenizer.bin", "file:empty.txt", "" };
+                            "blk.0.ffn_norm.weight", "file:tokenizer.bin", "file:empty.txt", "out_norm.weight", "" };
     for (size_t i = 0; i < sizeof named / sizeof named[0]; i++)
         ck_assert_msg(has_issue(&is, named[i]), "no issue for '%s'", named[i]);
-    ck_assert_int_eq(n, 13); /* the 9 named above (ffn_down twice: stats and calibration) and 3 about the whole manifest */
+    ck_assert_int_eq(n, 14); /* the 10 named above (ffn_down twice: stats and calibration) and 3 about the whole manifest */
     lmq_manifest_free(&m);
     lmq_container_close(&c);
     test_rmtree(dir);
@@ -1166,6 +1175,57 @@ END_TEST
 
 /* The sample with a manifest that leaves out its last tensor (checksums all correct): what
  * audit's manifest check must catch. */
+/* Activations travel model → manifest → model; on a vector the writer and the reader refuse them. */
+START_TEST(activations_round_trip)
+{
+    const char *dir = test_tmpdir();
+    char path[256];
+    snprintf(path, sizeof path, "%s/a.lmq", dir);
+    lmq_model m, back;
+    lmq_manifest man;
+    lmq_err e;
+    ck_assert_int_eq(make_model(&m, &e), LMQ_OK);
+    lmq_model_find(&m, "blk.0.attn_q.weight")->act = (lmq_act){ LMQ_ACT_INT8, LMQ_ACT_TENSOR };
+    ck_assert_msg(lmq_container_write_model(path, &m, NULL, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_msg(lmq_container_read_model(path, NULL, &back, &e) == LMQ_OK, "%s", e.msg);
+    for (int i = 0; i < back.n_tensors; i++) {
+        const lmq_tensor *t = &back.tensors[i];
+        const int want = !strcmp(t->name, "blk.0.attn_q.weight");
+        ck_assert_msg(t->act.scheme == (want ? LMQ_ACT_INT8 : LMQ_ACT_NONE) && t->act.gran == (want ? LMQ_ACT_TENSOR : 0),
+                      "%s: activations %d/%d", t->name, t->act.scheme, t->act.gran);
+    }
+    lmq_model_free(&back);
+
+    /* On the norm: the writer's manifest check refuses; a file holding it anyway is refused by the reader. */
+    lmq_model_find(&m, "blk.0.attn_norm.weight")->act = (lmq_act){ LMQ_ACT_INT8, LMQ_ACT_TOKEN };
+    ck_assert_int_eq(lmq_container_write_model(path, &m, NULL, &e), LMQ_E_ARG);
+    ck_assert_msg(strstr(e.msg, "blk.0.attn_norm.weight") && strstr(e.msg, "activations"), "%s", e.msg);
+    ck_assert_int_eq(lmq_manifest_from_model(&m, &man, &e), LMQ_OK);
+    char *text;
+    size_t len;
+    lmq_writer *w;
+    ck_assert_int_eq(lmq_manifest_emit(&man, &text, &len, &e), LMQ_OK);
+    ck_assert_int_eq(lmq_writer_open(&w, path, &e), LMQ_OK);
+    for (int i = 0; i < m.n_tensors; i++)
+        ck_assert_int_eq(lmq_writer_add(w, m.tensors[i].name, m.tensors[i].q, m.tensors[i].ndim, m.tensors[i].shape,
+                                        m.tensors[i].raw, m.tensors[i].raw_size, LMQ_CODEC_NONE, &e), LMQ_OK);
+    for (int i = 0; i < m.n_files; i++) {
+        char name[LMQ_NAME_MAX + 8];
+        snprintf(name, sizeof name, "file:%s", m.files[i].name);
+        ck_assert_int_eq(lmq_writer_add(w, name, (lmq_qparams){ .dtype = LMQ_T_BYTES }, 1,
+                                        (int64_t[]){ (int64_t)m.files[i].size },
+                                        m.files[i].data, m.files[i].size, LMQ_CODEC_NONE, &e), LMQ_OK);
+    }
+    ck_assert_msg(lmq_writer_finish_text(w, text, len, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_int_eq(lmq_container_read_model(path, NULL, &back, &e), LMQ_E_FORMAT);
+    ck_assert_msg(strstr(e.msg, "blk.0.attn_norm.weight") && strstr(e.msg, "activations"), "%s", e.msg);
+    free(text);
+    lmq_manifest_free(&man);
+    lmq_model_free(&m);
+    test_rmtree(dir);
+}
+END_TEST
+
 static lmq_code write_sample_unlisted(const char *path, lmq_err *e)
 {
     lmq_model m;
@@ -1217,6 +1277,7 @@ int main(void)
     tcase_add_test(tc, linear_tensor_names);
     tcase_add_test(tc, atomic_writes);
     tcase_add_test(tc, manifest_round_trip);
+    tcase_add_test(tc, activations_round_trip);
     tcase_add_test(tc, manifest_parse_errors);
     tcase_add_test(tc, manifest_check_reports_all);
     tcase_add_test(tc, quantised_entry);

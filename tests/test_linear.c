@@ -6,7 +6,8 @@
  *              value bit for bit, through the fused path (few rows) and the staged one (many),
  *              and so must rt_weight_rows (embedding lookups);
  *   products   every output within 1e-5 of the double product, relative to Σ|x·w|;
- *   invariance a row's outputs are the same bits alone, inside a batch, and on 1, 2 or 3 threads. */
+ *   invariance a row's outputs are the same bits alone, inside a batch, and on 1, 2 or 3 threads;
+ *   activations per token and per tensor: the product over an independently quantised x. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -199,6 +200,90 @@ START_TEST(products_and_invariance)
 }
 END_TEST
 
+/* Activation quantisation, written apart from the runtime's: the max in double, the rounding by
+ * lround (half away from zero, as roundf), the clamp by comparison. */
+static void ref_act(const float *x, int n, int in, lmq_act_gran gran, float *out)
+{
+    const int rows = gran == LMQ_ACT_TENSOR ? 1 : n, span = gran == LMQ_ACT_TENSOR ? n * in : in;
+    for (int r = 0; r < rows; r++) {
+        double mx = 0;
+        for (int k = 0; k < span; k++)
+            mx = fabs((double)x[r * span + k]) > mx ? fabs((double)x[r * span + k]) : mx;
+        const float s = (float)mx / 127.0f;
+        for (int k = 0; k < span; k++) {
+            if (mx == 0) {
+                out[r * span + k] = 0.0f;
+                continue;
+            }
+            long q = lround((double)(x[r * span + k] / s));
+            q = q > 127 ? 127 : q < -127 ? -127 : q;
+            out[r * span + k] = (float)q * s;
+        }
+    }
+}
+
+/* Inputs quantised per token and per tensor, on every kernel set, fused and generic paths: the
+ * same bits as the product over the reference's quantised x. Row 2 is zero; row 5 holds one huge
+ * value, which per tensor rounds every other row to 0 and per token touches its own row only;
+ * row 7 is subnormal. */
+static void activations_case(rt_isa isa, const enc *e, stored *s, int out, int in)
+{
+    enum { N = 9 };
+    float *x = malloc((size_t)N * in * sizeof *x), *xq = malloc((size_t)N * in * sizeof *xq);
+    float *y = malloc((size_t)N * out * sizeof *y), *want = malloc((size_t)N * out * sizeof *want);
+    float *alone = malloc((size_t)out * sizeof *alone);
+    for (int i = 0; i < N * in; i++)
+        x[i] = i / in == 2 ? 0.0f : uniform();
+    x[5 * in + in / 2] = 1e4f;
+    for (int k = 0; k < in; k++) /* subnormal: a scale that is not max / 127 exactly */
+        x[7 * in + k] *= 1e-39f;
+    rt_weight plain = s->W;
+    for (int gran = LMQ_ACT_TOKEN; gran <= LMQ_ACT_TENSOR; gran++) {
+        s->W.act = (lmq_act){ .scheme = LMQ_ACT_INT8, .gran = (uint8_t)gran };
+        ref_act(x, N, in, (lmq_act_gran)gran, xq);
+        linear(isa, 2, xq, N, &plain, want);
+        for (int threads = 1; threads <= 3; threads++) {
+            linear(isa, threads, x, N, &s->W, y);
+            ck_assert_msg(!memcmp(y, want, (size_t)N * out * sizeof *y), "%s, %s [%d × %d], a8 %s on %d threads: "
+                          "not the product over the reference's quantised x", rt_isa_name(isa), e->name, out, in,
+                          lmq_act_gran_names[gran], threads);
+        }
+        for (int i = 0; i < N; i++)
+            for (int j = 0; j < out; j++) {
+                const float v = y[(size_t)i * out + j];
+                if (i == 2 || (gran == LMQ_ACT_TENSOR && i != 5))
+                    ck_assert_msg(v == 0.0f, "%s, %s, a8 %s: row %d gives %g, not 0", rt_isa_name(isa), e->name,
+                                  lmq_act_gran_names[gran], i, (double)v);
+            }
+        if (gran == LMQ_ACT_TOKEN) /* each row on its own grid: the same bits alone */
+            for (int i = 0; i < N; i++) {
+                linear(isa, 1, x + (size_t)i * in, 1, &s->W, alone);
+                ck_assert_msg(!memcmp(alone, y + (size_t)i * out, (size_t)out * sizeof *alone),
+                              "%s, %s, a8 token: row %d differs alone", rt_isa_name(isa), e->name, i);
+            }
+    }
+    s->W.act = (lmq_act){ 0 };
+    free(x);
+    free(xq);
+    free(y);
+    free(want);
+    free(alone);
+}
+
+START_TEST(activations_quantised)
+{
+    const int encs[] = { 0, 5, 10, 16 }; /* fp32, int8 channel, int4 g32 (fused where AVX-512), int2 (generic) */
+    for (rt_isa isa = RT_ISA_SCALAR; isa <= rt_isa_best(); isa++)
+        for (size_t k = 0; k < sizeof encs / sizeof encs[0]; k++)
+            for (int sh = 0; sh < N_SHAPES; sh++) {
+                stored s;
+                make(&s, &ENCODINGS[encs[k]], SHAPES[sh][0], SHAPES[sh][1]);
+                activations_case(isa, &ENCODINGS[encs[k]], &s, SHAPES[sh][0], SHAPES[sh][1]);
+                unmake(&s);
+            }
+}
+END_TEST
+
 /* Which encodings the fused kernels take: the ones the scheme table says they may. */
 START_TEST(fused_where_expected)
 {
@@ -230,6 +315,13 @@ START_TEST(bad_views)
     ck_assert_msg(strstr(err.msg, "blk.0.ffn_up.weight"), "%s", err.msg);
     t.raw_size = 40;
     ck_assert_int_eq(rt_weight_of(&t, NULL, &W, &err), LMQ_OK);
+    t.act = (lmq_act){ .scheme = LMQ_ACT_INT8, .gran = LMQ_ACT_TENSOR };
+    ck_assert_int_eq(rt_weight_of(&t, NULL, &W, &err), LMQ_OK);
+    ck_assert(W.act.scheme == LMQ_ACT_INT8 && W.act.gran == LMQ_ACT_TENSOR);
+    t.act.gran = LMQ_ACT_GRAN_COUNT;
+    ck_assert_int_eq(rt_weight_of(&t, NULL, &W, &err), LMQ_E_FORMAT);
+    ck_assert_msg(strstr(err.msg, "activation"), "%s", err.msg);
+    t.act = (lmq_act){ 0 };
     t.ndim = 1;
     ck_assert_int_eq(rt_weight_of(&t, NULL, &W, &err), LMQ_E_FORMAT);
 }
@@ -243,6 +335,7 @@ int main(void)
     tcase_add_checked_fixture(tc, pools_up, pools_down);
     tcase_add_test(tc, decodes_exactly);
     tcase_add_test(tc, products_and_invariance);
+    tcase_add_test(tc, activations_quantised);
     tcase_add_test(tc, fused_where_expected);
     tcase_add_test(tc, bad_views);
     suite_add_tcase(s, tc);

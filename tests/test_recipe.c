@@ -525,6 +525,51 @@ START_TEST(resolve_int_on_1d)
 }
 END_TEST
 
+/* activations: parsed with the rule, errors with line and key, given only to matrices. */
+START_TEST(activations)
+{
+    const char *head = "name: x\nrules:\n  - match: \"blk.*.attn_*.weight\"\n    scheme: int8\n"
+                       "    granularity: channel\n";
+    char text[512];
+    q_recipe r;
+    lmq_err e;
+    snprintf(text, sizeof text, "%s    activations: {scheme: int8, granularity: tensor}\n", head);
+    ck_assert_msg(parse(text, &r, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_int_eq(r.rules[0].act.scheme, LMQ_ACT_INT8);
+    ck_assert_int_eq(r.rules[0].act.gran, LMQ_ACT_TENSOR);
+    q_recipe_free(&r);
+    snprintf(text, sizeof text, "%s    activations: {scheme: int4, granularity: token}\n", head);
+    parse_fails(text, "recipe.yaml:6: rules[0].activations.scheme: unknown value 'int4' (known: int8)", NULL);
+    snprintf(text, sizeof text, "%s    activations: {scheme: int8, granularity: channel}\n", head);
+    parse_fails(text, "recipe.yaml:6: rules[0].activations.granularity: unknown value 'channel' (known: token, tensor)",
+                NULL);
+    snprintf(text, sizeof text, "%s    activations: {scheme: int8}\n", head);
+    parse_fails(text, "recipe.yaml:6: rules[0].activations.granularity: required key is missing", NULL);
+    snprintf(text, sizeof text, "%s    activations: {scheme: int8, granularity: token, symmetric: false}\n", head);
+    parse_fails(text, "recipe.yaml:6: rules[0].activations.symmetric: unknown key", NULL);
+    snprintf(text, sizeof text, "%s    activations: int8\n", head);
+    parse_fails(text, "recipe.yaml:6: rules[0].activations: expected a mapping", NULL);
+
+    /* An integer rule passes the norms it matches over: only the matrices get activations. */
+    names_t m;
+    llama_names(&m, 2);
+    q_plan plan;
+    snprintf(text, sizeof text, "%s    activations: {scheme: int8, granularity: token}\n", head);
+    ck_assert_msg(resolve(text, &m, 1, &plan, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_int_eq(entry(&plan, "blk.1.attn_k.weight")->act.scheme, LMQ_ACT_INT8);
+    ck_assert_int_eq(entry(&plan, "blk.1.attn_norm.weight")->act.scheme, LMQ_ACT_NONE);
+    ck_assert_int_eq(entry(&plan, "blk.1.ffn_up.weight")->act.scheme, LMQ_ACT_NONE);
+    q_plan_free(&plan);
+    /* A float rule would give them to a norm: an error naming the rule's line and the tensor. */
+    ck_assert_int_eq(resolve("name: x\nrules:\n  - match: \"blk.*\"\n    scheme: fp16\n"
+                             "    activations: {scheme: int8, granularity: token}\n", &m, 1, &plan, &e),
+                     LMQ_E_RECIPE);
+    ck_assert_msg(strstr(e.msg, "recipe.yaml:3: this rule gives activations to 1-D tensor 'blk.0.attn_norm.weight'"),
+                  "%s", e.msg);
+    ck_assert_ptr_null(plan.entries);
+}
+END_TEST
+
 /* A wildcard integer rule passes over the 1-D tensors it matches; later rules may take them. */
 START_TEST(resolve_1d_pass_over)
 {
@@ -709,36 +754,40 @@ static tclass classify(const char *name, int ndim)
 #define BF16 { LMQ_T_BF16, LMQ_GRAN_NONE, 0, 0 }
 #define INT(bits, gran, group, asym) { LMQ_T_INT##bits, LMQ_GRAN_##gran, asym, group }
 #define LINEAR_ONLY(qp) { qp, KEEP, KEEP, KEEP }
+#define A_NONE { LMQ_ACT_NONE, LMQ_ACT_TOKEN }
 
 static const struct {
     const char *file;
     lmq_qparams want[C_N]; /* per class; dtype LMQ_T_COUNT: kept at source precision */
     int quantised_llama5, quantised_gpt2_4; /* entries a rule decided, incl. output.weight */
+    lmq_act act;                            /* of the linear layers; every other tensor has none */
     lmq_method method;                      /* of the linear layers' rule */
     int act_order;
 } SHIPPED[] = {
-    { "fp16", { F16, F16, F16, F16 }, 48, 53, LMQ_METHOD_RTN, 0 },
-    { "bf16", { BF16, BF16, BF16, BF16 }, 48, 53, LMQ_METHOD_RTN, 0 },
-    { "int8-tensor", LINEAR_ONLY(INT(8, TENSOR, 0, 0)), 35, 16, LMQ_METHOD_RTN, 0 },
-    { "int8-channel", LINEAR_ONLY(INT(8, CHANNEL, 0, 0)), 35, 16, LMQ_METHOD_RTN, 0 },
-    { "int8-g128", LINEAR_ONLY(INT(8, GROUP, 128, 0)), 35, 16, LMQ_METHOD_RTN, 0 },
-    { "int4-channel", LINEAR_ONLY(INT(4, CHANNEL, 0, 0)), 35, 16, LMQ_METHOD_RTN, 0 },
-    { "int4-g128", LINEAR_ONLY(INT(4, GROUP, 128, 0)), 35, 16, LMQ_METHOD_RTN, 0 },
-    { "int4-g64", LINEAR_ONLY(INT(4, GROUP, 64, 0)), 35, 16, LMQ_METHOD_RTN, 0 },
-    { "int4-g32", LINEAR_ONLY(INT(4, GROUP, 32, 0)), 35, 16, LMQ_METHOD_RTN, 0 },
-    { "int4-g32-asym", LINEAR_ONLY(INT(4, GROUP, 32, 1)), 35, 16, LMQ_METHOD_RTN, 0 },
-    { "int3-g32", LINEAR_ONLY(INT(3, GROUP, 32, 0)), 35, 16, LMQ_METHOD_RTN, 0 },
-    { "int2-g32", LINEAR_ONLY(INT(2, GROUP, 32, 0)), 35, 16, LMQ_METHOD_RTN, 0 },
-    { "emb-int8-row", { KEEP, INT(8, CHANNEL, 0, 0), INT(8, CHANNEL, 0, 0), KEEP }, 2, 2, LMQ_METHOD_RTN, 0 },
-    { "emb-int4-g32", { KEEP, INT(4, GROUP, 32, 0), INT(4, GROUP, 32, 0), KEEP }, 2, 2, LMQ_METHOD_RTN, 0 },
-    { "w8a16", LINEAR_ONLY(INT(8, CHANNEL, 0, 0)), 35, 16, LMQ_METHOD_RTN, 0 },
-    { "w4a16", { INT(4, GROUP, 128, 0), F16, INT(8, CHANNEL, 0, 0), KEEP }, 37, 18, LMQ_METHOD_RTN, 0 },
-    { "gptq-int4-g128", LINEAR_ONLY(INT(4, GROUP, 128, 0)), 35, 16, LMQ_METHOD_GPTQ, 0 },
-    { "gptq-int4-g32", LINEAR_ONLY(INT(4, GROUP, 32, 0)), 35, 16, LMQ_METHOD_GPTQ, 0 },
-    { "gptq-int3-g128", LINEAR_ONLY(INT(3, GROUP, 128, 0)), 35, 16, LMQ_METHOD_GPTQ, 0 },
-    { "gptq-int4-g128-actorder", LINEAR_ONLY(INT(4, GROUP, 128, 0)), 35, 16, LMQ_METHOD_GPTQ, 1 },
-    { "awq-int4-g128", LINEAR_ONLY(INT(4, GROUP, 128, 0)), 35, 16, LMQ_METHOD_AWQ, 0 },
-    { "awq-int3-g128", LINEAR_ONLY(INT(3, GROUP, 128, 0)), 35, 16, LMQ_METHOD_AWQ, 0 },
+    { "fp16", { F16, F16, F16, F16 }, 48, 53, A_NONE, LMQ_METHOD_RTN, 0 },
+    { "bf16", { BF16, BF16, BF16, BF16 }, 48, 53, A_NONE, LMQ_METHOD_RTN, 0 },
+    { "int8-tensor", LINEAR_ONLY(INT(8, TENSOR, 0, 0)), 35, 16, A_NONE, LMQ_METHOD_RTN, 0 },
+    { "int8-channel", LINEAR_ONLY(INT(8, CHANNEL, 0, 0)), 35, 16, A_NONE, LMQ_METHOD_RTN, 0 },
+    { "int8-g128", LINEAR_ONLY(INT(8, GROUP, 128, 0)), 35, 16, A_NONE, LMQ_METHOD_RTN, 0 },
+    { "int4-channel", LINEAR_ONLY(INT(4, CHANNEL, 0, 0)), 35, 16, A_NONE, LMQ_METHOD_RTN, 0 },
+    { "int4-g128", LINEAR_ONLY(INT(4, GROUP, 128, 0)), 35, 16, A_NONE, LMQ_METHOD_RTN, 0 },
+    { "int4-g64", LINEAR_ONLY(INT(4, GROUP, 64, 0)), 35, 16, A_NONE, LMQ_METHOD_RTN, 0 },
+    { "int4-g32", LINEAR_ONLY(INT(4, GROUP, 32, 0)), 35, 16, A_NONE, LMQ_METHOD_RTN, 0 },
+    { "int4-g32-asym", LINEAR_ONLY(INT(4, GROUP, 32, 1)), 35, 16, A_NONE, LMQ_METHOD_RTN, 0 },
+    { "int3-g32", LINEAR_ONLY(INT(3, GROUP, 32, 0)), 35, 16, A_NONE, LMQ_METHOD_RTN, 0 },
+    { "int2-g32", LINEAR_ONLY(INT(2, GROUP, 32, 0)), 35, 16, A_NONE, LMQ_METHOD_RTN, 0 },
+    { "emb-int8-row", { KEEP, INT(8, CHANNEL, 0, 0), INT(8, CHANNEL, 0, 0), KEEP }, 2, 2, A_NONE, LMQ_METHOD_RTN, 0 },
+    { "emb-int4-g32", { KEEP, INT(4, GROUP, 32, 0), INT(4, GROUP, 32, 0), KEEP }, 2, 2, A_NONE, LMQ_METHOD_RTN, 0 },
+    { "w8a16", LINEAR_ONLY(INT(8, CHANNEL, 0, 0)), 35, 16, A_NONE, LMQ_METHOD_RTN, 0 },
+    { "w8a8", LINEAR_ONLY(INT(8, CHANNEL, 0, 0)), 35, 16, { LMQ_ACT_INT8, LMQ_ACT_TOKEN }, LMQ_METHOD_RTN, 0 },
+    { "w8a8-tensor", LINEAR_ONLY(INT(8, CHANNEL, 0, 0)), 35, 16, { LMQ_ACT_INT8, LMQ_ACT_TENSOR }, LMQ_METHOD_RTN, 0 },
+    { "w4a16", { INT(4, GROUP, 128, 0), F16, INT(8, CHANNEL, 0, 0), KEEP }, 37, 18, A_NONE, LMQ_METHOD_RTN, 0 },
+    { "gptq-int4-g128", LINEAR_ONLY(INT(4, GROUP, 128, 0)), 35, 16, A_NONE, LMQ_METHOD_GPTQ, 0 },
+    { "gptq-int4-g32", LINEAR_ONLY(INT(4, GROUP, 32, 0)), 35, 16, A_NONE, LMQ_METHOD_GPTQ, 0 },
+    { "gptq-int3-g128", LINEAR_ONLY(INT(3, GROUP, 128, 0)), 35, 16, A_NONE, LMQ_METHOD_GPTQ, 0 },
+    { "gptq-int4-g128-actorder", LINEAR_ONLY(INT(4, GROUP, 128, 0)), 35, 16, A_NONE, LMQ_METHOD_GPTQ, 1 },
+    { "awq-int4-g128", LINEAR_ONLY(INT(4, GROUP, 128, 0)), 35, 16, A_NONE, LMQ_METHOD_AWQ, 0 },
+    { "awq-int3-g128", LINEAR_ONLY(INT(3, GROUP, 128, 0)), 35, 16, A_NONE, LMQ_METHOD_AWQ, 0 },
 };
 #define N_SHIPPED (int)(sizeof SHIPPED / sizeof *SHIPPED)
 
@@ -752,6 +801,9 @@ static void check_plan(int k, const q_plan *plan, const q_tensor_ref *refs, int 
         tclass c = classify(p->name, ndim);
         per_class[c]++;
         const lmq_qparams *w = &SHIPPED[k].want[c];
+        const lmq_act none = { 0 }, *act = c == C_LINEAR ? &SHIPPED[k].act : &none;
+        ck_assert_msg(p->act.scheme == act->scheme && p->act.gran == act->gran, "%s: %s has activations %d/%d",
+                      SHIPPED[k].file, p->name, p->act.scheme, p->act.gran);
         if (w->dtype == LMQ_T_COUNT) {
             ck_assert_msg(p->keep_reason, "%s: %s was not to be touched", SHIPPED[k].file, p->name);
             ck_assert(strcmp(p->keep_reason, Q_KEEP_NO_RULE) == 0 || strcmp(p->keep_reason, Q_KEEP_ONLY_MATRICES) == 0);
@@ -871,6 +923,7 @@ int main(void)
     tcase_add_test(tc, resolve_unmatched_pattern);
     tcase_add_test(tc, resolve_int_on_1d);
     tcase_add_test(tc, resolve_1d_pass_over);
+    tcase_add_test(tc, activations);
     tcase_add_test(tc, resolve_first_match);
     tcase_add_test(tc, resolve_ignore);
     tcase_add_test(tc, resolve_tied);

@@ -25,10 +25,22 @@ static void shape_str(const lmq_tensor_entry *t, char *buf, size_t n)
         snprintf(buf + k, n - k, "]");
 }
 
+/* The manifest's scheme, and the activation quantisation of its layer when it has one. */
+static void scheme_str(const lmq_manifest_tensor *mt, char *buf, size_t n)
+{
+    char act[32];
+    if (!mt) {
+        snprintf(buf, n, "-");
+        return;
+    }
+    lmq_act_describe(mt->act, act, sizeof act);
+    snprintf(buf, n, "%s%s%s", mt->scheme, *act ? ", " : "", act);
+}
+
 static void print_table(const lmq_container *c, const lmq_manifest *man)
 {
     int wn = 4, ws = 5, we = 8, wc = 6;
-    char shape[96], enc[160];
+    char shape[96], enc[160], scheme[LMQ_SCHEME_MAX + 40];
     for (int i = 0; i < c->n_tensors; i++) {
         const lmq_tensor_entry *t = &c->tensors[i];
         const lmq_manifest_tensor *mt = man ? lmq_manifest_find(man, t->name) : NULL;
@@ -41,7 +53,8 @@ static void print_table(const lmq_container *c, const lmq_manifest *man)
             ws = l;
         if ((l = (int)strlen(enc)) > we)
             we = l;
-        if (mt && (l = (int)strlen(mt->scheme)) > wc)
+        scheme_str(mt, scheme, sizeof scheme);
+        if ((l = (int)strlen(scheme)) > wc)
             wc = l;
     }
     printf("%-*s  %-*s  %-*s  %-*s  %-5s  %12s  %12s  %12s  %-16s\n", wn, "name", ws, "shape", we, "encoding", wc,
@@ -52,8 +65,9 @@ static void print_table(const lmq_container *c, const lmq_manifest *man)
         const lmq_manifest_tensor *mt = man ? lmq_manifest_find(man, t->name) : NULL;
         shape_str(t, shape, sizeof shape);
         q_describe(&t->q, enc, sizeof enc);
+        scheme_str(mt, scheme, sizeof scheme);
         printf("%-*s  %-*s  %-*s  %-*s  %-5s  %12" PRIu64 "  %12" PRIu64 "  %12" PRIu64 "  %016" PRIx64 "\n", wn,
-               t->name, ws, shape, we, enc, wc, mt ? mt->scheme : "-", lmq_codec_names[t->codec], t->stored_size,
+               t->name, ws, shape, we, enc, wc, scheme, lmq_codec_names[t->codec], t->stored_size,
                t->raw_size, t->offset, t->checksum);
         stored += t->stored_size;
         raw += t->raw_size;

@@ -18,6 +18,7 @@ static const struct {
     { "inspect", cmd_inspect, "inspect A.lmq                               manifest and tensor table" },
     { "audit", cmd_audit, "audit A.lmq [...]                           checksums and manifest policy" },
     { "synth", cmd_synth, "synth --shape SHAPE -o DIR [--seed S]       a real-shape checkpoint of random weights" },
+    { "outliers", cmd_outliers, "outliers IN.lmq -o OUT.lmq [--channels 4] [--factor 30] [--seed 1]  a test model with activation outliers" },
     { "probe", cmd_probe, "probe [--mib N] [--threads N] [--json]      this machine's memory read bandwidth" },
 };
 

@@ -43,7 +43,11 @@ lmq_code vf_row_from_artefact(const char *path, vf_row *row, lmq_err *err)
         const lmq_manifest_tensor *t = &man.tensors[i];
         if (t->q.dtype == LMQ_T_F32)
             continue;
+        char act[32];
+        lmq_act_describe(t->act, act, sizeof act);
         add_scheme(row->scheme, sizeof row->scheme, t->scheme);
+        if (*act)
+            add_scheme(row->scheme, sizeof row->scheme, act);
         errs[row->n_changed++] = t->stats.rel_error;
         if (t->stats.rel_error >= row->err_worst) {
             row->err_worst = t->stats.rel_error;

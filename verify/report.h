@@ -11,7 +11,8 @@
 
 typedef struct {
     char path[512];
-    char scheme[256];     /* what was done: the distinct encodings of its changed tensors */
+    char scheme[256];     /* what was done: the distinct encodings of its changed tensors, and "a8 token"
+                             or "a8 tensor" when their inputs are quantised */
     double linear_bpw;    /* storage bits per weight over the linear layers */
     double mib;           /* the whole artefact on disk */
     int n_changed;        /* tensors whose encoding is not fp32 */
