@@ -51,68 +51,79 @@ static void axpy_sub(double *restrict y, double a, const double *restrict x, int
         y[k] -= a * x[k];
 }
 
-/* Products per parallel chunk of the factorisation: enough to pay for the hand-off. */
-enum { FACTOR_WORK = 1 << 14 };
+/* The factorisation works on blocks of NB columns: a row stays in cache while it meets the NB
+ * columns of a block, and a block's rows stay in cache while every row meets them. Products per
+ * parallel chunk: enough to pay for the hand-off. */
+enum { NB = 64, FACTOR_WORK = 1 << 14 };
 
 typedef struct {
     double *A;
-    int64_t n, j;
-    const double *diag; /* the inverse pass: L's diagonal */
-    double *x;          /* the inverse pass: n scratch doubles per thread */
+    int64_t n, k0, k1;  /* Cholesky: the block of columns [k0, k1) */
+    const double *diag; /* the inverse: L's diagonal */
 } factor_job;
 
-/* Cholesky, column j (rows j+1 ..): L_ij = (A_ij - Σ_k<j L_ik L_jk) / L_jj. */
-static void cholesky_rows(void *ctx, int64_t begin, int64_t end, int thread)
+/* L_ij = (A_ij - Σ_k<j L_ik L_jk) / L_jj for the columns j of the block. */
+static void cholesky_entries(const factor_job *f, double *li, int64_t j1)
 {
-    (void)thread;
-    const factor_job *f = ctx;
-    const int64_t n = f->n, j = f->j;
-    const double *lj = f->A + j * n;
-    for (int64_t i = j + 1 + begin; i < j + 1 + end; i++) {
-        double *li = f->A + i * n;
+    for (int64_t j = f->k0; j < j1; j++) {
+        const double *lj = f->A + j * f->n;
         li[j] = (li[j] - cal_dot(li, lj, j)) / lj[j];
     }
 }
 
-/* Columns [begin, end) of X = L⁻¹ by forward substitution (L x = e_j), each written transposed
- * into row j of the upper triangle, which nothing reads: X_ij (i >= j) at A[j][i]. */
+/* Rows k1 + [begin, end), below the block. */
+static void cholesky_rows(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    (void)thread;
+    const factor_job *f = ctx;
+    for (int64_t i = f->k1 + begin; i < f->k1 + end; i++)
+        cholesky_entries(f, f->A + i * f->n, f->k1);
+}
+
+/* Blocks of columns [begin, end) of X = L⁻¹ by forward substitution (L x_j = e_j), x_j written
+ * transposed into row j of the upper triangle, which nothing else reads: X_ij (i >= j) at
+ * A[j][i], so x_j is contiguous there. */
 static void inverse_cols(void *ctx, int64_t begin, int64_t end, int thread)
 {
+    (void)thread;
     const factor_job *f = ctx;
     const int64_t n = f->n;
-    double *x = f->x + (size_t)thread * (size_t)n;
-    for (int64_t j = begin; j < end; j++) {
-        x[j] = 1.0 / f->diag[j];
-        for (int64_t i = j + 1; i < n; i++)
-            x[i] = -cal_dot(f->A + i * n + j, x + j, i - j) / f->diag[i];
-        for (int64_t i = j; i < n; i++)
-            f->A[j * n + i] = x[i];
+    double *A = f->A;
+    for (int64_t c0 = begin * NB; c0 < end * NB && c0 < n; c0 += NB) {
+        const int64_t c1 = c0 + NB < n ? c0 + NB : n;
+        for (int64_t i = c0; i < n; i++)
+            for (int64_t j = c0; j < c1 && j <= i; j++)
+                A[j * n + i] = i == j ? 1.0 / f->diag[j]
+                                      : -cal_dot(A + i * n + j, A + j * n + j, i - j) / f->diag[i];
     }
 }
 
 /* U (upper, H⁻¹ = UᵀU) of H permuted (row p of U is input perm[p]) and damped by λ, in A (n × n;
  * only the upper triangle is U). With J the reversal, J H J = L Lᵀ gives H = V Vᵀ with V = J L J
  * upper, so H⁻¹ = (V⁻¹)ᵀ V⁻¹ and U = V⁻¹ = J L⁻¹ J: one Cholesky and one triangular inverse in
- * place, both on pool's threads (each product computed as on one thread). diag: n doubles; x: n
- * doubles per pool thread. Returns -1, or the position whose pivot was not positive. */
+ * place, both on pool's threads (each product computed as on one thread). diag: n doubles.
+ * Returns -1, or the position whose pivot was not positive. */
 static int64_t factor(const double *G, const int64_t *perm, int64_t n, double lambda, double *A,
-                      double *diag, double *x, lmq_pool *pool)
+                      double *diag, lmq_pool *pool)
 {
     for (int64_t p = 0; p < n; p++)
         for (int64_t q = 0; q < n; q++)
             A[(n - 1 - p) * n + (n - 1 - q)] = p == q ? h_diag(G, n, perm[p]) + lambda
                                                       : 2 * G[perm[p] * n + perm[q]];
-    factor_job f = { .A = A, .n = n, .diag = diag, .x = x };
-    for (int64_t j = 0; j < n; j++) {
-        double *lj = A + j * n;
-        const double s = lj[j] - cal_dot(lj, lj, j);
-        if (!(s > 0) || !isfinite(s))
-            return n - 1 - j;
-        lj[j] = diag[j] = sqrt(s);
-        f.j = j;
-        lmq_pool_for(pool, n - 1 - j, 1 + FACTOR_WORK / (j + 1), cholesky_rows, &f);
+    factor_job f = { .A = A, .n = n, .diag = diag };
+    for (f.k0 = 0; f.k0 < n; f.k0 = f.k1) {
+        f.k1 = f.k0 + NB < n ? f.k0 + NB : n;
+        for (int64_t i = f.k0; i < f.k1; i++) { /* the block's own rows, in order */
+            double *li = A + i * n;
+            cholesky_entries(&f, li, i);
+            const double s = li[i] - cal_dot(li, li, i);
+            if (!(s > 0) || !isfinite(s))
+                return n - 1 - i;
+            li[i] = diag[i] = sqrt(s);
+        }
+        lmq_pool_for(pool, n - f.k1, 1 + FACTOR_WORK / (NB * f.k1), cholesky_rows, &f);
     }
-    lmq_pool_for(pool, n, 1 + FACTOR_WORK / (n * n / 2 + 1), inverse_cols, &f);
+    lmq_pool_for(pool, (n + NB - 1) / NB, 1, inverse_cols, &f);
     /* U_pq = X_{n-1-p, n-1-q}, held at A[n-1-q][n-1-p]: a reflection of the upper triangle
      * across its anti-diagonal. */
     for (int64_t p = 0; p < n; p++)
@@ -250,12 +261,11 @@ lmq_code cal_gptq(const lmq_qparams *qp, const float *W, int64_t rows, int64_t c
     float *Wq = malloc(nw * sizeof *Wq);
     uint32_t *codes = malloc(nw * sizeof *codes);
     double *A = malloc((size_t)(cols * cols) * sizeof *A), *diag = malloc((size_t)cols * sizeof *diag);
-    double *x = malloc((size_t)cols * (size_t)lmq_pool_threads(pool) * sizeof *x);
     unsigned char *dead = malloc((size_t)cols);
     int64_t *perm = malloc((size_t)cols * sizeof *perm);
     col_key *keys = malloc((size_t)cols * sizeof *keys);
     q_group *groups = calloc((size_t)(L.n_scales ? L.n_scales : 1), sizeof *groups);
-    if (!Wq || !codes || !A || !diag || !x || !dead || !perm || !keys || !groups) {
+    if (!Wq || !codes || !A || !diag || !dead || !perm || !keys || !groups) {
         rc = lmq_fail(err, LMQ_E_NOMEM, "GPTQ: no memory for a [%" PRId64 ", %" PRId64 "] layer "
                       "(%zu MiB)", rows, cols, ((size_t)(cols * cols) * 8 + nw * 8) >> 20);
         goto done;
@@ -281,7 +291,7 @@ lmq_code cal_gptq(const lmq_qparams *qp, const float *W, int64_t rows, int64_t c
 
     res->damp_used = p->damp;
     res->damp_raises = 0;
-    for (int64_t bad; (bad = factor(G, perm, cols, res->damp_used * mean, A, diag, x, pool)) >= 0;) {
+    for (int64_t bad; (bad = factor(G, perm, cols, res->damp_used * mean, A, diag, pool)) >= 0;) {
         if (res->damp_raises == MAX_RAISES) {
             rc = lmq_fail(err, LMQ_E_NUMERIC, "GPTQ: the Hessian 2·XᵀX is not positive definite "
                           "(input %" PRId64 ") even damped by %g × its mean diagonal: the Gram "
@@ -318,7 +328,6 @@ done:
     free(codes);
     free(A);
     free(diag);
-    free(x);
     free(dead);
     free(perm);
     free(keys);
