@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/fp.h"
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define HAVE_X86 1
@@ -62,15 +64,21 @@ static inline int round_clamp127(float v)
     return r > 127 ? 127 : r < -127 ? -127 : r;
 }
 
-/* x[0..len) on the int8 grid of its own max|x| (the golden README's W8A8), into out. */
-static void act_int8(const float *x, size_t len, float *out)
+/* The int8 activation scale of x[0..len): max|x| / 127 (0 for a zero max). */
+static float act_scale(const float *x, size_t len)
 {
     float mx = 0.0f;
     for (size_t i = 0; i < len; i++)
         mx = fmaxf(mx, fabsf(x[i]));
-    const float s = mx / 127.0f;
+    return mx / 127.0f;
+}
+
+/* x[0..len) on the int8 grid of its own max|x| (the golden README's W8A8), into out. */
+static void act_int8(const float *x, size_t len, float *out)
+{
+    const float s = act_scale(x, len);
     for (size_t i = 0; i < len; i++)
-        out[i] = mx > 0.0f ? (float)round_clamp127(x[i] / s) * s : 0.0f;
+        out[i] = s > 0.0f ? (float)round_clamp127(x[i] / s) * s : 0.0f;
 }
 
 /* x[n × in] quantised as W->act says, into out: per token each row alone, per tensor all at once. */
@@ -428,6 +436,109 @@ static void linear_task(void *v, int64_t begin, int64_t end, int thread)
     }
 }
 
+/* ---------------------------------------------------------------- int8 × int8 (W8A8 per token) */
+
+/* Symmetric int8 weights per channel with int8 activations per token: every output is an exact
+ * integer sum Σ q_x·q_w (q_w = code − 128) scaled once, ((float)sum · s_x) · s_w (+ b). Integer
+ * sums do not depend on their order, so every kernel set gives the same bits: AVX-512 VNNI where
+ * the CPU has it, a plain loop otherwise. */
+typedef struct {
+    const rt_weight *W;
+    const int8_t *qx;   /* [n × ldq] codes, zero beyond in */
+    const float *sx;    /* [n] */
+    const int32_t *sum; /* [n]: Σ q_x, for the −128 of the codes */
+    size_t ldq;
+    int n, vnni;
+    float *y;
+} int8_job;
+
+/* Up to this many inputs a row's sum of code·q (at most 255·127 each) fits in int32. */
+#define INT8_MAX_IN 65536
+
+/* Σ q[k]·c[k] over k < in, codes c unsigned (the stored bytes). */
+static int32_t dot_u8s8_scalar(const uint8_t *c, const int8_t *q, size_t in)
+{
+    int32_t acc = 0;
+    for (size_t k = 0; k < in; k++)
+        acc += (int32_t)c[k] * q[k];
+    return acc;
+}
+
+#if HAVE_X86
+/* The same 64 codes at a time (vpdpbusd: unsigned × signed bytes into int32 lanes, exact). */
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) static int32_t dot_u8s8_vnni(const uint8_t *c, const int8_t *q,
+                                                                                     size_t in)
+{
+    __m512i acc = _mm512_setzero_si512();
+    for (size_t k = 0; k < in; k += 64) {
+        const __mmask64 m = in - k >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << (in - k)) - 1);
+        acc = _mm512_dpbusd_epi32(acc, _mm512_maskz_loadu_epi8(m, c + k), _mm512_loadu_si512(q + k));
+    }
+    return _mm512_reduce_add_epi32(acc);
+}
+
+static int have_vnni(void)
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512vnni");
+}
+#else
+static int32_t dot_u8s8_vnni(const uint8_t *c, const int8_t *q, size_t in) { return dot_u8s8_scalar(c, q, in); }
+static int have_vnni(void) { return 0; }
+#endif
+
+static void int8_task(void *v, int64_t begin, int64_t end, int thread)
+{
+    (void)thread;
+    const int8_job *j = v;
+    const rt_weight *W = j->W;
+    const size_t in = (size_t)W->in;
+    for (int64_t t = begin; t < end; t++)
+        for (int r = (int)t * W_BLOCK; r < W->out && r < (int)(t + 1) * W_BLOCK; r++) {
+            uint16_t h;
+            memcpy(&h, W->data + 2 * (size_t)r, 2);
+            const float sw = lmq_f16_to_f32(h);
+            const uint8_t *c = W->data + W->L.code_offset + (size_t)r * in;
+            for (int i = 0; i < j->n; i++) {
+                const int8_t *q = j->qx + (size_t)i * j->ldq;
+                const int32_t dot = (j->vnni ? dot_u8s8_vnni(c, q, in) : dot_u8s8_scalar(c, q, in)) - 128 * j->sum[i];
+                const float out = (float)dot * j->sx[i] * sw;
+                j->y[(size_t)i * W->out + r] = W->b ? out + W->b[r] : out;
+            }
+        }
+}
+
+static int int8_path(const rt_weight *W)
+{
+    return W->q.dtype == LMQ_T_INT8 && W->q.gran == LMQ_GRAN_CHANNEL && !W->q.asym &&
+           W->act.scheme == LMQ_ACT_INT8 && W->act.gran == LMQ_ACT_TOKEN && W->in <= INT8_MAX_IN;
+}
+
+static lmq_code int8_linear(const rt_exec *ex, const float *x, int n, const rt_weight *W, float *y, lmq_err *err)
+{
+    const size_t in = (size_t)W->in, ldq = (in + 63) / 64 * 64;
+    int8_job j = { .W = W, .ldq = ldq, .n = n, .vnni = ex->isa == RT_ISA_AVX512 && have_vnni(), .y = y };
+    int8_t *qx = calloc((size_t)n * ldq, 1);
+    float *sx = malloc((size_t)n * sizeof *sx);
+    int32_t *sum = malloc((size_t)n * sizeof *sum);
+    if (!qx || !sx || !sum) {
+        free(qx), free(sx), free(sum);
+        return lmq_fail(err, LMQ_E_NOMEM, "tensor %s: out of memory for the activations", W->name);
+    }
+    for (int i = 0; i < n; i++) {
+        const float *xi = x + (size_t)i * in;
+        sx[i] = act_scale(xi, in);
+        sum[i] = 0;
+        for (size_t k = 0; k < in && sx[i] > 0.0f; k++)
+            sum[i] += qx[(size_t)i * ldq + k] = (int8_t)round_clamp127(xi[k] / sx[i]);
+    }
+    j.qx = qx, j.sx = sx, j.sum = sum;
+    const int64_t tasks = (W->out + W_BLOCK - 1) / W_BLOCK, macs = (int64_t)n * W->out * W->in;
+    lmq_pool_for(macs < RT_PARALLEL_MIN_WORK ? NULL : ex->pool, tasks, 1, int8_task, &j);
+    free(qx), free(sx), free(sum);
+    return LMQ_OK;
+}
+
 /* Room for len activations: local when they fit (cap floats), else aligned heap memory (NULL when
  * there is none). */
 static float *activations(float *local, size_t cap, size_t len)
@@ -440,6 +551,8 @@ lmq_code rt_linear(const rt_exec *ex, const float *x, int n, const rt_weight *W,
     lmq_code c = ex->observe ? ex->observe(ex->observe_ctx, W, x, n, err) : LMQ_OK;
     if (c)
         return c;
+    if (int8_path(W))
+        return int8_linear(ex, x, n, W, y, err);
     linear_job j = { .isa = ex->isa, .f = fused_row(ex->isa, W), .W = W, .x = x, .y = y, .n = n };
     const int direct = W->q.dtype == LMQ_T_F32 || (j.f && n <= FUSED_ROWS);
     j.staged = !direct;

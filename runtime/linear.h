@@ -20,7 +20,11 @@
  * set. Per token the max is each row's: results stay independent of batch, threads and ISA.
  * Per tensor it is taken over the call's whole x[n × in], so by definition a row's result
  * depends on the other rows of the call (verify scores a window in one call, as the golden
- * values assume; decoding one token at a time quantises each token alone). */
+ * values assume; decoding one token at a time quantises each token alone).
+ * Symmetric int8 weights per channel with int8 activations per token (W8A8) are multiplied as
+ * integers: y = ((float)Σ q_x·q_w · s_x) · s_w (+ b), the sum exact (AVX-512 VNNI where the CPU
+ * has it, a plain loop on any other kernel set: the same bits everywhere). That is x'·W'ᵀ without
+ * the fp32 product's rounding; every other combination runs the fp32 product over x'. */
 #ifndef LMQ_RT_LINEAR_H
 #define LMQ_RT_LINEAR_H
 

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/fp.h"
 #include "runtime/linear.h"
 #include "tests/testutil.h"
 
@@ -201,70 +202,97 @@ START_TEST(products_and_invariance)
 END_TEST
 
 /* Activation quantisation, written apart from the runtime's: the max in double, the rounding by
- * lround (half away from zero, as roundf), the clamp by comparison. */
-static void ref_act(const float *x, int n, int in, lmq_act_gran gran, float *out)
+ * lround (half away from zero, as roundf), the clamp by comparison. Values into out, codes into
+ * q and each span's scale into sc (span = a row, or all n rows per tensor). */
+static void ref_act(const float *x, int n, int in, lmq_act_gran gran, float *out, long *q, float *sc)
 {
     const int rows = gran == LMQ_ACT_TENSOR ? 1 : n, span = gran == LMQ_ACT_TENSOR ? n * in : in;
     for (int r = 0; r < rows; r++) {
         double mx = 0;
         for (int k = 0; k < span; k++)
             mx = fabs((double)x[r * span + k]) > mx ? fabs((double)x[r * span + k]) : mx;
-        const float s = (float)mx / 127.0f;
+        const float s = sc[r] = (float)mx / 127.0f;
         for (int k = 0; k < span; k++) {
-            if (mx == 0) {
-                out[r * span + k] = 0.0f;
-                continue;
-            }
-            long q = lround((double)(x[r * span + k] / s));
-            q = q > 127 ? 127 : q < -127 ? -127 : q;
-            out[r * span + k] = (float)q * s;
+            long c = mx == 0 ? 0 : lround((double)(x[r * span + k] / s));
+            c = c > 127 ? 127 : c < -127 ? -127 : c;
+            q[r * span + k] = c;
+            out[r * span + k] = mx == 0 ? 0.0f : (float)c * s;
         }
     }
 }
 
-/* Inputs quantised per token and per tensor, on every kernel set, fused and generic paths: the
- * same bits as the product over the reference's quantised x. Row 2 is zero; row 5 holds one huge
- * value, which per tensor rounds every other row to 0 and per token touches its own row only;
- * row 7 is subnormal. */
+/* W8A8 per token with symmetric int8 weights per channel, as integers (runtime/linear.h): weight
+ * codes and scales read from the stored bytes, the sums in int64, then the two scale products. */
+static void ref_int8_product(const stored *s, const long *q, const float *sx, int n, int out, int in, float *y)
+{
+    lmq_layout L;
+    lmq_err e;
+    ck_assert(lmq_layout_of(&s->t.q, out, in, &L, &e) == LMQ_OK);
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < out; j++) {
+            int64_t sum = 0;
+            for (int k = 0; k < in; k++)
+                sum += q[(size_t)i * in + k] * ((int64_t)s->bytes[L.code_offset + (size_t)j * in + k] - 128);
+            uint16_t h;
+            memcpy(&h, s->bytes + 2 * (size_t)j, 2);
+            const float v = (float)sum * sx[i] * lmq_f16_to_f32(h);
+            y[(size_t)i * out + j] = s->W.b ? v + s->W.b[j] : v;
+        }
+}
+
+/* Inputs quantised per token and per tensor, on every kernel set, fused, generic and integer
+ * paths, with and without bias: the same bits as the product over the reference's quantised x
+ * (symmetric int8 per channel per token: the reference's integer product). Row 2 is zero; row 5
+ * holds one huge value, which per tensor rounds every other row to 0 and per token touches its
+ * own row only; row 7 is subnormal. */
 static void activations_case(rt_isa isa, const enc *e, stored *s, int out, int in)
 {
     enum { N = 9 };
-    float *x = malloc((size_t)N * in * sizeof *x), *xq = malloc((size_t)N * in * sizeof *xq);
+    float *x = malloc((size_t)N * in * sizeof *x), *xq = malloc((size_t)N * in * sizeof *xq), sc[N];
     float *y = malloc((size_t)N * out * sizeof *y), *want = malloc((size_t)N * out * sizeof *want);
     float *alone = malloc((size_t)out * sizeof *alone);
+    long *q = malloc((size_t)N * in * sizeof *q);
     for (int i = 0; i < N * in; i++)
         x[i] = i / in == 2 ? 0.0f : uniform();
     x[5 * in + in / 2] = 1e4f;
     for (int k = 0; k < in; k++) /* subnormal: a scale that is not max / 127 exactly */
         x[7 * in + k] *= 1e-39f;
-    rt_weight plain = s->W;
-    for (int gran = LMQ_ACT_TOKEN; gran <= LMQ_ACT_TENSOR; gran++) {
-        s->W.act = (lmq_act){ .scheme = LMQ_ACT_INT8, .gran = (uint8_t)gran };
-        ref_act(x, N, in, (lmq_act_gran)gran, xq);
-        linear(isa, 2, xq, N, &plain, want);
-        for (int threads = 1; threads <= 3; threads++) {
-            linear(isa, threads, x, N, &s->W, y);
-            ck_assert_msg(!memcmp(y, want, (size_t)N * out * sizeof *y), "%s, %s [%d × %d], a8 %s on %d threads: "
-                          "not the product over the reference's quantised x", rt_isa_name(isa), e->name, out, in,
-                          lmq_act_gran_names[gran], threads);
+    const int integer = e->q.dtype == LMQ_T_INT8 && e->q.gran == LMQ_GRAN_CHANNEL && !e->q.asym;
+    for (int gran = LMQ_ACT_TOKEN; gran <= LMQ_ACT_TENSOR; gran++)
+        for (int bias = 0; bias < 2; bias++) {
+            s->W.b = bias ? s->bias : NULL;
+            rt_weight plain = s->W;
+            s->W.act = (lmq_act){ .scheme = LMQ_ACT_INT8, .gran = (uint8_t)gran };
+            ref_act(x, N, in, (lmq_act_gran)gran, xq, q, sc);
+            if (gran == LMQ_ACT_TOKEN && integer)
+                ref_int8_product(s, q, sc, N, out, in, want);
+            else
+                linear(isa, 2, xq, N, &plain, want);
+            for (int threads = 1; threads <= 3; threads++) {
+                linear(isa, threads, x, N, &s->W, y);
+                ck_assert_msg(!memcmp(y, want, (size_t)N * out * sizeof *y), "%s, %s [%d × %d], a8 %s%s on %d threads: "
+                              "not the reference's product", rt_isa_name(isa), e->name, out, in,
+                              lmq_act_gran_names[gran], bias ? " with bias" : "", threads);
+            }
+            for (int i = 0; i < N && !bias; i++)
+                for (int j = 0; j < out; j++) {
+                    const float v = y[(size_t)i * out + j];
+                    if (i == 2 || (gran == LMQ_ACT_TENSOR && i != 5))
+                        ck_assert_msg(v == 0.0f, "%s, %s, a8 %s: row %d gives %g, not 0", rt_isa_name(isa), e->name,
+                                      lmq_act_gran_names[gran], i, (double)v);
+                }
+            if (gran == LMQ_ACT_TOKEN) /* each row on its own grid: the same bits alone */
+                for (int i = 0; i < N; i++) {
+                    linear(isa, 1, x + (size_t)i * in, 1, &s->W, alone);
+                    ck_assert_msg(!memcmp(alone, y + (size_t)i * out, (size_t)out * sizeof *alone),
+                                  "%s, %s, a8 token: row %d differs alone", rt_isa_name(isa), e->name, i);
+                }
         }
-        for (int i = 0; i < N; i++)
-            for (int j = 0; j < out; j++) {
-                const float v = y[(size_t)i * out + j];
-                if (i == 2 || (gran == LMQ_ACT_TENSOR && i != 5))
-                    ck_assert_msg(v == 0.0f, "%s, %s, a8 %s: row %d gives %g, not 0", rt_isa_name(isa), e->name,
-                                  lmq_act_gran_names[gran], i, (double)v);
-            }
-        if (gran == LMQ_ACT_TOKEN) /* each row on its own grid: the same bits alone */
-            for (int i = 0; i < N; i++) {
-                linear(isa, 1, x + (size_t)i * in, 1, &s->W, alone);
-                ck_assert_msg(!memcmp(alone, y + (size_t)i * out, (size_t)out * sizeof *alone),
-                              "%s, %s, a8 token: row %d differs alone", rt_isa_name(isa), e->name, i);
-            }
-    }
     s->W.act = (lmq_act){ 0 };
+    s->W.b = NULL;
     free(x);
     free(xq);
+    free(q);
     free(y);
     free(want);
     free(alone);
