@@ -7,10 +7,17 @@
 /* Called after each tensor: done of total, and the tensor's name. */
 typedef void (*q_progress_fn)(void *ctx, int done, int total, const char *name);
 
+/* Called for a tensor the recipe destroys without an error: msg says what (written anyway). */
+typedef void (*q_warn_fn)(void *ctx, const char *tensor, const char *msg);
+
 typedef struct {
     q_progress_fn progress; /* may be NULL */
     void *progress_ctx;
     int threads;            /* <= 0: one per online CPU */
+    /* May be NULL. Called when a tensor with weights other than 0 dequantises to all zeros
+     * (rel_error 1): its weights all lie below the encoding's smallest step (e.g. subnormal). */
+    q_warn_fn warn;
+    void *warn_ctx;
 } q_opts;
 
 /* Reads in_path (any lmq artefact), applies the recipe at recipe_path and writes out_path

@@ -20,6 +20,13 @@ static void on_progress(void *ctx, int done, int total, const char *name)
     progress_show(ctx, done, total, name);
 }
 
+/* Warnings go to stderr, under the progress line (cleared first when it is shown). */
+static void on_warn(void *ctx, const char *tensor, const char *msg)
+{
+    progress_end(ctx);
+    fprintf(stderr, "lmq quantize: warning: tensor %s: %s\n", tensor, msg);
+}
+
 int cmd_quantize(int argc, char **argv)
 {
     const char *out = NULL, *recipe = NULL, *threads_s = "0", *in[1];
@@ -46,7 +53,8 @@ int cmd_quantize(int argc, char **argv)
     }
     progress pr;
     progress_init(&pr, "quantize");
-    q_opts qo = { .progress = on_progress, .progress_ctx = &pr, .threads = (int)threads };
+    q_opts qo = { .progress = on_progress, .progress_ctx = &pr, .threads = (int)threads, .warn = on_warn,
+                  .warn_ctx = &pr };
     const double t0 = lmq_now();
     lmq_code c = q_quantize_file(in[0], recipe, out, &qo, &err);
     progress_end(&pr);
