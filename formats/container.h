@@ -94,9 +94,9 @@ typedef struct lmq_writer lmq_writer;
 
 /* Starts "<path>.tmp.XXXXXX"; path is only replaced by a successful finish. */
 lmq_code lmq_writer_open(lmq_writer **out, const char *path, lmq_err *err);
-/* Validates and writes one tensor of size raw bytes (a carried file's name is checked too). codec LMQ_CODEC_ZSTD asks for zstd;
- * the bytes are stored raw when zstd does not make them smaller. After any error the writer
- * only accepts abort (or finish, which then fails and cleans up). */
+/* Validates and writes one tensor of size raw bytes (a carried file's name too). codec
+ * LMQ_CODEC_ZSTD asks for zstd; the bytes are stored raw when zstd does not make them smaller.
+ * After any error the writer only accepts abort (or finish, which then fails and cleans up). */
 lmq_code lmq_writer_add(lmq_writer *w, const char *name, lmq_qparams q, int ndim, const int64_t *shape,
                         const void *data, size_t size, lmq_codec codec, lmq_err *err);
 /* Fills the manifest's totals from the index, checks it against the index

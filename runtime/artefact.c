@@ -1,6 +1,5 @@
 #include "runtime/artefact.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
