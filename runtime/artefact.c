@@ -51,7 +51,7 @@ int rt_audit_values(const lmq_container *c, lmq_issue_fn fn, void *ctx)
         lmq_container_release(c, t);
         if (rc && rc != LMQ_E_CHECKSUM) {
             bad++;
-            report(fn, ctx, t->name, &e);
+            report(fn, ctx, t->q.dtype == LMQ_T_F32 ? NULL : t->name, &e); /* (lmq_tensor_finite names it) */
         }
     }
     return bad;

@@ -1159,6 +1159,7 @@ static int replace_all(uint8_t *d, size_t n, const char *from, const char *to)
  *   dotdot     a carried file named "../x"
  *   nan_scale  blk.0.attn_q.weight at int8 per channel, its first fp16 scale NaN (the tensor's
  *              checksum recomputed, so only the value check can catch it)
+ *   nan_weight blk.0.attn_v.weight (fp32) holds a NaN; its manifest statistics are the clean ones
  *   denormal   blk.0.attn_q.weight's weights all subnormal: valid (quantize warns about it) */
 static lmq_code write_hostile(const char *path, const char *kind, lmq_err *e)
 {
@@ -1199,6 +1200,8 @@ static lmq_code write_hostile(const char *path, const char *kind, lmq_err *e)
         mt->reason[0] = '\0';
         lmq_tensor_stats(q->data, back, 64, &mt->stats);
     }
+    if (!strcmp(kind, "nan_weight"))
+        lmq_model_find(&m, "blk.0.attn_v.weight")->data[3] = NAN;
     const int bad_stats = !strcmp(kind, "kurtosis");
     if (bad_stats) { /* lmq_writer_finish would refuse it: the totals as it computes them */
         mt->stats.kurtosis = -3;
@@ -1298,6 +1301,7 @@ START_TEST(audit_refuses_what_loaders_refuse)
         { "kurtosis", "blk.0.attn_q.weight", "stats.excess_kurtosis is -3: the schema wants a finite number >= -2", 0 },
         { "dotdot", "file:../x", "file ../x: a carried file's name has no '/' or '\\' (byte 2)", 1 },
         { "nan_scale", "blk.0.attn_q.weight", "scale 0 is nan: scales are finite and >= 0", 1 },
+        { "nan_weight", "", "tensor blk.0.attn_v.weight: non-finite value nan at element 3", 0 },
         { "denormal", NULL, NULL, 0 },
     };
     const char *dir = test_tmpdir();

@@ -69,6 +69,7 @@ while IFS='|' read -r kind want; do
     has "$tmp/$kind.lmq: FAILED (1 problem)"
 done <<'END'
 nan_scale|values: tensor blk.0.attn_q.weight: scale 0 is nan: scales are finite and >= 0
+nan_weight|values: tensor blk.0.attn_v.weight: non-finite value nan at element 3
 kurtosis|manifest: tensor blk.0.attn_q.weight: stats.excess_kurtosis is -3: the schema wants a finite number >= -2
 dotdot|files: tensor file:../x: file ../x: a carried file's name has no '/' or '\' (byte 2)
 tokenizer|tokenizer: tokenizer.bin: 
