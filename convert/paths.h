@@ -17,7 +17,8 @@ void cv_dir_of(const char *path, char *out);
 void cv_note(lmq_model *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Carries the tokenizer into m: the file (or directory) `given`, else the one found in dir
- * (what names the checkpoint in messages). Sets m->arch.tokenizer and notes it. */
+ * (what names the checkpoint in messages). Sets m->arch.tokenizer and notes it. The tokenizer
+ * must open (tok_open_model) with m->arch.vocab_size. */
 lmq_code cv_add_tokenizer(lmq_model *m, const char *dir, const char *what, const char *given, lmq_err *err);
 
 #endif

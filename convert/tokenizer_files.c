@@ -7,6 +7,7 @@
 
 #include "common/file.h"
 #include "convert/paths.h"
+#include "runtime/tokenizer.h"
 
 /* ---- tokenizer files ------------------------------------------------------------------- */
 
@@ -115,7 +116,7 @@ static lmq_code tokenizer_in_dir(lmq_model *m, const char *dir, const char *what
                     what);
 }
 
-lmq_code cv_add_tokenizer(lmq_model *m, const char *dir, const char *what, const char *given, lmq_err *err)
+static lmq_code carry_found(lmq_model *m, const char *dir, const char *what, const char *given, lmq_err *err)
 {
     struct stat st;
     if (!given)
@@ -129,4 +130,18 @@ lmq_code cv_add_tokenizer(lmq_model *m, const char *dir, const char *what, const
             return carry_tokenizer(m, given, k, err);
     return lmq_fail(err, LMQ_E_ARG,
                     "%s: not a tokenizer lmq knows (vocab.json, merges.txt, tokenizer.json or a llama2.c .bin)", given);
+}
+
+/* The tokenizer is opened as generate and verify will open it, so that an artefact never
+ * carries one they refuse (bytes that do not parse, a vocabulary that does not fit the model). */
+lmq_code cv_add_tokenizer(lmq_model *m, const char *dir, const char *what, const char *given, lmq_err *err)
+{
+    tok_tokenizer *tok = NULL;
+    lmq_code c = carry_found(m, dir, what, given, err);
+    if (c)
+        return c;
+    if ((c = tok_open_model(m, &tok, err)))
+        return lmq_err_prefix(err, "%s: tokenizer for a %d-token model: ", given ? given : what, m->arch.vocab_size);
+    tok_free(tok);
+    return LMQ_OK;
 }

@@ -66,6 +66,11 @@ static lmq_code check_name(const uint8_t *s, size_t len, const char *what, lmq_e
     return LMQ_OK;
 }
 
+static int is_file(const char *name)
+{
+    return !strncmp(name, LMQ_FILE_PREFIX, LMQ_FILE_PREFIX_LEN);
+}
+
 /* The per-entry rules of CONTAINER.md, shared by the writer and the reader. */
 static lmq_code check_entry(const lmq_tensor_entry *t, lmq_err *err)
 {
@@ -130,6 +135,21 @@ static int span_cmp(const void *a, const void *b)
     if (x->off != y->off)
         return x->off < y->off ? -1 : 1;
     return (x->size > y->size) - (x->size < y->size);
+}
+
+int lmq_container_check_files(const lmq_container *c, lmq_issue_fn fn, void *ctx)
+{
+    int bad = 0;
+    for (int i = 0; i < c->n_tensors; i++) {
+        const lmq_tensor_entry *t = &c->tensors[i];
+        lmq_err e;
+        if (t->q.dtype == LMQ_T_BYTES && is_file(t->name) && lmq_file_name_check(t->name + LMQ_FILE_PREFIX_LEN, &e)) {
+            bad++;
+            if (fn)
+                fn(ctx, t->name, e.code, e.msg);
+        }
+    }
+    return bad;
 }
 
 static lmq_code parse_index(lmq_container *c, const uint8_t *p, uint64_t size, lmq_err *err)
@@ -551,6 +571,8 @@ lmq_code lmq_writer_add(lmq_writer *w, const char *name, lmq_qparams q, int ndim
     snprintf(what, sizeof what, "tensor %.100s", name);
     if ((rc = check_name((const uint8_t *)name, strlen(name), what, err)))
         return writer_fail(w, rc);
+    if (q.dtype == LMQ_T_BYTES && is_file(name) && (rc = lmq_file_name_check(name + LMQ_FILE_PREFIX_LEN, err)))
+        return writer_fail(w, rc);
     for (int i = 0; i < w->n; i++)
         if (!strcmp(w->entries[i].name, name))
             return writer_fail(w, lmq_fail(err, LMQ_E_ARG, "tensor %s: added twice", name));
@@ -724,7 +746,7 @@ static lmq_code write_model(const char *path, const lmq_model *m, const lmq_mani
     for (int i = 0; i < m->n_files && !rc; i++) {
         const lmq_file *f = &m->files[i];
         char name[LMQ_NAME_MAX + 8];
-        snprintf(name, sizeof name, "file:%s", f->name);
+        snprintf(name, sizeof name, LMQ_FILE_PREFIX "%s", f->name);
         int64_t shape[1] = { (int64_t)f->size };
         rc = lmq_writer_add(w, name, (lmq_qparams){ .dtype = LMQ_T_BYTES }, 1, shape, f->data, f->size, codec, err);
     }
@@ -809,9 +831,10 @@ lmq_code lmq_container_read_model(const char *path, lmq_check_fn check, lmq_mode
         const void *raw;
         void *owned;
         lmq_tensor *added = NULL;
-        if (t->q.dtype == LMQ_T_BYTES && !strncmp(t->name, "file:", 5)) {
-            if (!(rc = lmq_container_read_alloc(&c, t, &owned, err)))
-                rc = lmq_model_add_file(out, t->name + 5, owned, t->raw_size, err);
+        if (t->q.dtype == LMQ_T_BYTES && is_file(t->name)) {
+            if (!(rc = lmq_container_read_alloc(&c, t, &owned, err)) &&
+                (rc = lmq_model_add_file(out, t->name + LMQ_FILE_PREFIX_LEN, owned, t->raw_size, err)))
+                lmq_err_prefix(err, "%s: ", path);
         } else if (t->q.dtype != LMQ_T_F32 && !check) {
             rc = lmq_fail(err, LMQ_E_UNSUPPORTED, "%s: tensor %s is %s (granularity %s), not fp32, and no checker "
                           "was given", path, t->name, lmq_encoding_of(t->q.dtype)->name, lmq_gran_names[t->q.gran]);

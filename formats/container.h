@@ -33,6 +33,10 @@ typedef struct {
 
 extern const char *const lmq_codec_names[LMQ_CODEC_COUNT];
 
+/* A carried file is a bytes entry named LMQ_FILE_PREFIX + its name (lmq_file_name_check). */
+#define LMQ_FILE_PREFIX "file:"
+#define LMQ_FILE_PREFIX_LEN 5
+
 int64_t lmq_entry_numel(const lmq_tensor_entry *t);
 
 /* One problem found by a check that keeps going: tensor is NULL when the problem is not
@@ -81,15 +85,19 @@ lmq_code lmq_container_read_alloc(const lmq_container *c, const lmq_tensor_entry
  * (may be NULL). Returns LMQ_OK or the first failure's code with err summarising. */
 lmq_code lmq_container_verify(const lmq_container *c, lmq_issue_fn fn, void *ctx, lmq_err *err);
 
+/* Checks every carried file's name (lmq_file_name_check), reporting each bad one through fn.
+ * Returns the number of problems. */
+int lmq_container_check_files(const lmq_container *c, lmq_issue_fn fn, void *ctx);
+
 /* ---- writing ---- */
 
 typedef struct lmq_writer lmq_writer;
 
 /* Starts "<path>.tmp.XXXXXX"; path is only replaced by a successful finish. */
 lmq_code lmq_writer_open(lmq_writer **out, const char *path, lmq_err *err);
-/* Validates and writes one tensor of size raw bytes. codec LMQ_CODEC_ZSTD asks for zstd;
- * the bytes are stored raw when zstd does not make them smaller. After any error the writer
- * only accepts abort (or finish, which then fails and cleans up). */
+/* Validates and writes one tensor of size raw bytes (a carried file's name too). codec
+ * LMQ_CODEC_ZSTD asks for zstd; the bytes are stored raw when zstd does not make them smaller.
+ * After any error the writer only accepts abort (or finish, which then fails and cleans up). */
 lmq_code lmq_writer_add(lmq_writer *w, const char *name, lmq_qparams q, int ndim, const int64_t *shape,
                         const void *data, size_t size, lmq_codec codec, lmq_err *err);
 /* Fills the manifest's totals from the index, checks it against the index

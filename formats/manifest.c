@@ -940,6 +940,19 @@ static void check_encoding(issues *is, const char *name, lmq_qparams m, lmq_qpar
         issue(is, name, "asymmetric: manifest %s, index %s", m.asym ? "true" : "false", x.asym ? "true" : "false");
 }
 
+/* The schema's ranges for a tensor's statistics. Excess kurtosis is >= -2 exactly (m4 >= m2^2);
+ * the slack absorbs the rounding of a two-valued tensor's moments. */
+static const struct {
+    const char *key;
+    size_t off;
+    double min, slack;
+} stat_ranges[] = {
+    { "rel_error", offsetof(lmq_stats, rel_error), 0, 0 },
+    { "stats.peak_abs", offsetof(lmq_stats, peak), 0, 0 },
+    { "stats.rms", offsetof(lmq_stats, rms), 0, 0 },
+    { "stats.excess_kurtosis", offsetof(lmq_stats, kurtosis), -2, 1e-9 },
+};
+
 static void check_tensor(issues *is, const lmq_manifest_tensor *t, const lmq_tensor_entry *e)
 {
     const lmq_stats *st = &t->stats;
@@ -955,12 +968,12 @@ static void check_tensor(issues *is, const lmq_manifest_tensor *t, const lmq_ten
     if (t->linear != lmq_is_linear(e->name, e->ndim))
         issue(is, t->name, "linear is %s, should be %s", t->linear ? "true" : "false",
               lmq_is_linear(e->name, e->ndim) ? "true" : "false");
-    if (!(st->rel_error >= 0) || !isfinite(st->rel_error))
-        issue(is, t->name, "rel_error %g is not a finite non-negative number", st->rel_error);
-    if (!(st->peak >= 0) || !(st->rms >= 0) || !(st->kurtosis >= -2 - 1e-9) || !isfinite(st->peak) ||
-        !isfinite(st->rms) || !isfinite(st->kurtosis))
-        issue(is, t->name, "stats out of range (peak_abs %g, rms %g, excess_kurtosis %g)", st->peak, st->rms,
-              st->kurtosis);
+    for (size_t i = 0; i < LEN(stat_ranges); i++) {
+        const double v = *(const double *)((const char *)st + stat_ranges[i].off);
+        if (!(v >= stat_ranges[i].min - stat_ranges[i].slack) || !isfinite(v))
+            issue(is, t->name, "%s is %g: the schema wants a finite number >= %g", stat_ranges[i].key, v,
+                  stat_ranges[i].min);
+    }
     const lmq_manifest_calib *k = &t->calib;
     if ((unsigned)k->method >= LMQ_METHOD_COUNT || !(k->damp >= 0) || !(k->damp_used >= k->damp) ||
         !(k->awq_ratio >= 0 && k->awq_ratio < 1) || !(k->clip_min >= 0 && k->clip_min <= k->clip_mean + 1e-12) ||

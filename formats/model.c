@@ -103,11 +103,32 @@ lmq_code lmq_model_add(lmq_model *m, const char *name, int ndim, const int64_t *
                               (size_t)n * sizeof(float), data, out, err);
 }
 
+lmq_code lmq_file_name_check(const char *name, lmq_err *err)
+{
+    size_t n = strlen(name);
+    if (n == 0 || n >= LMQ_NAME_MAX)
+        return lmq_fail(err, LMQ_E_FORMAT, "file name of %zu bytes: a carried file's name has 1..%d", n,
+                        LMQ_NAME_MAX - 1);
+    if (!strcmp(name, ".") || !strcmp(name, ".."))
+        return lmq_fail(err, LMQ_E_FORMAT, "file %s: a carried file's name is not \".\" or \"..\"", name);
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char ch = (unsigned char)name[i];
+        if (ch == '/' || ch == '\\')
+            return lmq_fail(err, LMQ_E_FORMAT, "file %s: a carried file's name has no '/' or '\\' (byte %zu)",
+                            name, i);
+        if (ch < 0x20 || ch == 0x7f)
+            return lmq_fail(err, LMQ_E_FORMAT, "file name with control byte 0x%02x at %zu: a carried file's name "
+                            "has none", ch, i);
+    }
+    return LMQ_OK;
+}
+
 lmq_code lmq_model_add_file(lmq_model *m, const char *name, uint8_t *data, size_t size, lmq_err *err)
 {
-    if (strlen(name) >= LMQ_NAME_MAX || lmq_model_find_file(m, name)) {
+    lmq_code c = lmq_file_name_check(name, err);
+    if (c || lmq_model_find_file(m, name)) {
         free(data);
-        return lmq_fail(err, LMQ_E_ARG, "file %s: bad or duplicate name", name);
+        return c ? c : lmq_fail(err, LMQ_E_ARG, "file %s: carried twice", name);
     }
     if (!grow((void **)&m->files, &m->cap_files, m->n_files, sizeof *m->files)) {
         free(data);

@@ -91,7 +91,11 @@ lmq_code lmq_model_add(lmq_model *m, const char *name, int ndim, const int64_t *
  * be `owned` (malloc'd, freed with the model). Sizes are the caller's to check. */
 lmq_code lmq_model_add_view(lmq_model *m, const char *name, int ndim, const int64_t *shape, lmq_qparams q,
                             const void *raw, size_t raw_size, void *owned, lmq_tensor **out, lmq_err *err);
-/* Takes ownership of data (malloc'd, size bytes). */
+/* Checks that name is a plain file name: 1..LMQ_NAME_MAX-1 bytes, no '/' or '\\', not "." or
+ * "..", no control byte. A carried file may be written out beside the artefact by someone: a
+ * name must not reach outside that directory. */
+lmq_code lmq_file_name_check(const char *name, lmq_err *err);
+/* Takes ownership of data (malloc'd, size bytes); name must pass lmq_file_name_check. */
 lmq_code lmq_model_add_file(lmq_model *m, const char *name, uint8_t *data, size_t size, lmq_err *err);
 
 /* Makes t's bytes its own: a view (into a read-only mapping, or borrowed) is replaced by an owned

@@ -21,6 +21,7 @@ typedef struct {
     q_plan plan;
     lmq_writer *w;
     lmq_pool *pool;
+    const q_opts *opts; /* may be NULL */
     /* A tensor's encoding and its reconstruction, kept from tensor to tensor: fresh buffers
      * each time cost a page fault and a zeroed page per 4 KiB. */
     uint8_t *enc;
@@ -88,6 +89,14 @@ static void finish_task(void *ctx, int64_t begin, int64_t end, int thread)
         else
             j->c = lmq_writer_add(j->r->w, j->name, *j->qp, j->t->ndim, j->t->shape, j->r->enc, j->bytes,
                                   LMQ_CODEC_NONE, j->err);
+}
+
+static int all_zero(const float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (x[i] != 0.0f)
+            return 0;
+    return 1;
 }
 
 /* Writes one tensor under `name`: the input's bytes as they are when the plan keeps it,
@@ -164,6 +173,12 @@ static lmq_code write_tensor(q_run *r, const lmq_tensor_entry *t, const char *na
     finish_job j = { r, t, name, &p->qp, w, (size_t)n, L.bytes, &m->stats, LMQ_OK, err };
     lmq_pool_for(r->pool, 2, 1, finish_task, &j);
     c = j.c;
+    if (!c && m->stats.peak > 0 && r->opts && r->opts->warn && all_zero(r->back, (size_t)n)) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "every weight dequantises to 0 (peak |w| %g is below the smallest step %s "
+                 "stores): the tensor is lost (rel_error %g)", m->stats.peak, m->scheme, m->stats.rel_error);
+        r->opts->warn(r->opts->warn_ctx, name, msg);
+    }
 done:
     if (c)
         lmq_err_prefix(err, "tensor %s: ", name);
@@ -230,6 +245,7 @@ static lmq_code run(q_run *r, const char *in_path, const char *recipe_path, cons
                     const q_opts *opts, lmq_err *err)
 {
     lmq_code c;
+    r->opts = opts;
     if ((c = lmq_container_open_manifest(&r->in, &r->src, in_path, err)))
         return c;
     if ((c = q_recipe_load(recipe_path, &r->recipe, err)) || (c = resolve(r, err)) ||

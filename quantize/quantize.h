@@ -23,6 +23,9 @@ typedef struct {
 /* Fills *o for the tensor called name (it is zeroed first: nothing to override). */
 typedef lmq_code (*q_override_fn)(void *ctx, const char *name, q_override *o, lmq_err *err);
 
+/* Called for a tensor the recipe destroys without an error: msg says what (written anyway). */
+typedef void (*q_warn_fn)(void *ctx, const char *tensor, const char *msg);
+
 typedef struct {
     q_progress_fn progress; /* may be NULL */
     void *progress_ctx;
@@ -32,6 +35,10 @@ typedef struct {
     const lmq_manifest *stats; /* the stats file's manifest when statistics were used: its calibration
                                   section goes into the artefact's, with stats_checksum */
     uint64_t stats_checksum;
+    /* May be NULL. Called when a tensor with weights other than 0 dequantises to all zeros
+     * (rel_error 1): its weights all lie below the encoding's smallest step (e.g. subnormal). */
+    q_warn_fn warn;
+    void *warn_ctx;
 } q_opts;
 
 /* Reads in_path (any lmq artefact), applies the recipe at recipe_path and writes out_path

@@ -61,10 +61,11 @@ struct tok_tokenizer {
     float *score;
     tok_strmap pieces;
     int32_t space_id; /* the dummy prefix " ", -1 when absent */
+    int byte_fallback; /* all 256 "<0xHH>" pieces are present (byte_token holds their ids) */
 
     /* byte-level BPE */
     tok_pairmap merges;
-    int32_t byte_token[256];
+    int32_t byte_token[256]; /* also llama2c: the "<0xHH>" piece of each byte, -1 if none */
     tok_special *special;
     int n_special;
     uint8_t special_first[32]; /* bit set of the first bytes of the specials */

@@ -6,7 +6,7 @@
 #include "runtime/tok_internal.h"
 #include "runtime/unicode.h"
 
-enum { L2C_BOS = 1, L2C_EOS = 2, L2C_BYTE0 = 3, L2C_MIN_VOCAB = L2C_BYTE0 + 256 };
+enum { L2C_UNK = 0, L2C_BOS = 1, L2C_EOS = 2, L2C_MIN_VOCAB = 3 };
 
 static int32_t rd_i32(const uint8_t *p)
 {
@@ -92,7 +92,7 @@ lmq_code tok_open_llama2c(const uint8_t *data, size_t size, int vocab_size, tok_
     if (n < L2C_MIN_VOCAB)
         return lmq_fail(err, LMQ_E_FORMAT,
                         "tokenizer.bin: %d tokens; a llama2.c vocabulary has at least %d "
-                        "(<unk>, BOS, EOS, 256 byte tokens)", n, L2C_MIN_VOCAB);
+                        "(<unk>, BOS, EOS)", n, L2C_MIN_VOCAB);
 
     tok_tokenizer *t = tok_alloc(LMQ_TOK_LLAMA2C);
     if (!t)
@@ -109,16 +109,23 @@ lmq_code tok_open_llama2c(const uint8_t *data, size_t size, int vocab_size, tok_
         return lmq_fail(err, LMQ_E_NOMEM, "tokenizer.bin: out of memory (%d tokens)", n);
     }
     size_t pos = 4, at = 0;
+    for (int b = 0; b < 256; b++)
+        t->byte_token[b] = -1;
     for (int i = 0; i < n; i++) {
         size_t len = (size_t)rd_i32(data + pos + 4);
         t->score[i] = rd_f32(data + pos);
         t->off[i] = at;
         memcpy(t->bytes + at, data + pos + 8, len);
         t->byte_piece[i] = (int16_t)byte_piece(data + pos + 8, len);
+        if (t->byte_piece[i] >= 0 && t->byte_token[t->byte_piece[i]] < 0)
+            t->byte_token[t->byte_piece[i]] = i;
         at += len;
         pos += 8 + len;
     }
     t->off[n] = at;
+    t->byte_fallback = 1;
+    for (int b = 0; b < 256; b++)
+        t->byte_fallback &= t->byte_token[b] >= 0;
     if (tok_strmap_build(&t->pieces, t->bytes, t->off, n)) {
         tok_free(t);
         return lmq_fail(err, LMQ_E_NOMEM, "tokenizer.bin: out of memory (%d tokens)", n);
@@ -160,9 +167,11 @@ lmq_code tok_llama2c_encode(const tok_tokenizer *t, const uint8_t *text, size_t 
         int32_t id = tok_strmap_get2(&t->pieces, text + i, k, NULL, 0);
         if (id >= 0)
             out->v[out->n++] = id;
-        else
+        else if (t->byte_fallback)
             for (size_t j = 0; j < k; j++)
-                out->v[out->n++] = L2C_BYTE0 + text[i + j];
+                out->v[out->n++] = t->byte_token[text[i + j]];
+        else
+            out->v[out->n++] = L2C_UNK; /* as SentencePiece without byte fallback */
         i += k;
     }
     tok_bpe_work w = { 0 };

@@ -18,7 +18,11 @@ typedef struct tok_tokenizer tok_tokenizer;
 
 /* llama2.c tokenizer.bin: int32 max_token_length, then vocab_size x (float32 score, int32 len,
  * len bytes). The file does not store vocab_size: pass the model's (the file must then hold
- * exactly that many entries, no byte more), or 0 to read entries until the file ends. */
+ * exactly that many entries, no byte more), or 0 to read entries until the file ends. Ids 0, 1,
+ * 2 are <unk>, BOS and EOS (at least 3 tokens). The vocabulary has byte fallback when all 256
+ * pieces "<0x00>".."<0xFF>" are in it, at whatever ids (llama2.c's trained vocabularies put them
+ * at 3..258); a custom vocabulary without them (llama2.c's --vocab_size training path) has none,
+ * and its ids 3.. are ordinary pieces. */
 lmq_code tok_open_llama2c(const uint8_t *data, size_t size, int vocab_size, tok_tokenizer **out,
                           lmq_err *err);
 
@@ -46,8 +50,11 @@ int tok_eos_id(const tok_tokenizer *t);        /* llama2c: 2; gpt2: <|endoftext|
 
 /* Encodes text[0..len) into a malloc'd array (*ids, *n; free() it).
  * llama2c: exactly llama2.c's encode(text, bos=1, eos=0): BOS, the dummy-prefix " " when the
- *   text is not empty, code points as tokens or byte-fallback tokens (byte + 3), then merges
- *   of the adjacent pair with the highest-scoring concatenation, leftmost on ties.
+ *   text is not empty, code points as tokens, then merges of the adjacent pair with the
+ *   highest-scoring concatenation, leftmost on ties. A code point that is not a piece becomes
+ *   its UTF-8 bytes' "<0xHH>" tokens when the vocabulary has byte fallback, else one <unk>
+ *   (id 0), as SentencePiece encoded the model's training data: such text is not an error, and
+ *   does not decode back to itself.
  * gpt2: GPT-2's pre-tokeniser and rank-ordered merges, special tokens recognised; no BOS.
  * Text that is not valid UTF-8 gives LMQ_E_FORMAT naming the byte offset. */
 lmq_code tok_encode(const tok_tokenizer *t, const char *text, size_t len, int32_t **ids,
@@ -61,7 +68,8 @@ lmq_code tok_decode_token(const tok_tokenizer *t, int32_t prev_id, int32_t id,
                           const uint8_t **bytes, size_t *len, lmq_err *err);
 
 /* Decodes ids[0..n) into a malloc'd, NUL-terminated buffer (*len excludes the NUL).
- * decode(encode(text)) == text for valid UTF-8 text, for both kinds. */
+ * decode(encode(text)) == text for valid UTF-8 text, for both kinds (llama2c: when every code
+ * point is a piece or the vocabulary has byte fallback). */
 lmq_code tok_decode(const tok_tokenizer *t, const int32_t *ids, size_t n, char **text,
                     size_t *len, lmq_err *err);
 

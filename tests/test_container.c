@@ -2,7 +2,8 @@
  * input (every truncation, every single-bit flip, hand-crafted bad indexes).
  *
  * With LMQ_WRITE_SAMPLE=<path> in the environment the program only writes the sample
- * artefact there and exits (LMQ_SAMPLE_KIND=unlisted: one whose manifest misses a tensor):
+ * artefact there and exits (LMQ_SAMPLE_KIND=unlisted: one whose manifest misses a tensor; the
+ * kinds of write_hostile: one with a thing a loader refuses):
  * tests/integration/audit.sh uses it to get files to corrupt. */
 #include <dirent.h>
 #include <inttypes.h>
@@ -62,7 +63,7 @@ static lmq_code make_model(lmq_model *m, lmq_err *e)
     m->arch = (lmq_arch){ .family = LMQ_FAMILY_LLAMA, .dim = 8, .hidden_dim = 16, .n_layers = 1, .n_heads = 2,
                           .n_kv_heads = 1, .vocab_size = 16, .max_seq = 32, .norm_eps = 1e-5f,
                           .rope_theta = 10000.0f, .tied_embedding = 1, .rope = LMQ_ROPE_INTERLEAVED,
-                          .tokenizer = LMQ_TOK_LLAMA2C, .bos_id = 1, .eos_id = 2 };
+                          .tokenizer = LMQ_TOK_NONE, .bos_id = 1, .eos_id = 2 };
     snprintf(m->source, sizeof m->source, "in-memory test model: \"quoted\", colons: yes");
     snprintf(m->notes, sizeof m->notes, "random weights\nconstant norms\n");
     m->source_checksum = 0x0123456789abcdefULL;
@@ -74,7 +75,7 @@ static lmq_code make_model(lmq_model *m, lmq_err *e)
         (rc = add_tensor(m, "blk.0.ffn_down.weight", 8, 16, &seed, 0, e)) ||
         (rc = add_tensor(m, "blk.0.ffn_norm.weight", 8, 0, &seed, 1.0f, e)) ||
         (rc = add_tensor(m, "out_norm.weight", 64, 0, &seed, 0.5f, e)) ||
-        (rc = add_file(m, "tokenizer.bin", 300, &seed, NULL, e)) ||
+        (rc = add_file(m, "random.bin", 300, &seed, NULL, e)) ||
         (rc = add_file(m, "notes.txt", 400, &seed, "the quick brown fox. ", e)) ||
         (rc = add_file(m, "empty.txt", 0, &seed, NULL, e)))
         lmq_model_free(m);
@@ -246,7 +247,7 @@ START_TEST(model_round_trip)
             ck_assert(t->codec == LMQ_CODEC_ZSTD ? t->stored_size < t->raw_size : t->stored_size == t->raw_size);
             ck_assert_uint_eq((uintptr_t)lmq_container_stored(&c, t) % 64, 0);
         }
-        const lmq_tensor_entry *rnd = lmq_container_find(&c, "file:tokenizer.bin");
+        const lmq_tensor_entry *rnd = lmq_container_find(&c, "file:random.bin");
         const lmq_tensor_entry *txt = lmq_container_find(&c, "file:notes.txt");
         ck_assert_ptr_nonnull(rnd);
         ck_assert_ptr_nonnull(txt);
@@ -741,7 +742,7 @@ START_TEST(manifest_check_reports_all)
     ck_assert_int_eq(n, is.n);
     const char *named[] = { "tok_embd.weight", "blk.0.attn_norm.weight", "blk.0.attn_q.weight",
                             "blk.0.attn_v.weight", "blk.0.ffn_down.weight", "ghost.weight",
-                            "blk.0.ffn_norm.weight", "file:tokenizer.bin", "file:empty.txt", "out_norm.weight", "" };
+                            "blk.0.ffn_norm.weight", "file:random.bin", "file:empty.txt", "out_norm.weight", "" };
     for (size_t i = 0; i < sizeof named / sizeof named[0]; i++)
         ck_assert_msg(has_issue(&is, named[i]), "no issue for '%s'", named[i]);
     ck_assert_int_eq(n, 14); /* the 10 named above (ffn_down twice: stats and calibration) and 3 about the whole manifest */
@@ -1127,7 +1128,7 @@ START_TEST(verify_reports_every_failure)
     lmq_container c;
     ck_assert_int_eq(lmq_container_open_mem(&c, d, n, "two", &e), LMQ_OK);
     const lmq_tensor_entry *a = lmq_container_find(&c, "blk.0.attn_q.weight");
-    const lmq_tensor_entry *b = lmq_container_find(&c, "file:tokenizer.bin");
+    const lmq_tensor_entry *b = lmq_container_find(&c, "file:random.bin");
     d[a->offset + 5] ^= 0x10;
     d[b->offset + b->stored_size - 1] ^= 0x01;
     issues is = { 0 };
@@ -1222,6 +1223,236 @@ START_TEST(activations_round_trip)
     free(text);
     lmq_manifest_free(&man);
     lmq_model_free(&m);
+/* ---- what audit and the loaders refuse in artefacts whose checksums are right ---- */
+
+/* Replaces every occurrence of from in d[0..n) by to (the same length); returns how many. */
+static int replace_all(uint8_t *d, size_t n, const char *from, const char *to)
+{
+    const size_t k = strlen(from);
+    int count = 0;
+    for (size_t i = 0; i + k <= n; i++)
+        if (!memcmp(d + i, from, k)) {
+            memcpy(d + i, to, k);
+            count++;
+        }
+    return count;
+}
+
+/* The sample model written with one thing a loader refuses, all checksums right (resealed):
+ *   tokenizer  a llama2.c model carrying 300 random bytes as tokenizer.bin
+ *   kurtosis   blk.0.attn_q.weight's excess_kurtosis is -3 in the manifest
+ *   dotdot     a carried file named "../x"
+ *   nan_scale  blk.0.attn_q.weight at int8 per channel, its first fp16 scale NaN (the tensor's
+ *              checksum recomputed, so only the value check can catch it)
+ *   nan_weight blk.0.attn_v.weight (fp32) holds a NaN; its manifest statistics are the clean ones
+ *   denormal   blk.0.attn_q.weight's weights all subnormal: valid (quantize warns about it) */
+static lmq_code write_hostile(const char *path, const char *kind, lmq_err *e)
+{
+    lmq_model m;
+    lmq_manifest man;
+    lmq_writer *w = NULL;
+    uint8_t *packed = NULL;
+    uint64_t seed = 9;
+    lmq_code rc = make_model(&m, e);
+    if (rc)
+        return rc;
+    const lmq_qparams q8 = { LMQ_T_INT8, LMQ_GRAN_CHANNEL, 0, 0 };
+    lmq_tensor *q = lmq_model_find(&m, "blk.0.attn_q.weight");
+    const int nan_scale = !strcmp(kind, "nan_scale");
+    if (!strcmp(kind, "tokenizer")) {
+        m.arch.tokenizer = LMQ_TOK_LLAMA2C;
+        rc = add_file(&m, "tokenizer.bin", 300, &seed, NULL, e);
+    } else if (!strcmp(kind, "dotdot")) {
+        rc = add_file(&m, "..-x", 16, &seed, "dots", e);
+    } else if (!strcmp(kind, "denormal")) {
+        for (int64_t i = 0; i < lmq_tensor_numel(q); i++)
+            q->data[i] *= 1e-39f;
+    }
+    if (rc || (rc = lmq_manifest_from_model(&m, &man, e))) {
+        lmq_model_free(&m);
+        return rc;
+    }
+    lmq_manifest_tensor *mt = (lmq_manifest_tensor *)lmq_manifest_find(&man, q->name);
+    lmq_layout L;
+    float back[64];
+    if (nan_scale && !(rc = lmq_layout_of(&q8, 8, 8, &L, e)) && (packed = malloc(L.bytes)) &&
+        !(rc = q_quantize(&q8, q->data, 8, 8, packed, L.bytes, NULL, e)) &&
+        !(rc = q_dequantize(&q8, packed, L.bytes, 8, 8, back, NULL, e))) {
+        mt->q = q8;
+        q_describe(&q8, mt->scheme, sizeof mt->scheme);
+        mt->bits = L.bits;
+        mt->bpw = (double)L.bits / 64;
+        mt->reason[0] = '\0';
+        lmq_tensor_stats(q->data, back, 64, &mt->stats);
+    }
+    if (!strcmp(kind, "nan_weight"))
+        lmq_model_find(&m, "blk.0.attn_v.weight")->data[3] = NAN;
+    const int bad_stats = !strcmp(kind, "kurtosis");
+    if (bad_stats) { /* lmq_writer_finish would refuse it: the totals as it computes them */
+        mt->stats.kurtosis = -3;
+        lmq_tensor_entry idx[16] = { 0 };
+        for (int i = 0; i < m.n_tensors; i++) {
+            snprintf(idx[i].name, sizeof idx[i].name, "%s", m.tensors[i].name);
+            idx[i].q = m.tensors[i].q;
+            idx[i].ndim = m.tensors[i].ndim;
+            memcpy(idx[i].shape, m.tensors[i].shape, sizeof idx[i].shape);
+            idx[i].raw_size = m.tensors[i].raw_size;
+        }
+        man.totals = lmq_manifest_totals_of(&man, idx, m.n_tensors);
+    }
+    if (!rc)
+        rc = lmq_writer_open(&w, path, e);
+    for (int i = 0; i < m.n_tensors && !rc; i++) {
+        const lmq_tensor *t = &m.tensors[i];
+        const int pack = nan_scale && t == q;
+        rc = lmq_writer_add(w, t->name, pack ? q8 : t->q, t->ndim, t->shape, pack ? packed : t->raw,
+                            pack ? L.bytes : t->raw_size, LMQ_CODEC_NONE, e);
+    }
+    for (int i = 0; i < m.n_files && !rc; i++) {
+        char name[LMQ_NAME_MAX + 8];
+        snprintf(name, sizeof name, "file:%s", m.files[i].name);
+        int64_t shape[1] = { (int64_t)m.files[i].size };
+        rc = lmq_writer_add(w, name, (lmq_qparams){ .dtype = LMQ_T_BYTES }, 1, shape, m.files[i].data,
+                            m.files[i].size, LMQ_CODEC_NONE, e);
+    }
+    char *text = NULL;
+    size_t len;
+    if (rc)
+        lmq_writer_abort(w);
+    else if (!bad_stats)
+        rc = lmq_writer_finish(w, &man, e);
+    else if (!(rc = lmq_manifest_emit(&man, &text, &len, e)))
+        rc = lmq_writer_finish_text(w, text, len, e);
+    free(text);
+    free(packed);
+    lmq_manifest_free(&man);
+    lmq_model_free(&m);
+    if (rc || (!nan_scale && strcmp(kind, "dotdot")))
+        return rc;
+    lmq_blob b;
+    if ((rc = lmq_blob_open(path, &b, e)))
+        return rc;
+    size_t n = b.size;
+    uint8_t *d = malloc(n);
+    memcpy(d, b.data, n);
+    lmq_blob_close(&b);
+    if (nan_scale) {
+        lmq_container c;
+        if (!(rc = lmq_container_open_mem(&c, d, n, path, e))) {
+            const lmq_tensor_entry *t = lmq_container_find(&c, "blk.0.attn_q.weight");
+            const uint64_t io = get_le(d + n - 64, 8);
+            put_le(d + t->offset, 0x7e00, 2); /* an fp16 NaN */
+            put_le(d + io + 8 + (uint64_t)(t - c.tensors) * 80 + 72, XXH3_64bits(d + t->offset, t->raw_size), 8);
+            lmq_container_close(&c);
+        }
+    } else if (replace_all(d, n, "..-x", "../x") != 2) { /* the index and the manifest */
+        rc = lmq_fail(e, LMQ_E_ARG, "dotdot: the name is not where expected");
+    }
+    if (!rc) {
+        reseal(d, n);
+        FILE *f = fopen(path, "wb");
+        if (!f || fwrite(d, 1, n, f) != n || fclose(f))
+            rc = lmq_fail(e, LMQ_E_IO, "%s: write failed", path);
+    }
+    free(d);
+    return rc;
+}
+
+typedef struct {
+    int n;
+    char name[LMQ_NAME_MAX + 8], msg[600];
+} one_issue;
+
+static void keep_first(void *ctx, const char *tensor, lmq_code code, const char *msg)
+{
+    one_issue *o = ctx;
+    (void)code;
+    if (!o->n++) {
+        snprintf(o->name, sizeof o->name, "%s", tensor ? tensor : "");
+        snprintf(o->msg, sizeof o->msg, "%s", msg);
+    }
+}
+
+/* Each hostile sample passes the checksums and fails exactly one of audit's other checks, with
+ * the tensor or file and the rule named; the loaders refuse the same files. */
+START_TEST(audit_refuses_what_loaders_refuse)
+{
+    static const struct {
+        const char *kind, *name, *msg;
+        int load_fails; /* rt_load_artefact refuses it too (the tokenizer and the manifest ranges
+                           are checked by verify and generate, and the writer) */
+    } cases[] = {
+        { "tokenizer", "", "tokenizer.bin: ", 0 },
+        { "kurtosis", "blk.0.attn_q.weight", "stats.excess_kurtosis is -3: the schema wants a finite number >= -2", 0 },
+        { "dotdot", "file:../x", "file ../x: a carried file's name has no '/' or '\\' (byte 2)", 1 },
+        { "nan_scale", "blk.0.attn_q.weight", "scale 0 is nan: scales are finite and >= 0", 1 },
+        { "nan_weight", "", "tensor blk.0.attn_v.weight: non-finite value nan at element 3", 0 },
+        { "denormal", NULL, NULL, 0 },
+    };
+    const char *dir = test_tmpdir();
+    char path[256];
+    snprintf(path, sizeof path, "%s/h.lmq", dir);
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        lmq_err e;
+        ck_assert_msg(write_hostile(path, cases[k].kind, &e) == LMQ_OK, "%s: %s", cases[k].kind, e.msg);
+        lmq_container c;
+        lmq_manifest man;
+        ck_assert_msg(lmq_container_open_manifest(&c, &man, path, &e) == LMQ_OK, "%s: %s", cases[k].kind, e.msg);
+        ck_assert_int_eq(lmq_container_verify(&c, NULL, NULL, &e), LMQ_OK);
+        one_issue o = { 0 };
+        lmq_manifest_check(&man, c.tensors, c.n_tensors, c.version, keep_first, &o);
+        rt_audit_values(&c, keep_first, &o);
+        lmq_container_check_files(&c, keep_first, &o);
+        rt_audit_tokenizer(&c, &man, keep_first, &o);
+        ck_assert_msg(o.n == (cases[k].name ? 1 : 0), "%s: %d problems, first %s: %s", cases[k].kind, o.n, o.name,
+                      o.msg);
+        if (cases[k].name) {
+            ck_assert_str_eq(o.name, cases[k].name);
+            ck_assert_msg(strstr(o.msg, cases[k].msg), "%s: %s", cases[k].kind, o.msg);
+        }
+        lmq_manifest_free(&man);
+        lmq_container_close(&c);
+        lmq_model back;
+        lmq_code rc = rt_load_artefact(path, &back, &e);
+        ck_assert_msg((rc != LMQ_OK) == cases[k].load_fails, "%s: load gave %d", cases[k].kind, rc);
+        if (!rc)
+            lmq_model_free(&back);
+        else
+            ck_assert_msg(strstr(e.msg, cases[k].name + 5 * !strncmp(cases[k].name, "file:", 5)), "%s", e.msg);
+    }
+    test_rmtree(dir);
+}
+END_TEST
+
+/* Carried files have plain names: writers refuse the rest (the reader's side is above). */
+START_TEST(carried_file_names)
+{
+    static const char *const bad[] = { "../x", "a/b", "a\\b", ".", "..", "", "tab\there", "/abs" };
+    static const char *const good[] = { "tokenizer.bin", "..x", "x..", ".hidden", "vocab.json" };
+    lmq_err e;
+    lmq_model m;
+    lmq_model_init(&m);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_msg(lmq_file_name_check(bad[i], &e) == LMQ_E_FORMAT, "'%s' passed", bad[i]);
+        ck_assert_int_eq(lmq_model_add_file(&m, bad[i], malloc(1), 1, &e), LMQ_E_FORMAT);
+    }
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        ck_assert_msg(lmq_file_name_check(good[i], &e) == LMQ_OK, "'%s': %s", good[i], e.msg);
+        ck_assert_int_eq(lmq_model_add_file(&m, good[i], malloc(1), 1, &e), LMQ_OK);
+    }
+    ck_assert_int_eq(lmq_model_add_file(&m, good[0], malloc(1), 1, &e), LMQ_E_ARG); /* twice */
+    lmq_model_free(&m);
+    const char *dir = test_tmpdir();
+    char path[256];
+    snprintf(path, sizeof path, "%s/f.lmq", dir);
+    lmq_writer *w;
+    const int64_t one[1] = { 1 };
+    ck_assert_int_eq(lmq_writer_open(&w, path, &e), LMQ_OK);
+    ck_assert_int_eq(lmq_writer_add(w, "file:../x", (lmq_qparams){ .dtype = LMQ_T_BYTES }, 1, one, "x", 1,
+                                    LMQ_CODEC_NONE, &e), LMQ_E_FORMAT);
+    ck_assert_msg(strstr(e.msg, "file ../x: a carried file's name has no '/'"), "%s", e.msg);
+    lmq_writer_abort(w);
+    ck_assert_int_eq(dir_entries(dir), 0);
     test_rmtree(dir);
 }
 END_TEST
@@ -1261,8 +1492,9 @@ int main(void)
     if (sample) {
         lmq_err e;
         const char *kind = getenv("LMQ_SAMPLE_KIND");
-        lmq_code rc = kind && !strcmp(kind, "unlisted") ? write_sample_unlisted(sample, &e)
-                                                        : write_sample(sample, LMQ_CODEC_ZSTD, &e);
+        lmq_code rc = !kind ? write_sample(sample, LMQ_CODEC_ZSTD, &e)
+                      : !strcmp(kind, "unlisted") ? write_sample_unlisted(sample, &e)
+                                                  : write_hostile(sample, kind, &e);
         if (rc)
             fprintf(stderr, "%s\n", e.msg);
         return rc ? 1 : 0;
@@ -1287,6 +1519,8 @@ int main(void)
     tcase_add_test(tc, hostile_zstd_sizes);
     tcase_add_test(tc, verify_reports_every_failure);
     tcase_add_test(tc, huge_shape_refused_before_allocation);
+    tcase_add_test(tc, audit_refuses_what_loaders_refuse);
+    tcase_add_test(tc, carried_file_names);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }

@@ -3,6 +3,7 @@
  * the st_ API, under the test's own statement of the name map and the GPT-2 transposition;
  * damaged checkpoints each give their own message naming the tensor or file. */
 #include <math.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -810,6 +811,29 @@ END_TEST
 
 /* ---- tokenizers ------------------------------------------------------------------------ */
 
+/* A Hugging Face tokenizer.json of GPT-2's 256 byte tokens (ids = byte values), no merges. */
+static char *byte_level_json(void)
+{
+    json_t *vocab = json_object();
+    for (unsigned b = 0, extra = 0; b < 256; b++) {
+        /* GPT-2's byte-to-character map: printable Latin-1 bytes stand for themselves, the rest
+         * for U+0100 onwards in byte order */
+        const unsigned cp = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174 ? b : 256 + extra++;
+        char u[3] = { (char)cp, 0, 0 };
+        if (cp >= 0x80) {
+            u[0] = (char)(0xc0 | cp >> 6);
+            u[1] = (char)(0x80 | (cp & 0x3f));
+        }
+        json_object_set_new(vocab, u, json_integer(b));
+    }
+    json_t *root = json_pack("{s:{s:s, s:o, s:[]}, s:{s:s}}", "model", "type", "BPE", "vocab", vocab, "merges",
+                             "pre_tokenizer", "type", "ByteLevel");
+    ck_assert_ptr_nonnull(root);
+    char *text = json_dumps(root, JSON_COMPACT);
+    json_decref(root);
+    return text;
+}
+
 START_TEST(tokenizers)
 {
     ckpt src;
@@ -824,22 +848,34 @@ START_TEST(tokenizers)
     expect_file(&m, "tokenizer.bin", fixture(STORIES "/tok512.bin"));
     lmq_model_free(&m);
 
-    /* vocab.json named explicitly brings merges.txt from beside it; a directory is searched. */
-    convert_ok(dir, fixture("gpt2-tokenizer/vocab.json"), &m);
+    /* vocab.json named explicitly brings merges.txt from beside it; a directory is searched (for
+     * GPT-2: the tokenizer must fit the model's vocabulary, which stories260K's 512 do not). */
+    char sotu[512], tok512[512];
+    snprintf(sotu, sizeof sotu, "%s", fixture(SOTU)); /* fixture()'s buffer is reused */
+    snprintf(tok512, sizeof tok512, "%s", fixture(STORIES "/tok512.bin"));
+    convert_ok(sotu, fixture("gpt2-tokenizer/vocab.json"), &m);
     ck_assert_int_eq(m.arch.tokenizer, LMQ_TOK_GPT2);
     expect_file(&m, "vocab.json", fixture("gpt2-tokenizer/vocab.json"));
     expect_file(&m, "merges.txt", fixture("gpt2-tokenizer/merges.txt"));
     lmq_model_free(&m);
-    convert_ok(dir, fixture("gpt2-tokenizer"), &m);
+    convert_ok(sotu, fixture("gpt2-tokenizer"), &m);
     ck_assert_int_eq(m.arch.tokenizer, LMQ_TOK_GPT2);
     ck_assert_int_eq(m.n_files, 2);
     lmq_model_free(&m);
+    convert_fails(dir, fixture("gpt2-tokenizer"), "tokenizer for a 512-token model",
+                  "tokenizer has 50257 tokens but the model only 512");
+    convert_fails(sotu, tok512, "tokenizer for a 50257-token model", "token 512");
     convert_fails(dir, fixture("text/sotu-eval.txt"), "not a tokenizer lmq knows", NULL);
     convert_fails(dir, "/nonexistent/tokenizer.json", "/nonexistent/tokenizer.json", "not found");
 
-    /* tokenizer.json beside the weights. */
+    /* tokenizer.json beside the weights: one that does not parse is refused, a byte-level
+     * vocabulary of 256 tokens is carried. */
     snprintf(path, sizeof path, "%s/tokenizer.json", dir);
     write_bytes(path, "{\"model\": {}}", 13);
+    convert_fails(dir, NULL, "tokenizer for a 512-token model: tokenizer.json: ", NULL);
+    char *js = byte_level_json();
+    write_bytes(path, js, strlen(js));
+    free(js);
     convert_ok(dir, NULL, &m);
     ck_assert_int_eq(m.arch.tokenizer, LMQ_TOK_HF_JSON);
     expect_file(&m, "tokenizer.json", path);

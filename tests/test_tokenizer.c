@@ -782,17 +782,158 @@ START_TEST(llama2c_bad_files)
     int32_t neg = -7;
     memcpy(copy, &neg, 4);
     ck_assert_int_eq(tok_open_llama2c(copy, b.size, 512, &t, &e), LMQ_E_FORMAT);
-    /* fewer entries than <unk>, BOS, EOS and the 256 byte tokens */
-    size_t pos = 4;
+    /* fewer entries than <unk>, BOS and EOS; 100 are a vocabulary (its byte pieces stop at
+     * <0x60>: no byte fallback) */
+    size_t pos = 4, two = 0;
     for (int i = 0; i < 100; i++) {
         int32_t len;
         memcpy(&len, b.data + pos + 4, 4);
         pos += 8 + (size_t)len;
+        two = i == 1 ? pos : two;
     }
-    ck_assert_int_eq(tok_open_llama2c(b.data, pos, 0, &t, &e), LMQ_E_FORMAT);
-    ck_assert_msg(strstr(e.msg, "100 tokens") != NULL, "%s", e.msg);
+    ck_assert_int_eq(tok_open_llama2c(b.data, two, 0, &t, &e), LMQ_E_FORMAT);
+    ck_assert_msg(strstr(e.msg, "2 tokens") != NULL, "%s", e.msg);
+    ck_assert_msg(tok_open_llama2c(b.data, pos, 0, &t, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_int_eq(tok_vocab_size(t), 100);
+    tok_free(t);
     free(copy);
     lmq_blob_close(&b);
+}
+END_TEST
+
+/* A tokenizer.bin of n pieces (max_token_length first; scores as given, 0 where scores is NULL). */
+static uint8_t *l2c_file(const char *const *pieces, const float *scores, int n, size_t *size)
+{
+    size_t total = 4, max = 0;
+    for (int i = 0; i < n; i++) {
+        total += 8 + strlen(pieces[i]);
+        max = strlen(pieces[i]) > max ? strlen(pieces[i]) : max;
+    }
+    uint8_t *d = malloc(total), *p = d + 4;
+    ck_assert_ptr_nonnull(d);
+    int32_t m = (int32_t)max;
+    memcpy(d, &m, 4);
+    for (int i = 0; i < n; i++) {
+        float sc = scores ? scores[i] : 0.0f;
+        int32_t len = (int32_t)strlen(pieces[i]);
+        memcpy(p, &sc, 4);
+        memcpy(p + 4, &len, 4);
+        memcpy(p + 8, pieces[i], (size_t)len);
+        p += 8 + (size_t)len;
+    }
+    *size = total;
+    return d;
+}
+
+static void assert_ids(const tok_tokenizer *t, const char *text, const int32_t *want, size_t n)
+{
+    int32_t *ids;
+    size_t k;
+    encode_ok(t, text, strlen(text), &ids, &k);
+    ck_assert_msg(k == n, "\"%s\": %zu ids, expected %zu", text, k, n);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_msg(ids[i] == want[i], "\"%s\": id %zu is %d, expected %d", text, i, ids[i], want[i]);
+    free(ids);
+}
+
+static char *decoded(const tok_tokenizer *t, const int32_t *ids, size_t n)
+{
+    char *s;
+    size_t len;
+    lmq_err e;
+    ck_assert_msg(tok_decode(t, ids, n, &s, &len, &e) == LMQ_OK, "%s", e.msg);
+    return s;
+}
+
+/* Vocabularies trained by llama2.c's custom-tokenizer path: 105 pieces without byte pieces, and
+ * 2048 whose ids 3..258 are ordinary characters; then byte pieces away from ids 3..258. Byte
+ * fallback is a property of the pieces, not of the vocabulary's size. */
+START_TEST(llama2c_custom_vocabularies)
+{
+    enum { SMALL = 105, LARGE = 2048, MOVED = 400 };
+    static char store[LARGE][16];
+    const char *pieces[LARGE];
+    float scores[LARGE] = { 0 };
+    tok_tokenizer *t;
+    lmq_err e;
+    size_t size;
+    const char *const special[] = { "<unk>", "<s>", "</s>" };
+
+    /* 105: specials, ' ' (3), 'a'..'z' (4..29), '!' (30), merges " c" (31), "at" (32), " cat" (33),
+     * then pieces that never form from any text below */
+    int n = 0;
+    for (; n < 3; n++)
+        pieces[n] = special[n];
+    pieces[n++] = " ";
+    for (char c = 'a'; c <= 'z'; c++, n++) {
+        store[n][0] = c;
+        pieces[n] = store[n];
+    }
+    pieces[n++] = "!";
+    scores[n] = 5, pieces[n++] = " c";
+    scores[n] = 4, pieces[n++] = "at";
+    scores[n] = 6, pieces[n++] = " cat";
+    for (; n < SMALL; n++) {
+        snprintf(store[n], sizeof store[n], "Q%d", n);
+        pieces[n] = store[n];
+    }
+    uint8_t *f = l2c_file(pieces, scores, SMALL, &size);
+    ck_assert_msg(tok_open_llama2c(f, size, SMALL, &t, &e) == LMQ_OK, "%s", e.msg);
+    /* " c" (5) first, then "at" (4), then " cat" (6); the é (not a piece) is one <unk> */
+    const int32_t cat[] = { 1, 33, 3, 0, 30 };
+    assert_ids(t, "cat \xc3\xa9!", cat, 5);
+    char *s = decoded(t, cat, 5);
+    ck_assert_str_eq(s, "cat <unk>!");
+    free(s);
+    const int32_t tab[] = { 1, 3, 0, 0, 0 }; /* three unknown characters, one <unk> each */
+    assert_ids(t, "\t\xe2\x82\xac\xf0\x9f\x98\x80", tab, 5);
+    tok_free(t);
+    free(f);
+
+    /* 2048: ids 3..97 are ' '..'~', 98..258 the two-byte characters U+00A1.., the rest pieces that
+     * never form */
+    for (n = 3; n < 3 + 95; n++) {
+        snprintf(store[n], sizeof store[n], "%c", ' ' + n - 3);
+        pieces[n] = store[n];
+    }
+    for (unsigned cp = 0xa1; n < 259; n++, cp++) {
+        snprintf(store[n], sizeof store[n], "%c%c", 0xc0 | cp >> 6, 0x80 | (cp & 0x3f));
+        pieces[n] = store[n];
+    }
+    for (; n < LARGE; n++) {
+        snprintf(store[n], sizeof store[n], "~~%d", n);
+        pieces[n] = store[n];
+    }
+    f = l2c_file(pieces, NULL, LARGE, &size);
+    ck_assert_msg(tok_open_llama2c(f, size, LARGE, &t, &e) == LMQ_OK, "%s", e.msg);
+    /* 'H' is 0x48 (id 3 + 0x48 - 0x20 = 43), 'i' 76, U+00E9 id 98 + 0xe9 - 0xa1 = 170; the euro
+     * sign is no piece: <unk>, not ids 3 + its bytes */
+    const int32_t hi[] = { 1, 3, 43, 76, 3, 170, 0 };
+    assert_ids(t, "Hi \xc3\xa9\xe2\x82\xac", hi, 7);
+    s = decoded(t, hi, 6);
+    ck_assert_str_eq(s, "Hi \xc3\xa9");
+    free(s);
+    tok_free(t);
+    free(f);
+
+    /* byte pieces at ids 144..399 (after 141 ordinary ones): byte fallback, through those ids */
+    for (n = 98; n < 144; n++) { /* 3..97 stay ' '..'~' */
+        snprintf(store[n], sizeof store[n], "w%d", n);
+        pieces[n] = store[n];
+    }
+    for (int b = 0; b < 256; b++, n++) {
+        snprintf(store[n], sizeof store[n], "<0x%02X>", b);
+        pieces[n] = store[n];
+    }
+    f = l2c_file(pieces, NULL, MOVED, &size);
+    ck_assert_msg(tok_open_llama2c(f, size, MOVED, &t, &e) == LMQ_OK, "%s", e.msg);
+    const int32_t euro[] = { 1, 3, 144 + 0xe2, 144 + 0x82, 144 + 0xac, 3 + '!' - ' ' };
+    assert_ids(t, "\xe2\x82\xac!", euro, 6);
+    s = decoded(t, euro, 6);
+    ck_assert_str_eq(s, "\xe2\x82\xac!");
+    free(s);
+    tok_free(t);
+    free(f);
 }
 END_TEST
 
@@ -1072,6 +1213,7 @@ int main(void)
     tcase_add_test(tc, hf_json_added_tokens);
     tcase_add_test(tc, hf_json_refusals);
     tcase_add_test(tc, llama2c_bad_files);
+    tcase_add_test(tc, llama2c_custom_vocabularies);
     tcase_add_test(tc, gpt2_bad_files);
     tcase_add_test(tc, documents);
     tcase_add_test(tc, stream_errors);

@@ -6,6 +6,7 @@
 
 #include "formats/container.h"
 #include "formats/manifest.h"
+#include "runtime/artefact.h"
 #include "tools/cmd.h"
 
 typedef struct {
@@ -41,6 +42,25 @@ static void check_manifest(audit *a)
     lmq_manifest_check(a->man, a->c->tensors, a->c->n_tensors, a->c->version, report, a);
 }
 
+/* What a loader checks of the stored numbers (runtime/artefact.h). */
+static void check_values(audit *a)
+{
+    rt_audit_values(a->c, report, a);
+}
+
+/* Carried-file names: plain names only. */
+static void check_files(audit *a)
+{
+    lmq_container_check_files(a->c, report, a);
+}
+
+/* The carried tokenizer opens as generate and verify open it. */
+static void check_tokenizer(audit *a)
+{
+    if (a->man)
+        rt_audit_tokenizer(a->c, a->man, report, a);
+}
+
 /* Policy checks (manifests/ policies) become rows here. */
 static const struct {
     const char *name;
@@ -48,6 +68,9 @@ static const struct {
 } checks[] = {
     { "checksum", check_checksums },
     { "manifest", check_manifest },
+    { "values", check_values },
+    { "files", check_files },
+    { "tokenizer", check_tokenizer },
 };
 
 static int audit_file(const char *path)
@@ -75,7 +98,8 @@ static int audit_file(const char *path)
     if (a.problems)
         printf("%s: FAILED (%d problem%s)\n", path, a.problems, a.problems == 1 ? "" : "s");
     else
-        printf("%s: OK (%d entries, checksums and manifest verified)\n", path, c.n_tensors);
+        printf("%s: OK (%d entries, checksums, manifest, values, file names and tokenizer verified)\n", path,
+               c.n_tensors);
     if (a.man)
         lmq_manifest_free(&man);
     lmq_container_close(&c);
@@ -86,7 +110,11 @@ int cmd_audit(int argc, char **argv)
 {
     static const char usage[] = "usage: lmq audit A.lmq [B.lmq ...]\n"
                                 "Verifies every tensor checksum, the file checksum and the manifest\n"
-                                "(keys, types, one entry per tensor, true bits per weight, totals).\n"
+                                "(keys, types, ranges, one entry per tensor, true bits per weight,\n"
+                                "totals), then what a loader checks: every stored scale, zero point\n"
+                                "and float decodes to a finite number (one tensor in memory at a\n"
+                                "time), carried files have plain names, the tokenizer parses and fits\n"
+                                "the vocabulary.\n"
                                 "Exit status: 0 all passed, 1 a check failed, 2 usage error.\n";
     if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
         fputs(usage, stdout);

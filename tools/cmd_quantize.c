@@ -31,6 +31,13 @@ static void on_stage(void *ctx, const char *stage, int done, int total)
     progress_show(ctx, done, total, stage);
 }
 
+/* Warnings go to stderr, under the progress line (cleared first when it is shown). */
+static void on_warn(void *ctx, const char *tensor, const char *msg)
+{
+    progress_end(ctx);
+    fprintf(stderr, "lmq quantize: warning: tensor %s: %s\n", tensor, msg);
+}
+
 int cmd_quantize(int argc, char **argv)
 {
     const char *out = NULL, *recipe = NULL, *stats = NULL, *calib_text = NULL, *threads_s = "0", *in[1];
@@ -57,7 +64,8 @@ int cmd_quantize(int argc, char **argv)
     }
     progress pr;
     progress_init(&pr, "quantize");
-    q_opts qo = { .progress = on_progress, .progress_ctx = &pr, .threads = (int)threads };
+    q_opts qo = { .progress = on_progress, .progress_ctx = &pr, .threads = (int)threads, .warn = on_warn,
+                  .warn_ctx = &pr };
     cal_quantize_opts co = { .q = qo, .calib_text = calib_text, .progress = on_stage, .progress_ctx = &pr };
     const double t0 = lmq_now();
     lmq_code c = stats ? cal_quantize_file(in[0], recipe, stats, out, &co, &err)

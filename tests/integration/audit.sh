@@ -21,7 +21,7 @@ size=$(stat -c %s "$good")
 
 # The clean artefact.
 run 0 "$LMQ" audit "$good"
-has "$good: OK (10 entries, checksums and manifest verified)"
+has "$good: OK (10 entries, checksums, manifest, values, file names and tokenizer verified)"
 run 0 "$LMQ" inspect "$good"
 has "format_version: 1"
 has "reason: \"plain conversion: no recipe applied\""
@@ -60,6 +60,31 @@ LMQ_WRITE_SAMPLE="$tmp/unlisted.lmq" LMQ_SAMPLE_KIND=unlisted "$SAMPLER"
 run 1 "$LMQ" audit "$tmp/unlisted.lmq"
 has "$tmp/unlisted.lmq: manifest: tensor out_norm.weight: has no manifest entry"
 has "$tmp/unlisted.lmq: FAILED"
+
+# What a loader refuses, in files whose checksums are right: each is named with its rule.
+while IFS='|' read -r kind want; do
+    LMQ_WRITE_SAMPLE="$tmp/$kind.lmq" LMQ_SAMPLE_KIND=$kind "$SAMPLER"
+    run 1 "$LMQ" audit "$tmp/$kind.lmq"
+    has "$tmp/$kind.lmq: $want"
+    has "$tmp/$kind.lmq: FAILED (1 problem)"
+done <<'END'
+nan_scale|values: tensor blk.0.attn_q.weight: scale 0 is nan: scales are finite and >= 0
+nan_weight|values: tensor blk.0.attn_v.weight: non-finite value nan at element 3
+kurtosis|manifest: tensor blk.0.attn_q.weight: stats.excess_kurtosis is -3: the schema wants a finite number >= -2
+dotdot|files: tensor file:../x: file ../x: a carried file's name has no '/' or '\' (byte 2)
+tokenizer|tokenizer: tokenizer.bin: 
+END
+LMQ_WRITE_SAMPLE="$tmp/denormal.lmq" LMQ_SAMPLE_KIND=denormal "$SAMPLER"
+run 0 "$LMQ" audit "$tmp/denormal.lmq"
+
+# A tokenizer that generate and verify would refuse is refused by convert already: bytes that do
+# not parse (random bytes), and stories260K's 512-token tokenizer for a 50257-token GPT-2.
+tail -c 3000 "$FIX/stories260K/stories260K.bin" >"$tmp/junk.bin" # fp32 weights: noise
+run 1 "$LMQ" convert "$FIX/stories260K/stories260K.bin" --tokenizer "$tmp/junk.bin" -o "$tmp/c.lmq"
+has "$tmp/junk.bin: tokenizer for a 512-token model: tokenizer.bin: "
+run 1 "$LMQ" convert "$FIX/sotu-gpt2" --tokenizer "$FIX/stories260K/tok512.bin" -o "$tmp/c.lmq"
+has "tokenizer for a 50257-token model: tokenizer.bin: token 512 at byte"
+[ ! -e "$tmp/c.lmq" ] || fail "convert wrote an artefact with a bad tokenizer"
 
 # Truncations: at the header, index, manifest and footer boundaries and every 61 bytes.
 index_offset=$(u64_at "$good" $((size - 64)))

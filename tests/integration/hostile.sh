@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Hostile paths: outputs that are not ours (FIFOs, links, devices, directories, the inputs
 # themselves) are refused with every file left as it was; input FIFOs are refused at once;
-# an interrupted quantize leaves no temporary file and a whole artefact or none; a stale
-# temporary file of a dead process goes at the next run; --threads above the pool's maximum is
-# a usage error.
+# --threads above the pool's maximum is a usage error; a stale temporary file of a dead process
+# goes at the next run; quantize killed (-9 or TERM) at random moments leaves the old artefact or
+# the new one, never a mix, and no temporary file once a run completes; a full disk says why.
 . "$(dirname "$0")/lib.bash"
 
 S="$FIX/stories260K/stories260K.bin"
@@ -94,6 +94,9 @@ run 2 "$LMQ" quantize "$tmp/s.lmq" --recipe "$R" -o "$tmp/x.lmq" --threads 257
 run 2 "$LMQ" verify "$tmp/s.lmq" --text "$tmp/t.txt" --threads 257
 run 2 "$LMQ" generate "$tmp/s.lmq" --threads 257
 run 2 "$LMQ" probe --threads 257
+run 2 "$LMQ" quantize "$tmp/s.lmq" --recipe "$R" -o "$tmp/x.lmq" --threads 1000
+has "lmq quantize: --threads must be an integer from 0 to 256, not '1000'"
+run 2 "$LMQ" verify "$tmp/s.lmq" --text "$tmp/t.txt" --threads 1000
 [ ! -e "$tmp/x.lmq" ] || fail "x.lmq written"
 
 # A stale temporary file of a process that no longer runs goes at the next write to the output.
@@ -109,26 +112,63 @@ has "removed 1 stale temporary file of an interrupted run"
 [ -e "$tmp/y.lmq.tmp.$dead.AbC123" ] || fail "another output's temporary file removed"
 rm "$tmp/y.lmq.tmp.$dead.AbC123" "$tmp/x.lmq"
 
-# SIGTERM during quantize (w4a16 of GPT-2 takes about 0.2 s on one thread): no temporary file,
-# and the target is absent (before a first whole run) or a whole artefact.
+# kill -9 (30 times) and SIGTERM (10 times) at random moments during quantize of a 30 MB GPT-2
+# (on one thread w4a16 takes about 0.2 s, fp16 0.15 s; the recipes alternate so that the old and
+# the new artefact differ): the target is always the old whole artefact or the new one, never a
+# mix; SIGTERM leaves no temporary file; kill -9 leaves one, which the next whole run removes.
 "$LMQ" convert "$FIX/sotu-gpt2" -o "$tmp/g.lmq" >/dev/null
-killed=0
-for i in $(seq 10); do
-    [ "$i" = 6 ] && "$LMQ" quantize "$tmp/g.lmq" --recipe recipes/w4a16.yaml -o "$tmp/g4.lmq" >/dev/null
-    "$LMQ" quantize "$tmp/g.lmq" --recipe recipes/w4a16.yaml -o "$tmp/g4.lmq" --threads 1 >/dev/null 2>&1 &
+recipe() { [ $(($1 % 2)) = 1 ] && echo recipes/w4a16.yaml || echo recipes/fp16.yaml; }
+"$LMQ" quantize "$tmp/g.lmq" --recipe "$(recipe 1)" -o "$tmp/ref1.lmq" >/dev/null
+"$LMQ" quantize "$tmp/g.lmq" --recipe "$(recipe 0)" -o "$tmp/ref0.lmq" >/dev/null
+sum() { sha256sum "$1" | cut -c1-64; }
+want1=$(sum "$tmp/ref1.lmq") want0=$(sum "$tmp/ref0.lmq")
+[ "$want0" != "$want1" ] || fail "the two recipes give the same artefact: the check below tests nothing"
+cp "$tmp/ref0.lmq" "$tmp/g4.lmq"
+RANDOM=2026 # the same moments every run
+killed=0 termed=0
+for i in $(seq 40); do
+    sig=KILL
+    [ $((i % 4)) = 1 ] && sig=TERM
+    "$LMQ" quantize "$tmp/g.lmq" --recipe "$(recipe "$i")" -o "$tmp/g4.lmq" --threads 1 >/dev/null 2>&1 &
     pid=$!
-    sleep "0.$(printf %02d $((i * 7 % 19 + 1)))"
-    kill -TERM "$pid" 2>/dev/null || true
+    sleep "0.$(printf %02d $((RANDOM % 20)))"
+    kill -"$sig" "$pid" 2>/dev/null || true
     st=0
-    wait "$pid" || st=$?
-    [ "$st" = 0 ] || [ "$st" = 143 ] || fail "SIGTERM run $i exited $st"
-    [ "$st" = 0 ] || killed=$((killed + 1))
-    ! ls -a "$tmp" | grep -q '\.tmp\.' || fail "SIGTERM run $i left a temporary file"
-    if [ -e "$tmp/g4.lmq" ]; then
-        run 0 "$LMQ" audit "$tmp/g4.lmq"
-    else
-        [ "$i" -lt 6 ] || fail "SIGTERM run $i removed the old artefact"
+    { wait "$pid"; } 2>/dev/null || st=$? # (bash's "Killed" line goes too)
+    case "$sig:$st" in
+    *:0) ! ls -a "$tmp" | grep -q '\.tmp\.' || fail "run $i completed, temporary files are left: $(ls "$tmp")" ;;
+    KILL:137) killed=$((killed + 1)) ;;
+    TERM:143) termed=$((termed + 1)) ;;
+    *) fail "run $i (SIG$sig) exited $st" ;;
+    esac
+    got=$(sum "$tmp/g4.lmq")
+    [ "$got" = "$want0" ] || [ "$got" = "$want1" ] || fail "run $i (SIG$sig): the target is neither artefact"
+    if [ "$sig" = TERM ] && ls -a "$tmp" | grep -q "g4.lmq.tmp.$pid\."; then
+        fail "SIGTERM run $i left its temporary file"
     fi
 done
-[ "$killed" -gt 0 ] || fail "no quantize run was interrupted: the SIGTERM case tested nothing"
+[ "$killed" -ge 10 ] && [ "$termed" -ge 3 ] ||
+    fail "only $killed kill -9 and $termed SIGTERM landed during a run: the loop tested too little"
+run 0 "$LMQ" quantize "$tmp/g.lmq" --recipe "$(recipe 1)" -o "$tmp/g4.lmq"
+! ls -a "$tmp" | grep -q '\.tmp\.' || fail "temporary files left after a whole run: $(ls "$tmp")"
+[ "$(sum "$tmp/g4.lmq")" = "$want1" ] || fail "the last whole run's artefact differs from the reference"
+echo "$SCRIPT: $killed kill -9 and $termed SIGTERM interrupted quantize; no temporary file left"
+
+# A full disk (here: a file size limit, so writes fail with EFBIG) says why, and leaves neither
+# the output nor a temporary file. The command's messages go through a pipe, which the limit
+# does not cover.
+limited() {
+    local blocks=$1 st=0
+    shift
+    (trap '' XFSZ && ulimit -f "$blocks" && exec "$@") 2>&1 | cat >"$tmp/out" || st=${PIPESTATUS[0]}
+    [ "$st" = 1 ] || { cat "$tmp/out" >&2; fail "'$*' under ulimit -f $blocks exited $st, expected 1"; }
+}
+limited 64 "$LMQ" quantize "$tmp/s.lmq" --recipe "$R" -o "$tmp/full.lmq"
+has "$tmp/full.lmq: write failed: File too large"
+limited 64 "$LMQ" convert "$S" -o "$tmp/full.lmq"
+has "File too large"
+limited 0 "$LMQ" verify "$tmp/s.lmq" --text "$tmp/t.txt" --ctx 64 --json "$tmp/full.json"
+has "$tmp/full.json: cannot write: File too large"
+! ls -a "$tmp" | grep -q 'full\.' || fail "a failed write left a file: $(ls "$tmp")"
+
 echo "$SCRIPT: ok"

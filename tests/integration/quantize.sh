@@ -82,4 +82,20 @@ Y
 st=0; "$LMQ" quantize "$tmp/s.lmq" --recipe "$tmp/none.yaml" -o "$tmp/none.lmq" 2>"$tmp/err" || st=$?
 [ "$st" = 1 ] && grep -q "none.yaml" "$tmp/err" || fail "missing recipe: exit $st, $(cat "$tmp/err")"
 st=0; "$LMQ" quantize "$tmp/s.lmq" -o "$tmp/x.lmq" 2>/dev/null || st=$?; [ "$st" = 2 ] || fail "no --recipe: exit $st"
+
+# A tensor whose weights are all subnormal dequantises to zeros: written, with a warning naming
+# it; the same model with ordinary weights gives none (both from the container tests' sample
+# writer).
+SAMPLER="$(dirname "$LMQ")/tests/test_container"
+LMQ_WRITE_SAMPLE="$tmp/denormal.lmq" LMQ_SAMPLE_KIND=denormal "$SAMPLER"
+LMQ_WRITE_SAMPLE="$tmp/plain.lmq" "$SAMPLER"
+for r in int8-channel fp16 int4-g32-asym; do
+    run 0 "$LMQ" quantize "$tmp/denormal.lmq" --recipe "recipes/$r.yaml" -o "$tmp/dq.lmq"
+    has "lmq quantize: warning: tensor blk.0.attn_q.weight: every weight dequantises to 0"
+    has "the tensor is lost (rel_error 1)"
+    [ "$(grep -c warning "$tmp/out")" = 1 ] || fail "$r: one warning expected"
+    run 0 "$LMQ" audit "$tmp/dq.lmq"
+    run 0 "$LMQ" quantize "$tmp/plain.lmq" --recipe "recipes/$r.yaml" -o "$tmp/dq.lmq"
+    ! grep -q warning "$tmp/out" || fail "$r: a warning for ordinary weights"
+done
 echo "quantize.sh: ok"
