@@ -1174,8 +1174,6 @@ START_TEST(huge_shape_refused_before_allocation)
 }
 END_TEST
 
-/* The sample with a manifest that leaves out its last tensor (checksums all correct): what
- * audit's manifest check must catch. */
 /* Activations travel model → manifest → model; on a vector the writer and the reader refuse them. */
 START_TEST(activations_round_trip)
 {
@@ -1223,6 +1221,10 @@ START_TEST(activations_round_trip)
     free(text);
     lmq_manifest_free(&man);
     lmq_model_free(&m);
+    test_rmtree(dir);
+}
+END_TEST
+
 /* ---- what audit and the loaders refuse in artefacts whose checksums are right ---- */
 
 /* Replaces every occurrence of from in d[0..n) by to (the same length); returns how many. */
@@ -1457,6 +1459,8 @@ START_TEST(carried_file_names)
 }
 END_TEST
 
+/* The sample with a manifest that leaves out its last tensor (checksums all correct): what
+ * audit's manifest check must catch. */
 static lmq_code write_sample_unlisted(const char *path, lmq_err *e)
 {
     lmq_model m;
