@@ -15,7 +15,8 @@
  *      through the model whose earlier blocks are already quantised, the Gram matrix of each of
  *      this block's inputs is collected, and GPTQ quantises the block's layers with it.
  * The statistics must come from the same artefact (its file checksum); statistics of inputs that
- * a transform rescaled are rescaled with them. */
+ * a transform rescaled are rescaled with them. A recipe that needs no statistics is applied as
+ * q_quantize_file applies it: the artefact does not name statistics it did not use. */
 #ifndef LMQ_CAL_METHODS_H
 #define LMQ_CAL_METHODS_H
 

@@ -79,7 +79,7 @@ static lmq_code carried_files(const lmq_container *c, lmq_model *m)
 
 int rt_audit_tokenizer(const lmq_container *c, const lmq_manifest *man, lmq_issue_fn fn, void *ctx)
 {
-    if (man->arch.tokenizer == LMQ_TOK_NONE)
+    if (man->arch.tokenizer == LMQ_TOK_NONE || man->kind == LMQ_KIND_STATS) /* statistics carry no model */
         return 0;
     lmq_model m;
     lmq_model_init(&m);

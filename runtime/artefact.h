@@ -23,7 +23,8 @@ lmq_code rt_load_artefact(const char *path, lmq_model *out, lmq_err *err);
 int rt_audit_values(const lmq_container *c, lmq_issue_fn fn, void *ctx);
 
 /* The carried tokenizer as man->arch names it, parsed the way generate and verify open it
- * (tok_open_model) and checked against the vocabulary size: nothing when the kind is none. */
+ * (tok_open_model) and checked against the vocabulary size: nothing when the kind is none, or
+ * for a stats file (which describes a model's architecture without carrying it). */
 int rt_audit_tokenizer(const lmq_container *c, const lmq_manifest *man, lmq_issue_fn fn, void *ctx);
 
 #endif

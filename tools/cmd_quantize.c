@@ -16,10 +16,10 @@ static const char usage[] =
     "                    [--threads N]\n"
     "Applies the recipe (recipes/README.md) tensor by tensor and writes OUT.lmq atomically, with a\n"
     "manifest of what was done to each tensor. Recipes with calibrated methods (gptq, awq) or\n"
-    "smoothquant need the statistics `lmq calibrate` took on IN.lmq (--stats); GPTQ runs the\n"
-    "calibration windows again block by block, from the text the statistics name or --calib-text\n"
-    "(the same text, elsewhere: its checksum is checked). Each tensor is quantised on N threads\n"
-    "(default 0: one per CPU); the bytes do not depend on N.\n";
+    "smoothquant need the statistics `lmq calibrate` took on IN.lmq (--stats; recipes that round to\n"
+    "nearest leave them unused). GPTQ runs the calibration windows again block by block, from the\n"
+    "text the statistics name or --calib-text (the same text, elsewhere: its checksum is checked).\n"
+    "Each tensor is quantised on N threads (default 0: one per CPU); the bytes do not depend on N.\n";
 
 static void on_progress(void *ctx, int done, int total, const char *name)
 {

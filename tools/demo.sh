@@ -20,10 +20,8 @@ docs demo/sotu-eval.txt 1 6 >"$OUT/calib.txt"
 docs demo/sotu-eval.txt 7 10 >"$OUT/eval.txt"
 "$LMQ" convert demo/sotu-gpt2 --tokenizer "$FIX/gpt2-tokenizer" -o "$OUT/fp32.lmq"
 "$LMQ" calibrate "$OUT/fp32.lmq" --text "$OUT/calib.txt" -o "$OUT/stats.lmq"
-for r in recipes/*.yaml; do
-    stats=() # recipes with a calibrated method or smoothquant need the statistics
-    grep -qE '^(smoothquant:|[[:space:]]+method:[[:space:]]*[^r[:space:]])' "$r" && stats=(--stats "$OUT/stats.lmq")
-    "$LMQ" quantize "$OUT/fp32.lmq" --recipe "$r" "${stats[@]}" -o "$OUT/$(basename "$r" .yaml).lmq"
+for r in recipes/*.yaml; do # (recipes that round to nearest leave the statistics unused and unnamed)
+    "$LMQ" quantize "$OUT/fp32.lmq" --recipe "$r" --stats "$OUT/stats.lmq" -o "$OUT/$(basename "$r" .yaml).lmq"
 done
 "$LMQ" audit "$OUT"/*.lmq >"$OUT/audit.txt" || { cat "$OUT/audit.txt" >&2; exit 1; }
 echo "audit: $(grep -c ': OK' "$OUT/audit.txt") artefacts pass (checksums, manifest)"
