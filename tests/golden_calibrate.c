@@ -22,60 +22,38 @@
 #include "verify/run.h"
 #include "verify/stream.h"
 
-/* Documents [first, last) of the text at src, written to dst as a P1 text. */
-static void write_docs(const char *src, int first, int last, const char *dst)
-{
-    lmq_blob b;
-    lmq_err e;
-    vf_doc *docs;
-    int n;
-    ck_assert_msg(lmq_blob_open(src, &b, &e) == LMQ_OK, "%s", e.msg);
-    ck_assert_msg(vf_docs_split((const char *)b.data, b.size, &docs, &n, &e) == LMQ_OK, "%s", e.msg);
-    ck_assert_msg(first >= 0 && first < last && last <= n, "%s has %d documents, not %d..%d", src, n, first, last);
-    FILE *f = fopen(dst, "w");
-    ck_assert_ptr_nonnull(f);
-    for (int i = first; i < last; i++) {
-        if (i > first)
-            fputs("\n<|endoftext|>\n", f);
-        fwrite(b.data + docs[i].off, 1, docs[i].len, f);
-    }
-    fputc('\n', f);
-    fclose(f);
-    free(docs);
-    lmq_blob_close(&b);
-}
-
-static int count_docs(const char *src)
-{
-    lmq_blob b;
-    lmq_err e;
-    vf_doc *docs;
-    int n;
-    ck_assert_msg(lmq_blob_open(src, &b, &e) == LMQ_OK, "%s", e.msg);
-    ck_assert_msg(vf_docs_split((const char *)b.data, b.size, &docs, &n, &e) == LMQ_OK, "%s", e.msg);
-    free(docs);
-    lmq_blob_close(&b);
-    return n;
-}
-
 /* In dir: the fixture model_rel as an fp32 artefact, and its text split into documents
- * [0, calib_docs) to calibrate on and the rest to score. Returns the number of documents. */
+ * [0, calib_docs) to calibrate on and the rest to score, each a P1 text. Returns the number of
+ * documents. */
 static int setup(const char *dir, const char *model_rel, const char *text_rel, int calib_docs, char *fp32,
                  char *calib, char *eval, size_t size)
 {
-    lmq_err e;
-    lmq_model m;
-    ck_assert_msg(lmq_convert(fixture(model_rel), &(lmq_convert_opts){ 0 }, &m, &e) == LMQ_OK, "%s", e.msg);
     snprintf(fp32, size, "%s/fp32.lmq", dir);
-    ck_assert_msg(lmq_container_write_model(fp32, &m, NULL, &e) == LMQ_OK, "%s", e.msg);
-    lmq_model_free(&m);
+    test_fp32_artefact(model_rel, fp32);
     snprintf(calib, size, "%s/calib.txt", dir);
     snprintf(eval, size, "%s/eval.txt", dir);
-    const char *text = fixture(text_rel);
-    const int docs = count_docs(text);
-    write_docs(text, 0, calib_docs, calib);
-    write_docs(text, calib_docs, docs, eval);
-    return docs;
+    lmq_blob b;
+    lmq_err e;
+    vf_doc *docs;
+    int n;
+    ck_assert_msg(lmq_blob_open(fixture(text_rel), &b, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_msg(vf_docs_split((const char *)b.data, b.size, &docs, &n, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_msg(calib_docs > 0 && calib_docs < n, "%s has %d documents, not more than %d", text_rel, n, calib_docs);
+    for (int part = 0; part < 2; part++) {
+        const int first = part ? calib_docs : 0, last = part ? n : calib_docs;
+        FILE *f = fopen(part ? eval : calib, "w");
+        ck_assert_ptr_nonnull(f);
+        for (int i = first; i < last; i++) {
+            if (i > first)
+                fputs("\n<|endoftext|>\n", f);
+            fwrite(b.data + docs[i].off, 1, docs[i].len, f);
+        }
+        fputc('\n', f);
+        fclose(f);
+    }
+    free(docs);
+    lmq_blob_close(&b);
+    return n;
 }
 
 /* Each recipe applied to model (its statistics in stats) and scored against model on eval. */

@@ -24,12 +24,8 @@
 /* The fixture as an fp32 artefact in dir. */
 static void write_fp32(const char *dir, const char *rel, char *path, size_t size)
 {
-    lmq_model m;
-    lmq_err e;
-    ck_assert_msg(lmq_convert(fixture(rel), &(lmq_convert_opts){ 0 }, &m, &e) == LMQ_OK, "%s", e.msg);
     snprintf(path, size, "%s/fp32.lmq", dir);
-    ck_assert_msg(lmq_container_write_model(path, &m, NULL, &e) == LMQ_OK, "%s", e.msg);
-    lmq_model_free(&m);
+    test_fp32_artefact(rel, path);
 }
 
 /* Every input x the forward pass gives one named layer, kept whole. */

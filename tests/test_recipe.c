@@ -238,7 +238,7 @@ START_TEST(methods)
     ck_assert(q_recipe_needs_stats(&r));
     q_recipe_free(&r);
 
-    parse_fails(RULE "    method: optq\n", "recipe.yaml:7: rules[0].method: unknown method 'optq'", NULL);
+    parse_fails(RULE "    method: optq\n", "recipe.yaml:7: rules[0].method: unknown value 'optq' (known: rtn, gptq, awq)", NULL);
     parse_fails(RULE "    method: {damp: 0.1}\n", "recipe.yaml:7: rules[0].method: needs a name", NULL);
     parse_fails(RULE "    method: {name: awq, damp: 0.1}\n", "rules[0].method.damp: is a parameter of gptq, not of awq",
                 NULL);

@@ -6,6 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "convert/convert.h"
+#include "formats/container.h"
+
 const char *fixture(const char *rel)
 {
     static char buf[4096];
@@ -36,6 +39,15 @@ static int remove_entry(const char *path, const struct stat *st, int flag, struc
 void test_rmtree(const char *dir)
 {
     nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+void test_fp32_artefact(const char *rel, const char *path)
+{
+    lmq_model m;
+    lmq_err e;
+    ck_assert_msg(lmq_convert(fixture(rel), &(lmq_convert_opts){ 0 }, &m, &e) == LMQ_OK, "%s: %s", rel, e.msg);
+    ck_assert_msg(lmq_container_write_model(path, &m, NULL, &e) == LMQ_OK, "%s: %s", path, e.msg);
+    lmq_model_free(&m);
 }
 
 int run_suite(Suite *s)

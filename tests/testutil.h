@@ -18,6 +18,8 @@ void test_rmtree(const char *dir);
 double test_uniform(uint64_t *state);
 double test_gauss(uint64_t *state);
 
+/* The fixture at rel (a checkpoint lmq convert reads) converted and written as an fp32 artefact at path. */
+void test_fp32_artefact(const char *rel, const char *path);
 /* Runs a suite and returns the process exit status. */
 int run_suite(Suite *s);
 
