@@ -31,8 +31,8 @@ double cal_quad(const double *G, int64_t ldg, const float *a, const float *b, in
                 int64_t nrows, int64_t n);
 
 /* tr(dW G dWᵀ) into num and tr(W G Wᵀ) into den (NULL: not computed), dW = Wq - W, for
- * [rows, cols] weights and G [cols, cols]. Runs on pool's threads (NULL: the caller's alone) in runs of rows that the
- * shape alone decides: the sums do not depend on the thread count. */
+ * [rows, cols] weights and G [cols, cols]. Runs on pool's threads (NULL: the caller's alone) in
+ * runs of rows that the shape alone decides: the sums do not depend on the thread count. */
 void cal_error_terms(const float *W, const float *Wq, int64_t rows, int64_t cols, const double *G,
                      lmq_pool *pool, double *num, double *den);
 

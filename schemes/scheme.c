@@ -356,20 +356,29 @@ static lmq_code quantize_rows(const void *job, int64_t r0, int64_t r1, lmq_err *
     return LMQ_OK;
 }
 
+/* The layout of a tensor about to be written into an output buffer of out_size bytes, which
+ * must be exactly its size. */
+static lmq_code output_layout(const lmq_qparams *qp, int64_t rows, int64_t cols, size_t out_size,
+                              lmq_layout *L, lmq_err *err)
+{
+    lmq_code rc = lmq_layout_of(qp, rows, cols, L, err);
+    if (!rc && out_size != L->bytes)
+        rc = lmq_fail(err, LMQ_E_ARG, "output buffer has %zu bytes; the layout needs %zu", out_size,
+                      L->bytes);
+    return rc;
+}
+
 lmq_code q_quantize(const lmq_qparams *qp, const float *w, int64_t rows, int64_t cols,
                     uint8_t *out, size_t out_size, lmq_pool *pool, lmq_err *err)
 {
     lmq_layout L;
-    lmq_code rc = lmq_layout_of(qp, rows, cols, &L, err);
+    lmq_code rc = output_layout(qp, rows, cols, out_size, &L, err);
     if (rc)
         return rc;
     const q_scheme *s = q_scheme_get(qp->dtype);
     if (!s->encode)
         return lmq_fail(err, LMQ_E_UNSUPPORTED, "%s holds opaque bytes: nothing to quantise",
                         s->enc->name);
-    if (out_size != L.bytes)
-        return lmq_fail(err, LMQ_E_ARG, "output buffer has %zu bytes; the layout needs %zu",
-                        out_size, L.bytes);
     memset(out, 0, out_size);
     quant_job j = { .s = s, .qp = qp, .L = &L, .w = w, .out = out, .tensor = { .scale = 1.0f },
                     .what = CHECK | ENCODE };
@@ -391,13 +400,10 @@ lmq_code q_store(const lmq_qparams *qp, int64_t rows, int64_t cols, const q_grou
                  const uint32_t *codes, uint8_t *out, size_t out_size, lmq_err *err)
 {
     lmq_layout L;
-    lmq_code rc = lmq_layout_of(qp, rows, cols, &L, err);
+    lmq_code rc = output_layout(qp, rows, cols, out_size, &L, err);
     if (rc)
         return rc;
     const q_scheme *s = q_scheme_get(qp->dtype);
-    if (out_size != L.bytes)
-        return lmq_fail(err, LMQ_E_ARG, "output buffer has %zu bytes; the layout needs %zu",
-                        out_size, L.bytes);
     const size_t n = (size_t)(rows * cols);
     if (s->enc->bits < 32)
         for (size_t i = 0; i < n; i++)
