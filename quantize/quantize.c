@@ -170,6 +170,8 @@ static lmq_code write_tensor(q_run *r, const lmq_tensor_entry *t, const char *na
     m->linear = lmq_is_linear(name, t->ndim);
     m->bits = L.bits;
     m->bpw = (double)L.bits / (double)n;
+    if (p->qp.dtype == LMQ_T_F32) /* asked for by a rule: the manifest wants every fp32 tensor's reason */
+        snprintf(m->reason, sizeof m->reason, "fp32 by the recipe's rule at line %d", p->rule_line);
     finish_job j = { r, t, name, &p->qp, w, (size_t)n, L.bytes, &m->stats, LMQ_OK, err };
     lmq_pool_for(r->pool, 2, 1, finish_task, &j);
     c = j.c;

@@ -1,6 +1,7 @@
 /* calibrate/: the statistics lmq calibrate records, against the same quantities computed directly
  * (naively, in one thread) from the linear layers' inputs as the forward pass hands them over; the
- * stats file's invariances (threads, passes) and its refusals (short text, corruption). */
+ * stats file's invariances (threads, passes) and its refusals (short text, corruption); and
+ * SmoothQuant's fold, which must leave the fp32 function as it was. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +9,7 @@
 #include <unistd.h>
 
 #include "calibrate/calibrate.h"
+#include "calibrate/methods.h"
 #include "calibrate/stats.h"
 #include "convert/convert.h"
 #include "formats/container.h"
@@ -231,6 +233,83 @@ START_TEST(stats_refusals)
 }
 END_TEST
 
+/* Logits of a window of the artefact at path (fp32 throughout). */
+static float *window_logits(const char *path, int *vocab)
+{
+    lmq_model m;
+    rt_model rm;
+    rt_state *st;
+    lmq_err e;
+    int32_t *ids;
+    size_t n;
+    int docs;
+    ck_assert_msg(rt_load_artefact(path, &m, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_msg(rt_model_init(&rm, &m, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_msg(vf_stream_read(&m, fixture(TEXT), &ids, &n, &docs, NULL, &e) == LMQ_OK, "%s", e.msg);
+    rt_exec ex = { .isa = rt_isa_best() };
+    ck_assert_msg(rt_state_create(&rm, &ex, CTX, &st, &e) == LMQ_OK, "%s", e.msg);
+    *vocab = m.arch.vocab_size;
+    float *lg = malloc((size_t)CTX * (size_t)*vocab * sizeof *lg);
+    ck_assert_msg(rt_forward(st, ids, CTX, 0, RT_LOGITS_ALL, lg, &e) == LMQ_OK, "%s", e.msg);
+    rt_state_free(st);
+    rt_model_free(&rm);
+    lmq_model_free(&m);
+    free(ids);
+    return lg;
+}
+
+/* SmoothQuant's fold with nothing quantised (every tensor stored fp32) keeps the function: the
+ * logits move by at most 1e-5 of their largest magnitude, while the folded norms really changed. */
+START_TEST(smoothquant_fold_keeps_logits)
+{
+    static const char *const MODELS[] = { STORIES, "sotu-gpt2" };
+    for (int k = 0; k < 2; k++) {
+        const char *dir = test_tmpdir();
+        char model[512], stats[512], recipe[512], out[512];
+        write_fp32(dir, MODELS[k], model, sizeof model);
+        snprintf(stats, sizeof stats, "%s/stats.lmq", dir);
+        snprintf(recipe, sizeof recipe, "%s/sq.yaml", dir);
+        snprintf(out, sizeof out, "%s/sq.lmq", dir);
+        lmq_err e;
+        cal_opts o = { .windows = 2, .ctx = CTX };
+        ck_assert_msg(cal_calibrate_file(model, fixture(TEXT), stats, &o, NULL, &e) == LMQ_OK, "%s", e.msg);
+        FILE *f = fopen(recipe, "w");
+        fputs("name: sq-fp32\nsmoothquant: {alpha: 0.5}\nrules:\n  - match: \"*\"\n    scheme: fp32\n", f);
+        fclose(f);
+        ck_assert_msg(cal_quantize_file(model, recipe, stats, out, NULL, &e) == LMQ_OK, "%s", e.msg);
+        int vocab;
+        float *a = window_logits(model, &vocab), *b = window_logits(out, &vocab);
+        double d = 0, mag = 0;
+        for (size_t i = 0; i < (size_t)CTX * (size_t)vocab; i++) {
+            d = fmax(d, fabs((double)a[i] - b[i]));
+            mag = fmax(mag, fabs((double)a[i]));
+        }
+        printf("%s: SmoothQuant's fold moved the logits by %.3g of their largest magnitude\n", MODELS[k], d / mag);
+        ck_assert_msg(d <= 1e-5 * mag, "%s: logits moved by %.3g of %.3g", MODELS[k], d, mag);
+        lmq_container c;
+        lmq_manifest man;
+        ck_assert_int_eq(lmq_container_open_manifest(&c, &man, out, &e), LMQ_OK);
+        const lmq_manifest_tensor *norm = lmq_manifest_find(&man, "blk.1.ffn_norm.weight");
+        const lmq_manifest_tensor *q = lmq_manifest_find(&man, k ? "blk.1.attn_qkv.weight" : "blk.1.attn_q.weight");
+        const lmq_manifest_tensor *down = lmq_manifest_find(&man, "blk.1.ffn_down.weight");
+        ck_assert(norm && q && down);
+        ck_assert_double_eq(q->calib.smooth_alpha, 0.5);
+        ck_assert_msg(strstr(down->calib.note, "not smoothed"), "%s", down->calib.note);
+        lmq_manifest_free(&man);
+        lmq_container_close(&c);
+        lmq_model orig, folded;
+        ck_assert(rt_load_artefact(model, &orig, &e) == LMQ_OK && rt_load_artefact(out, &folded, &e) == LMQ_OK);
+        const lmq_tensor *n0 = lmq_model_find(&orig, "blk.1.ffn_norm.weight"), *n1 = lmq_model_find(&folded, "blk.1.ffn_norm.weight");
+        ck_assert_msg(memcmp(n0->data, n1->data, (size_t)lmq_tensor_numel(n0) * sizeof(float)), "the norm was not folded");
+        lmq_model_free(&orig);
+        lmq_model_free(&folded);
+        free(a);
+        free(b);
+        test_rmtree(dir);
+    }
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("calibrate");
@@ -239,6 +318,7 @@ static Suite *suite(void)
     tcase_add_test(tc, stats_match_direct);
     tcase_add_test(tc, stats_deterministic);
     tcase_add_test(tc, stats_refusals);
+    tcase_add_test(tc, smoothquant_fold_keeps_logits);
     suite_add_tcase(s, tc);
     return s;
 }
