@@ -45,7 +45,7 @@ LDLIBS    += -L$(CUDA_HOME)/lib64 -lcublas -lcudart
 endif
 endif
 
-.PHONY: all deps check check-asan bench demo clean cuda-status fuzz fuzz-smoke fuzz-build
+.PHONY: all deps check check-asan check-golden bench demo clean cuda-status fuzz fuzz-smoke fuzz-build
 all: cuda-status $(BUILD)/lmq lmq
 
 cuda-status:
@@ -85,6 +85,10 @@ check: $(BUILD)/lmq $(TEST_BIN) $(GOLDEN_BIN)
 
 check-asan:
 	$(MAKE) BUILD=build-asan SAN=1 OPT=-O1 check
+
+# Every row of every golden table (make check runs a subset of sotu-gpt2's: tests/golden_schemes.c).
+check-golden: $(BUILD)/lmq $(GOLDEN_SRC:tests/%.c=$(BUILD)/tests/%)
+	@set -e; for t in $(GOLDEN_SRC:tests/%.c=$(BUILD)/tests/%); do echo "== $$t"; LMQ_GOLDEN=all $$t; done
 
 # Fuzzing (clang + libFuzzer, never part of check; fuzz/README.md): each fuzz/fuzz_<name>.c is
 # one target, built in build-fuzz/. fuzz-smoke replays the committed seeds only; fuzz mutates
