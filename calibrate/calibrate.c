@@ -44,7 +44,7 @@ static lmq_code one_pass(run *r, int l0, int l1, int pass, int passes, int windo
     rt_state *st = NULL;
     c = rt_state_create(&r->rm, &ex, ctx, &st, err);
     for (int w = 0; w < windows && !c; w++) {
-        c = rt_forward(st, r->ids + (size_t)w * ctx, ctx, 0, RT_LOGITS_NONE, NULL, err);
+        c = rt_forward_blocks(st, r->ids + (size_t)w * ctx, ctx, l1, err);
         if (!c && o->progress)
             o->progress(o->progress_ctx, pass, passes, w + 1, windows);
     }

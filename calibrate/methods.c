@@ -314,7 +314,7 @@ static lmq_code collect_block(job *j, const calib_tokens *tk, int l, cal_collect
     if (!(c = cal_collector_init(col, &j->m, l, l + 1, 1, j->pool, err)) &&
         !(c = rt_state_create(&rm, &ex, tk->ctx, &st, err)))
         for (int w = 0; w < tk->windows && !c; w++)
-            c = rt_forward(st, tk->ids + (size_t)w * tk->ctx, tk->ctx, 0, RT_LOGITS_NONE, NULL, err);
+            c = rt_forward_blocks(st, tk->ids + (size_t)w * tk->ctx, tk->ctx, l + 1, err);
     rt_state_free(st);
     rt_model_free(&rm);
     return c;

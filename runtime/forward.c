@@ -322,8 +322,9 @@ static void add_rows(float *x, const float *y, size_t count)
 
 /* ---------------------------------------------------------------- the forward pass */
 
-lmq_code rt_forward(rt_state *s, const int32_t *tokens, int n, int pos0, rt_logits which, float *logits,
-                    lmq_err *err)
+/* rt_forward through the first `blocks` blocks only. */
+static lmq_code forward(rt_state *s, const int32_t *tokens, int n, int pos0, int blocks, rt_logits which,
+                        float *logits, lmq_err *err)
 {
     const rt_model *m = s->m;
     const lmq_arch *a = &m->arch;
@@ -348,8 +349,10 @@ lmq_code rt_forward(rt_state *s, const int32_t *tokens, int n, int pos0, rt_logi
         if (!c && gpt2 && !(c = rt_weight_rows(ex->isa, &m->pos_embd, pos0 + i, 1, s->xb, err)))
             add_rows(x, s->xb, (size_t)d);
     }
+    if (c)
+        return c;
 
-    for (int l = 0; l < a->n_layers; l++) {
+    for (int l = 0; l < blocks; l++) {
         const rt_layer *L = &m->layers[l];
         float *kc = s->kc + ((size_t)l * T + pos0) * kvd, *vc = s->vc + ((size_t)l * T + pos0) * kvd;
 
@@ -400,7 +403,7 @@ lmq_code rt_forward(rt_state *s, const int32_t *tokens, int n, int pos0, rt_logi
             return c;
         add_rows(s->x, s->xb, (size_t)n * d);
     }
-    s->filled = pos0 + n;
+    s->filled = blocks == a->n_layers ? pos0 + n : 0; /* a partial pass leaves later blocks' cache stale */
     if (which == RT_LOGITS_NONE)
         return LMQ_OK;
 
@@ -410,6 +413,19 @@ lmq_code rt_forward(rt_state *s, const int32_t *tokens, int n, int pos0, rt_logi
     if ((c = rt_linear(ex, s->xb + (size_t)first * d, n - first, &m->classifier, logits, err)))
         return c;
     return LMQ_OK;
+}
+
+lmq_code rt_forward(rt_state *s, const int32_t *tokens, int n, int pos0, rt_logits which, float *logits,
+                    lmq_err *err)
+{
+    return forward(s, tokens, n, pos0, s->m->arch.n_layers, which, logits, err);
+}
+
+lmq_code rt_forward_blocks(rt_state *s, const int32_t *tokens, int n, int blocks, lmq_err *err)
+{
+    if (blocks < 0 || blocks > s->m->arch.n_layers)
+        return lmq_fail(err, LMQ_E_ARG, "forward through %d blocks of %d", blocks, s->m->arch.n_layers);
+    return forward(s, tokens, n, 0, blocks, RT_LOGITS_NONE, NULL, err);
 }
 
 lmq_code rt_decode(rt_state *s, int32_t token, int pos, float *logits, lmq_err *err)

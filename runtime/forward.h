@@ -65,6 +65,10 @@ typedef enum {
  * from earlier calls (pos0 = 0 starts afresh); positions >= pos0 are overwritten. */
 lmq_code rt_forward(rt_state *s, const int32_t *tokens, int n, int pos0, rt_logits which, float *logits,
                     lmq_err *err);
+/* tokens[0..n) from position 0 through the embeddings and the first `blocks` blocks, nothing after
+ * (the calibrate stage observes a block's inputs and needs no more). The cache holds no complete
+ * position afterwards: the next rt_forward starts at position 0. */
+lmq_code rt_forward_blocks(rt_state *s, const int32_t *tokens, int n, int blocks, lmq_err *err);
 /* One token at position pos from the cache: logits [vocab]. */
 lmq_code rt_decode(rt_state *s, int32_t token, int pos, float *logits, lmq_err *err);
 
