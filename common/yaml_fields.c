@@ -1,4 +1,4 @@
-/* The walker and the emitter of yaml_fields.h. */
+/* The walker and the emitter of yaml_fields.h; formats/manifest.c holds the manifest's tables. */
 #include "common/yaml_fields.h"
 
 #include <ctype.h>
@@ -302,6 +302,18 @@ lmq_code lmq_yf_emit(const lmq_yf_table *t, const void *base, const char *name, 
     return LMQ_OK;
 }
 
+/* Formats a message and hands it to the reader's report. */
+__attribute__((format(printf, 5, 6))) static lmq_code fail(const lmq_yf_reader *r, lmq_code code,
+                                                          const yaml_node_t *at, const char *path,
+                                                          const char *fmt, ...)
+{
+    char msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return r->report(r, code, at, path, msg);
+}
 
 /* A scalar quoted into a message: printable ASCII only, at most 40 bytes. */
 static void quote(char *dst, size_t n, const yaml_node_t *s)
@@ -329,9 +341,9 @@ static lmq_code short_scalar(const lmq_yf_reader *ps, const yaml_node_t *n, char
 {
     size_t len = n->data.scalar.length;
     if (n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
-        return lmq_yf_fail(ps, ps->code, n, path, "expected a plain (unquoted) value");
+        return fail(ps, ps->code, n, path, "expected a plain (unquoted) value");
     if (len == 0 || len >= size || memchr(n->data.scalar.value, 0, len))
-        return lmq_yf_fail(ps, ps->code, n, path, "missing or malformed value");
+        return fail(ps, ps->code, n, path, "missing or malformed value");
     memcpy(buf, n->data.scalar.value, len);
     buf[len] = '\0';
     return LMQ_OK;
@@ -345,17 +357,17 @@ static lmq_code parse_scalar(const lmq_yf_reader *ps, const lmq_yf_field *f, cha
     lmq_code c;
     if (f->k == YF_STR || f->k == YF_TEXT) {
         if (memchr(v, 0, len))
-            return lmq_yf_fail(ps, ps->code, n, path, "text contains a NUL byte");
+            return fail(ps, ps->code, n, path, "text contains a NUL byte");
         if (f->k == YF_STR) {
             if (len >= f->size)
-                return lmq_yf_fail(ps, ps->code, n, path, "longer than %zu bytes", f->size - 1);
+                return fail(ps, ps->code, n, path, "longer than %zu bytes", f->size - 1);
             memcpy(p, v, len);
             p[len] = '\0';
             return LMQ_OK;
         }
         char *s = malloc(len + 1);
         if (!s)
-            return lmq_yf_fail(ps, LMQ_E_NOMEM, n, path, "out of memory");
+            return fail(ps, LMQ_E_NOMEM, n, path, "out of memory");
         memcpy(s, v, len);
         s[len] = '\0';
         free(*(char **)p);
@@ -371,7 +383,7 @@ static lmq_code parse_scalar(const lmq_yf_reader *ps, const lmq_yf_field *f, cha
             x = x << 4 | (uint64_t)(isdigit(ch) ? ch - '0' : ((ch | 0x20) - 'a' + 10) & 15);
         }
         if (!ok)
-            return lmq_yf_fail(ps, ps->code, n, path, "expected 16 hex digits");
+            return fail(ps, ps->code, n, path, "expected 16 hex digits");
         store_uint(p, 8, x);
         return LMQ_OK;
     }
@@ -382,19 +394,19 @@ static lmq_code parse_scalar(const lmq_yf_reader *ps, const lmq_yf_field *f, cha
     case YF_UINT: {
         uint64_t max = f->size == 8 ? UINT64_MAX : (UINT64_C(1) << (8 * f->size)) - 1;
         if (strspn(buf, "0123456789") != strlen(buf))
-            return lmq_yf_fail(ps, ps->code, n, path, "'%s' is not an unsigned integer", buf);
+            return fail(ps, ps->code, n, path, "'%s' is not an unsigned integer", buf);
         unsigned long long x = strtoull(buf, &end, 10);
         if (errno || x > max)
-            return lmq_yf_fail(ps, ps->code, n, path, "%s is out of range", buf);
+            return fail(ps, ps->code, n, path, "%s is out of range", buf);
         store_uint(p, f->size, x);
         return LMQ_OK;
     }
     case YF_INT: {
         if (strspn(buf + (buf[0] == '-'), "0123456789") != strlen(buf + (buf[0] == '-')) || !buf[buf[0] == '-'])
-            return lmq_yf_fail(ps, ps->code, n, path, "'%s' is not an integer", buf);
+            return fail(ps, ps->code, n, path, "'%s' is not an integer", buf);
         long long x = strtoll(buf, &end, 10);
         if (errno || x < INT_MIN || x > INT_MAX)
-            return lmq_yf_fail(ps, ps->code, n, path, "%s is out of range", buf);
+            return fail(ps, ps->code, n, path, "%s is out of range", buf);
         int i = (int)x;
         memcpy(p, &i, sizeof i);
         return LMQ_OK;
@@ -403,7 +415,7 @@ static lmq_code parse_scalar(const lmq_yf_reader *ps, const lmq_yf_field *f, cha
         double x = strtod(buf, &end);
         if (strspn(buf, "+-.0123456789eE") != strlen(buf) || *end || !isfinite(x) ||
             (f->size == 4 && !isfinite((float)x)))
-            return lmq_yf_fail(ps, ps->code, n, path, "'%s' is not a finite number", buf);
+            return fail(ps, ps->code, n, path, "'%s' is not a finite number", buf);
         if (f->size == 4) {
             float fl = (float)x;
             memcpy(p, &fl, 4);
@@ -414,7 +426,7 @@ static lmq_code parse_scalar(const lmq_yf_reader *ps, const lmq_yf_field *f, cha
     }
     case YF_BOOL:
         if (strcmp(buf, "true") && strcmp(buf, "false"))
-            return lmq_yf_fail(ps, ps->code, n, path, "'%s' is not true or false", buf);
+            return fail(ps, ps->code, n, path, "'%s' is not true or false", buf);
         store_uint(p, f->size, buf[0] == 't');
         return LMQ_OK;
     case YF_ENUM:
@@ -424,9 +436,9 @@ static lmq_code parse_scalar(const lmq_yf_reader *ps, const lmq_yf_field *f, cha
                 return LMQ_OK;
             }
         quote(q, sizeof q, n);
-        return lmq_yf_fail(ps, ps->code, n, path, "unknown value '%s'", q);
+        return fail(ps, ps->code, n, path, "unknown value '%s'", q);
     default:
-        return lmq_yf_fail(ps, ps->code, n, path, "unexpected value");
+        return fail(ps, ps->code, n, path, "unexpected value");
     }
 }
 
@@ -454,7 +466,7 @@ static lmq_code parse_value(const lmq_yf_reader *ps, const lmq_yf_field *f, char
                                          [YAML_SEQUENCE_NODE] = "a list", [YAML_MAPPING_NODE] = "a mapping" };
     yaml_node_type_t want = f->k == YF_MAP ? YAML_MAPPING_NODE : f->k == YF_SEQ ? YAML_SEQUENCE_NODE : YAML_SCALAR_NODE;
     if (!n || n->type != want)
-        return lmq_yf_fail(ps, ps->code, n, path, "expected %s", types[want]);
+        return fail(ps, ps->code, n, path, "expected %s", types[want]);
     if (f->k == YF_MAP)
         return lmq_yf_read_map(ps, f->sub, base + f->off, n, path);
     if (f->k != YF_SEQ)
@@ -466,9 +478,9 @@ static lmq_code parse_value(const lmq_yf_reader *ps, const lmq_yf_field *f, char
         element_path(ps, sub, sizeof sub, path, i, el);
         void *e = lmq_yf_grow(base, f);
         if (!e)
-            return lmq_yf_fail(ps, LMQ_E_NOMEM, el ? el : n, sub, "out of memory");
+            return fail(ps, LMQ_E_NOMEM, el ? el : n, sub, "out of memory");
         if (!el || el->type != YAML_MAPPING_NODE)
-            return lmq_yf_fail(ps, ps->code, el ? el : n, sub, "expected a mapping");
+            return fail(ps, ps->code, el ? el : n, sub, "expected a mapping");
         lmq_code c = lmq_yf_read_map(ps, f->sub, e, el, sub);
         if (c)
             return c;
@@ -480,21 +492,21 @@ lmq_code lmq_yf_read_map(const lmq_yf_reader *ps, const lmq_yf_table *t, void *b
                          const char *path)
 {
     if (n->type != YAML_MAPPING_NODE)
-        return lmq_yf_fail(ps, ps->code, n, path, "expected a mapping");
+        return fail(ps, ps->code, n, path, "expected a mapping");
     uint64_t seen = 0;
     char sub[256], q[48];
     for (yaml_node_pair_t *pr = n->data.mapping.pairs.start; pr < n->data.mapping.pairs.top; pr++) {
         yaml_node_t *k = yaml_document_get_node(ps->doc, pr->key);
         if (!k || k->type != YAML_SCALAR_NODE)
-            return lmq_yf_fail(ps, ps->code, k ? k : n, path, "a key is not a string");
+            return fail(ps, ps->code, k ? k : n, path, "a key is not a string");
         int i = 0;
         while (i < t->n && !is_key(k, t->f[i].key))
             i++;
         quote(q, sizeof q, k);
         if (i == t->n)
-            return lmq_yf_fail(ps, ps->code, k, path, "unknown key '%s'", q);
+            return fail(ps, ps->code, k, path, "unknown key '%s'", q);
         if (seen >> i & 1)
-            return lmq_yf_fail(ps, ps->code, k, path, "key '%s' appears twice", q);
+            return fail(ps, ps->code, k, path, "key '%s' appears twice", q);
         seen |= UINT64_C(1) << i;
         snprintf(sub, sizeof sub, "%.200s%s%s", path, *path ? "." : "", t->f[i].key);
         lmq_code c = parse_value(ps, &t->f[i], base, yaml_document_get_node(ps->doc, pr->value), sub);
@@ -503,19 +515,8 @@ lmq_code lmq_yf_read_map(const lmq_yf_reader *ps, const lmq_yf_table *t, void *b
     }
     for (int i = 0; i < t->n; i++)
         if (!(seen >> i & 1) && !(t->f[i].flags & YF_OPTIONAL))
-            return lmq_yf_fail(ps, ps->code, n, path, "missing key '%s'", t->f[i].key);
+            return fail(ps, ps->code, n, path, "missing key '%s'", t->f[i].key);
     return LMQ_OK;
-}
-
-lmq_code lmq_yf_fail(const lmq_yf_reader *r, lmq_code code, const yaml_node_t *at, const char *path,
-                     const char *fmt, ...)
-{
-    char msg[768];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    return r->report(r, code, at, path, msg);
 }
 
 const lmq_yf_field *lmq_yf_find(const lmq_yf_table *t, const char *key)

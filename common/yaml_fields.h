@@ -57,7 +57,8 @@ struct lmq_yf_table {
 
 typedef struct lmq_yf_reader lmq_yf_reader;
 /* Reports an error in the reader's own style: at is the node at fault (libyaml's start_mark
- * gives its line), path the key path ("" at the top), msg what is wrong. Returns code. */
+ * gives its line; NULL when the document lacks the node), path the key path ("" at the top),
+ * msg what is wrong. Returns code. */
 typedef lmq_code (*lmq_yf_report)(const lmq_yf_reader *r, lmq_code code, const yaml_node_t *at, const char *path,
                                   const char *msg);
 
@@ -68,10 +69,6 @@ struct lmq_yf_reader {
     void *ctx; /* the reader's own, for report */
     lmq_err *err;
 };
-
-/* Formats a message and hands it to r->report. */
-lmq_code lmq_yf_fail(const lmq_yf_reader *r, lmq_code code, const yaml_node_t *at, const char *path,
-                     const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
 /* Reads mapping n into the struct at base by table t; path names n in messages. */
 lmq_code lmq_yf_read_map(const lmq_yf_reader *r, const lmq_yf_table *t, void *base, yaml_node_t *n,

@@ -1,6 +1,6 @@
 /* The manifest in YAML. One table per mapping describes its keys (name, kind, where the value
- * lives in the struct); the emitter and the parser both walk these tables, so the two cannot
- * drift apart. Key reference: manifests/schema.md. */
+ * lives in the struct); the emitter and the parser of common/yaml_fields both walk these tables,
+ * so the two cannot drift apart. Key reference: manifests/schema.md. */
 #include "formats/manifest.h"
 
 #include <inttypes.h>
