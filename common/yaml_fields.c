@@ -235,6 +235,10 @@ static void emit_value(emitter *e, const lmq_yf_field *f, const char *base)
         emit_event(e, &ev, yaml_sequence_end_event_initialize(&ev));
         break;
     }
+    case YF_CUSTOM: /* read-only rows (the recipe's) */
+        e->failed = 1;
+        lmq_fail(e->err, LMQ_E_ARG, "%s: %s: a read-only key", e->name, e->key);
+        break;
     }
 }
 
@@ -460,15 +464,18 @@ static void element_path(const lmq_yf_reader *ps, char *dst, size_t n, const cha
     }
 }
 
-static lmq_code parse_value(const lmq_yf_reader *ps, const lmq_yf_field *f, char *base, yaml_node_t *n, const char *path)
+static lmq_code parse_value(const lmq_yf_reader *ps, const lmq_yf_field *f, char *base, const yaml_node_t *map,
+                            const yaml_node_t *key, yaml_node_t *n, const char *path)
 {
     static const char *const types[] = { [YAML_NO_NODE] = "nothing", [YAML_SCALAR_NODE] = "a value",
                                          [YAML_SEQUENCE_NODE] = "a list", [YAML_MAPPING_NODE] = "a mapping" };
+    if (f->k == YF_CUSTOM)
+        return f->parse(ps, f, map, key, n, base, path);
     yaml_node_type_t want = f->k == YF_MAP ? YAML_MAPPING_NODE : f->k == YF_SEQ ? YAML_SEQUENCE_NODE : YAML_SCALAR_NODE;
     if (!n || n->type != want)
         return fail(ps, ps->code, n, path, "expected %s", types[want]);
     if (f->k == YF_MAP)
-        return lmq_yf_read_map(ps, f->sub, base + f->off, n, path);
+        return lmq_yf_read_map(ps, f->sub, base + f->off, n, path, n);
     if (f->k != YF_SEQ)
         return parse_scalar(ps, f, base + f->off, n, path);
     int i = 0;
@@ -481,41 +488,66 @@ static lmq_code parse_value(const lmq_yf_reader *ps, const lmq_yf_field *f, char
             return fail(ps, LMQ_E_NOMEM, el ? el : n, sub, "out of memory");
         if (!el || el->type != YAML_MAPPING_NODE)
             return fail(ps, ps->code, el ? el : n, sub, "expected a mapping");
-        lmq_code c = lmq_yf_read_map(ps, f->sub, e, el, sub);
+        lmq_code c = lmq_yf_read_map(ps, f->sub, e, el, sub, el);
         if (c)
             return c;
     }
     return LMQ_OK;
 }
 
+/* The wording of a key error for readers without their own key_error. */
+static lmq_code key_error(const lmq_yf_reader *ps, lmq_yf_key_error what, const lmq_yf_table *t,
+                          const yaml_node_t *at, const char *path, const char *key, const yaml_node_t *first)
+{
+    char q[48];
+    if (ps->key_error)
+        return ps->key_error(ps, what, t, at, path, key, first);
+    if (what == YF_KEY_NOT_STRING)
+        return fail(ps, ps->code, at, path, "a key is not a string");
+    if (what == YF_KEY_MISSING)
+        return fail(ps, ps->code, at, path, "missing key '%s'", key);
+    quote(q, sizeof q, at);
+    return what == YF_KEY_UNKNOWN ? fail(ps, ps->code, at, path, "unknown key '%s'", q)
+                                  : fail(ps, ps->code, at, path, "key '%s' appears twice", q);
+}
+
 lmq_code lmq_yf_read_map(const lmq_yf_reader *ps, const lmq_yf_table *t, void *base, yaml_node_t *n,
-                         const char *path)
+                         const char *path, const yaml_node_t *missing_at)
 {
     if (n->type != YAML_MAPPING_NODE)
         return fail(ps, ps->code, n, path, "expected a mapping");
-    uint64_t seen = 0;
-    char sub[256], q[48];
+    const yaml_node_t *keys[64] = { 0 }; /* no table has more rows */
+    yaml_node_t *vals[64] = { 0 };
+    char sub[256];
     for (yaml_node_pair_t *pr = n->data.mapping.pairs.start; pr < n->data.mapping.pairs.top; pr++) {
         yaml_node_t *k = yaml_document_get_node(ps->doc, pr->key);
         if (!k || k->type != YAML_SCALAR_NODE)
-            return fail(ps, ps->code, k ? k : n, path, "a key is not a string");
+            return key_error(ps, YF_KEY_NOT_STRING, t, k ? k : n, path, NULL, NULL);
         int i = 0;
         while (i < t->n && !is_key(k, t->f[i].key))
             i++;
-        quote(q, sizeof q, k);
         if (i == t->n)
-            return fail(ps, ps->code, k, path, "unknown key '%s'", q);
-        if (seen >> i & 1)
-            return fail(ps, ps->code, k, path, "key '%s' appears twice", q);
-        seen |= UINT64_C(1) << i;
+            return key_error(ps, YF_KEY_UNKNOWN, t, k, path, NULL, NULL);
+        if (keys[i])
+            return key_error(ps, YF_KEY_TWICE, t, k, path, NULL, keys[i]);
+        keys[i] = k;
+        vals[i] = yaml_document_get_node(ps->doc, pr->value);
         snprintf(sub, sizeof sub, "%.200s%s%s", path, *path ? "." : "", t->f[i].key);
-        lmq_code c = parse_value(ps, &t->f[i], base, yaml_document_get_node(ps->doc, pr->value), sub);
+        lmq_code c = ps->in_order ? LMQ_OK : parse_value(ps, &t->f[i], base, n, k, vals[i], sub);
         if (c)
             return c;
     }
-    for (int i = 0; i < t->n; i++)
-        if (!(seen >> i & 1) && !(t->f[i].flags & YF_OPTIONAL))
-            return fail(ps, ps->code, n, path, "missing key '%s'", t->f[i].key);
+    for (int i = 0; i < t->n; i++) {
+        const lmq_yf_field *f = &t->f[i];
+        snprintf(sub, sizeof sub, "%.200s%s%s", path, *path ? "." : "", f->key);
+        lmq_code c = LMQ_OK;
+        if (!keys[i] && !(f->flags & YF_OPTIONAL))
+            c = key_error(ps, YF_KEY_MISSING, t, missing_at, path, f->key, NULL);
+        else if (keys[i] ? ps->in_order : (f->flags & YF_ABSENT) != 0)
+            c = parse_value(ps, f, base, n, keys[i], vals[i], sub);
+        if (c)
+            return c;
+    }
     return LMQ_OK;
 }
 
@@ -526,4 +558,3 @@ const lmq_yf_field *lmq_yf_find(const lmq_yf_table *t, const char *key)
             return &t->f[i];
     return NULL;
 }
-

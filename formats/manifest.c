@@ -293,7 +293,7 @@ lmq_code lmq_manifest_parse(const char *text, size_t len, lmq_manifest *out, lmq
         return c;
     yaml_node_t *root = yaml_document_get_root_node(&doc);
     lmq_yf_reader r = { .doc = &doc, .code = LMQ_E_FORMAT, .report = report, .err = err };
-    c = root ? lmq_yf_read_map(&r, &top_table, out, root, "") : lmq_fail(err, LMQ_E_FORMAT, "manifest: empty");
+    c = root ? lmq_yf_read_map(&r, &top_table, out, root, "", root) : lmq_fail(err, LMQ_E_FORMAT, "manifest: empty");
     yaml_document_delete(&doc);
     if (c)
         lmq_manifest_free(out);
