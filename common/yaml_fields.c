@@ -470,7 +470,8 @@ static lmq_code parse_value(const lmq_yf_reader *ps, const lmq_yf_field *f, char
     static const char *const types[] = { [YAML_NO_NODE] = "nothing", [YAML_SCALAR_NODE] = "a value",
                                          [YAML_SEQUENCE_NODE] = "a list", [YAML_MAPPING_NODE] = "a mapping" };
     if (f->k == YF_CUSTOM)
-        return f->parse(ps, f, map, key, n, base, path);
+        return key && !n ? fail(ps, ps->code, key, path, "malformed mapping")
+                         : f->parse(ps, f, map, key, n, base, path);
     yaml_node_type_t want = f->k == YF_MAP ? YAML_MAPPING_NODE : f->k == YF_SEQ ? YAML_SEQUENCE_NODE : YAML_SCALAR_NODE;
     if (!n || n->type != want)
         return fail(ps, ps->code, n, path, "expected %s", types[want]);

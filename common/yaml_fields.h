@@ -1,6 +1,7 @@
 /* Reflective YAML: one table per mapping names its keys, their kind and where each value lives
  * in a struct. One walker reads a mapping into the struct (refusing unknown, duplicate and
- * missing keys) and one emitter writes it, so reader and writer cannot drift apart. */
+ * missing keys) and one emitter writes it, so reader and writer cannot drift apart. The
+ * manifest uses the built-in kinds; the recipe gives every row its own parser (YF_CUSTOM). */
 #ifndef LMQ_YAML_FIELDS_H
 #define LMQ_YAML_FIELDS_H
 
