@@ -450,7 +450,8 @@ static lmq_code read_group(ROW_ARGS)
     lmq_code rc = get_uint(CTX, v, path, &rule->qp.group);
     uint32_t g = rule->qp.group;
     if (!rc && (g < f->lo || (g & (g - 1)) != 0 || g > f->hi))
-        return perr(CTX, line_of(v), path, "%u is not a power of two from %g to %g", g, f->lo, f->hi);
+        return perr(CTX, line_of(v), path, "%u is not a power of two from %u to %u", g, (unsigned)f->lo,
+                    (unsigned)f->hi);
     return rc;
 }
 
@@ -461,7 +462,8 @@ static lmq_code read_symmetric(ROW_ARGS)
         return perr(CTX, line_of(key), path, "applies to integer schemes only, not %s", scheme_of(rule)->name);
     int sym = 1;
     lmq_code rc = get_bool(CTX, v, path, &sym);
-    rule->qp.asym = (uint8_t)!sym;
+    if (!rc)
+        rule->qp.asym = (uint8_t)!sym;
     return rc;
 }
 
