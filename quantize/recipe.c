@@ -1,4 +1,5 @@
-/* Recipe parser (libyaml's document API, which keeps every node's line) and resolver. */
+/* Recipe parser (common/yaml_fields tables over libyaml's document, which keeps every node's
+ * line) and resolver. */
 #include "quantize/recipe.h"
 
 #include <math.h>
@@ -11,6 +12,7 @@
 
 #include "common/file.h"
 #include "common/yaml_doc.h"
+#include "common/yaml_fields.h"
 #include "schemes/scheme.h"
 
 /* ---- schemes ---- */
@@ -66,6 +68,7 @@ typedef struct {
     yaml_document_t *doc;
     const char *path;
     lmq_err *err;
+    int gran_line; /* of the rule being read: its granularity key, where a missing group is reported */
 } pctx;
 
 static int line_of(const yaml_node_t *n) { return (int)n->start_mark.line + 1; }
@@ -212,42 +215,6 @@ static lmq_code get_patterns(pctx *c, const yaml_node_t *n, const char *key, q_p
     return LMQ_OK;
 }
 
-/* Reads a mapping's pairs into vals[] by key (NULL when absent), refusing keys not in keys[]
- * and keys given twice. where is the key path of the mapping ("" at the top). */
-static lmq_code collect(pctx *c, const yaml_node_t *map, const char *where, const char *const *keys,
-                        int n_keys, const yaml_node_t **vals, int *key_lines)
-{
-    char path[96];
-    for (yaml_node_pair_t *pr = map->data.mapping.pairs.start; pr < map->data.mapping.pairs.top; pr++) {
-        const yaml_node_t *k = yaml_document_get_node(c->doc, pr->key);
-        const yaml_node_t *v = yaml_document_get_node(c->doc, pr->value);
-        if (!k || !v)
-            return perr(c, line_of(map), *where ? where : "(top)", "malformed mapping");
-        if (k->type != YAML_SCALAR_NODE)
-            return perr(c, line_of(k), *where ? where : "(top)", "a key must be a plain name, got %s",
-                        type_name(k));
-        snprintf(path, sizeof path, "%s%s%.40s", where, *where ? "." : "", scalar(k));
-        int i = 0;
-        while (i < n_keys && strcmp(keys[i], scalar(k)) != 0)
-            i++;
-        if (i == n_keys) {
-            char known[128] = "";
-            for (int j = 0; j < n_keys; j++)
-                snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", j ? ", " : "", keys[j]);
-            return perr(c, line_of(k), path, "unknown key (known keys: %s)", known);
-        }
-        if (vals[i])
-            return perr(c, line_of(k), path, "duplicate key (first given at line %d)", key_lines[i]);
-        vals[i] = v;
-        key_lines[i] = line_of(k);
-    }
-    return LMQ_OK;
-}
-
-enum { RK_MATCH, RK_SCHEME, RK_GRAN, RK_GROUP, RK_SYM, RK_METHOD, RK_ACT, RK_N };
-static const char *const RULE_KEYS[RK_N] = { "match", "scheme", "granularity", "group", "symmetric", "method",
-                                             "activations" };
-
 /* A value named in names[0..n) (NULL entries are not names); *out its index. */
 static lmq_code get_name(pctx *c, const yaml_node_t *n, const char *key, const char *const *names, int n_names,
                          uint8_t *out)
@@ -268,28 +235,55 @@ static lmq_code get_name(pctx *c, const yaml_node_t *n, const char *key, const c
     return perr(c, line_of(n), key, "unknown value '%s' (known: %s)", s, known);
 }
 
-/* activations: {scheme: int8, granularity: token|tensor}, both required. */
-enum { AK_SCHEME, AK_GRAN, AK_N };
-static const char *const ACT_KEYS[AK_N] = { "scheme", "granularity" };
+/* ---- the walk: common/yaml_fields tables, every value a recipe row (YF_CUSTOM) ---- */
 
-static lmq_code parse_act(pctx *c, const yaml_node_t *n, int key_line, const char *where, lmq_act *act)
+/* The arguments of a YF_CUSTOM row's parser (lmq_yf_parse); each row uses some. */
+#define UNUSED __attribute__((unused))
+#define ROW_ARGS                                                                                              \
+    const lmq_yf_reader *rd, UNUSED const lmq_yf_field *f, UNUSED const yaml_node_t *map,                    \
+        UNUSED const yaml_node_t *key, UNUSED yaml_node_t *v, UNUSED void *base, UNUSED const char *path
+#define CTX ((pctx *)rd->ctx)
+#define ROW(name, fn, s, m, ...) YF_KEY(name, YF_CUSTOM, s, m, .parse = fn, __VA_ARGS__)
+
+/* The walker's own messages (a mapping that is not one), in "<path>:<line>: <key>: ..." form. */
+static lmq_code report(const lmq_yf_reader *rd, lmq_code code, const yaml_node_t *at, const char *path,
+                       const char *msg)
 {
-    char key[112];
-    if (n->type != YAML_MAPPING_NODE)
-        return perr(c, line_of(n), where, "expected a mapping {scheme: int8, granularity: token or tensor}, got %s",
-                    type_name(n));
-    const yaml_node_t *v[AK_N] = { 0 };
-    int kl[AK_N] = { 0 };
-    lmq_code rc = collect(c, n, where, ACT_KEYS, AK_N, v, kl);
-    for (int k = 0; !rc && k < AK_N; k++) {
-        snprintf(key, sizeof key, "%s.%s", where, ACT_KEYS[k]);
-        if (!v[k])
-            return perr(c, key_line, key, "required key is missing");
-        rc = k == AK_SCHEME ? get_name(c, v[k], key, lmq_act_scheme_names, LMQ_ACT_COUNT, &act->scheme)
-                            : get_name(c, v[k], key, lmq_act_gran_names, LMQ_ACT_GRAN_COUNT, &act->gran);
-    }
-    return rc;
+    pctx *c = rd->ctx;
+    if (code == LMQ_E_NOMEM)
+        return lmq_fail(c->err, code, "%s: %s", c->path, msg);
+    return perr(c, at ? line_of(at) : 1, *path ? path : "(top)", "%s", msg);
 }
+
+static lmq_code key_error(const lmq_yf_reader *rd, lmq_yf_key_error what, const lmq_yf_table *t,
+                          const yaml_node_t *at, const char *where, const char *key, const yaml_node_t *first)
+{
+    pctx *c = rd->ctx;
+    char path[96];
+    if (what == YF_KEY_NOT_STRING)
+        return perr(c, line_of(at), *where ? where : "(top)", "a key must be a plain name, got %s", type_name(at));
+    snprintf(path, sizeof path, "%s%s%.40s", where, *where ? "." : "", key ? key : scalar(at));
+    if (what == YF_KEY_MISSING)
+        return perr(c, line_of(at), path, "required key is missing");
+    if (what == YF_KEY_TWICE)
+        return perr(c, line_of(at), path, "duplicate key (first given at line %d)", line_of(first));
+    char known[128] = "";
+    for (int j = 0; j < t->n; j++)
+        snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", j ? ", " : "", t->f[j].key);
+    return perr(c, line_of(at), path, "unknown key (known keys: %s)", known);
+}
+
+static lmq_code read_enum(ROW_ARGS)
+{
+    return get_name(CTX, v, path, f->names, (int)f->n_names, (uint8_t *)base + f->off);
+}
+
+/* activations: {scheme: int8, granularity: token|tensor}, both required. */
+static const lmq_yf_field act_fields[] = {
+    ROW("scheme", read_enum, lmq_act, scheme, YF_NAMES(lmq_act_scheme_names)),
+    ROW("granularity", read_enum, lmq_act, gran, YF_NAMES(lmq_act_gran_names)),
+};
+static const lmq_yf_table act_table = YF_TABLE(act_fields);
 
 /* ---- methods ---- */
 
@@ -299,167 +293,223 @@ const q_method q_method_defaults[LMQ_METHOD_COUNT] = {
     [LMQ_METHOD_AWQ] = { .method = LMQ_METHOD_AWQ, .grid = 20, .clip = 1 },
 };
 
-/* A method's parameters: one row per key, the method it belongs to and where it goes. */
-typedef enum { P_REAL, P_UINT, P_BOOL } param_kind;
-static const struct {
-    const char *key;
-    lmq_method method;
-    param_kind kind;
-    size_t off;
-    double lo, hi; /* the accepted range */
-} PARAMS[] = {
-    { "damp", LMQ_METHOD_GPTQ, P_REAL, offsetof(q_method, damp), 1e-6, 10 },
-    { "block", LMQ_METHOD_GPTQ, P_UINT, offsetof(q_method, block), 1, 65536 },
-    { "act_order", LMQ_METHOD_GPTQ, P_BOOL, offsetof(q_method, act_order), 0, 1 },
-    { "grid", LMQ_METHOD_AWQ, P_UINT, offsetof(q_method, grid), 1, 1000 },
-    { "clip", LMQ_METHOD_AWQ, P_BOOL, offsetof(q_method, clip), 0, 1 },
+static lmq_code parse_method(const lmq_yf_reader *rd, yaml_node_t *n, const char *where, q_method *m);
+
+/* name: the method, whose defaults the parameters after it change. */
+static lmq_code read_method_name(ROW_ARGS)
+{
+    char where[96];
+    snprintf(where, sizeof where, "%.*s", (int)(strlen(path) - strlen(".name")), path);
+    if (!v)
+        return perr(CTX, line_of(map), where, "needs a name (rtn, gptq or awq)");
+    return parse_method(rd, v, where, base);
+}
+
+/* A parameter belongs to the method its row's data is the defaults of. */
+static lmq_code param_of(const lmq_yf_reader *rd, const lmq_yf_field *f, const yaml_node_t *key, const void *base,
+                         const char *path)
+{
+    lmq_method owner = ((const q_method *)f->data)->method, m = ((const q_method *)base)->method;
+    if (owner != m)
+        return perr(CTX, line_of(key), path, "is a parameter of %s, not of %s", lmq_method_names[owner],
+                    lmq_method_names[m]);
+    return LMQ_OK;
+}
+
+static lmq_code in_range(const lmq_yf_reader *rd, const lmq_yf_field *f, const yaml_node_t *v, const char *path,
+                         double x)
+{
+    if (!(x >= f->lo && x <= f->hi))
+        return perr(CTX, line_of(v), path, "%g is outside %g..%g", x, f->lo, f->hi);
+    return LMQ_OK;
+}
+
+static lmq_code read_real_param(ROW_ARGS)
+{
+    double x = 0;
+    lmq_code rc = param_of(rd, f, key, base, path);
+    if (!rc && !(rc = get_real(CTX, v, path, &x)) && !(rc = in_range(rd, f, v, path, x)))
+        memcpy((char *)base + f->off, &x, sizeof x);
+    return rc;
+}
+
+static lmq_code read_uint_param(ROW_ARGS)
+{
+    uint32_t u = 0;
+    lmq_code rc = param_of(rd, f, key, base, path);
+    if (!rc && !(rc = get_uint(CTX, v, path, &u)) && !(rc = in_range(rd, f, v, path, u)))
+        memcpy((char *)base + f->off, &u, sizeof u);
+    return rc;
+}
+
+static lmq_code read_bool_param(ROW_ARGS)
+{
+    int b = 0;
+    lmq_code rc = param_of(rd, f, key, base, path);
+    if (!rc && !(rc = get_bool(CTX, v, path, &b)) && !(rc = in_range(rd, f, v, path, b)))
+        memcpy((char *)base + f->off, &b, sizeof b);
+    return rc;
+}
+
+/* A method's parameters: one row per key, the method it belongs to (data) and its range. */
+#define GPTQ .data = &q_method_defaults[LMQ_METHOD_GPTQ]
+#define AWQ .data = &q_method_defaults[LMQ_METHOD_AWQ]
+static const lmq_yf_field method_fields[] = {
+    ROW("name", read_method_name, q_method, method, .flags = YF_OPTIONAL | YF_ABSENT),
+    ROW("damp", read_real_param, q_method, damp, GPTQ, .lo = 1e-6, .hi = 10, .flags = YF_OPTIONAL),
+    ROW("block", read_uint_param, q_method, block, GPTQ, .lo = 1, .hi = 65536, .flags = YF_OPTIONAL),
+    ROW("act_order", read_bool_param, q_method, act_order, GPTQ, .lo = 0, .hi = 1, .flags = YF_OPTIONAL),
+    ROW("grid", read_uint_param, q_method, grid, AWQ, .lo = 1, .hi = 1000, .flags = YF_OPTIONAL),
+    ROW("clip", read_bool_param, q_method, clip, AWQ, .lo = 0, .hi = 1, .flags = YF_OPTIONAL),
 };
-#define N_PARAMS (int)(sizeof PARAMS / sizeof PARAMS[0])
+#undef GPTQ
+#undef AWQ
+static const lmq_yf_table method_table = YF_TABLE(method_fields);
 
 /* method: NAME, or {name: NAME, <parameter>: <value>, ...}. */
-static lmq_code parse_method(pctx *c, const yaml_node_t *n, const char *where, q_method *m)
+static lmq_code parse_method(const lmq_yf_reader *rd, yaml_node_t *n, const char *where, q_method *m)
 {
-    char key[96];
-    const yaml_node_t *name = n;
-    if (n->type == YAML_MAPPING_NODE) {
-        const char *keys[N_PARAMS + 1] = { "name" };
-        for (int i = 0; i < N_PARAMS; i++)
-            keys[i + 1] = PARAMS[i].key;
-        const yaml_node_t *v[N_PARAMS + 1] = { 0 };
-        int kl[N_PARAMS + 1] = { 0 };
-        lmq_code rc = collect(c, n, where, keys, N_PARAMS + 1, v, kl);
-        if (rc)
-            return rc;
-        if (!v[0])
-            return perr(c, line_of(n), where, "needs a name (rtn, gptq or awq)");
-        name = v[0];
-        if ((rc = parse_method(c, name, where, m)))
-            return rc;
-        for (int i = 0; i < N_PARAMS; i++) {
-            if (!v[i + 1])
-                continue;
-            snprintf(key, sizeof key, "%s.%s", where, PARAMS[i].key);
-            if (PARAMS[i].method != m->method)
-                return perr(c, kl[i + 1], key, "is a parameter of %s, not of %s", lmq_method_names[PARAMS[i].method],
-                            lmq_method_names[m->method]);
-            double x = 0;
-            uint32_t u = 0;
-            int b = 0;
-            char *dst = (char *)m + PARAMS[i].off;
-            if ((rc = PARAMS[i].kind == P_REAL   ? get_real(c, v[i + 1], key, &x)
-                      : PARAMS[i].kind == P_UINT ? get_uint(c, v[i + 1], key, &u)
-                                                 : get_bool(c, v[i + 1], key, &b)))
-                return rc;
-            x = PARAMS[i].kind == P_REAL ? x : PARAMS[i].kind == P_UINT ? (double)u : (double)b;
-            if (!(x >= PARAMS[i].lo && x <= PARAMS[i].hi))
-                return perr(c, line_of(v[i + 1]), key, "%g is outside %g..%g", x, PARAMS[i].lo, PARAMS[i].hi);
-            if (PARAMS[i].kind == P_REAL)
-                memcpy(dst, &x, sizeof x);
-            else if (PARAMS[i].kind == P_UINT)
-                memcpy(dst, &u, sizeof u);
-            else
-                memcpy(dst, &b, sizeof b);
-        }
-        return LMQ_OK;
-    }
+    if (n->type == YAML_MAPPING_NODE)
+        return lmq_yf_read_map(rd, &method_table, m, n, where, n);
     uint8_t i;
-    lmq_code rc = get_name(c, name, where, lmq_method_names, LMQ_METHOD_COUNT, &i);
+    lmq_code rc = get_name(CTX, n, where, lmq_method_names, LMQ_METHOD_COUNT, &i);
     if (!rc)
         *m = q_method_defaults[i];
     return rc;
 }
 
-static lmq_code parse_rule(pctx *c, const yaml_node_t *n, int index, q_rule *rule)
-{
-    char where[32], key[64];
-    snprintf(where, sizeof where, "rules[%d]", index);
-#define KEY(k) (snprintf(key, sizeof key, "%s.%s", where, RULE_KEYS[k]), key)
-    rule->line = line_of(n);
-    if (n->type != YAML_MAPPING_NODE)
-        return perr(c, line_of(n), where, "expected a rule (a mapping with match and scheme), got %s",
-                    type_name(n));
-    const yaml_node_t *v[RK_N] = { 0 };
-    int kl[RK_N] = { 0 };
-    lmq_code rc = collect(c, n, where, RULE_KEYS, RK_N, v, kl);
-    if (rc)
-        return rc;
-    if (!v[RK_MATCH])
-        return perr(c, rule->line, KEY(RK_MATCH), "required key is missing");
-    if ((rc = get_patterns(c, v[RK_MATCH], KEY(RK_MATCH), &rule->match, &rule->n_match)))
-        return rc;
-    if (rule->n_match == 0)
-        return perr(c, line_of(v[RK_MATCH]), KEY(RK_MATCH), "empty list: a rule must match something");
+/* ---- rules ---- */
 
-    if (!v[RK_SCHEME])
-        return perr(c, rule->line, KEY(RK_SCHEME), "required key is missing");
+static const lmq_encoding *scheme_of(const q_rule *rule) { return lmq_encoding_of(rule->qp.dtype); }
+
+static lmq_code read_match(ROW_ARGS)
+{
+    q_rule *rule = base;
+    lmq_code rc = get_patterns(CTX, v, path, &rule->match, &rule->n_match);
+    if (!rc && rule->n_match == 0)
+        return perr(CTX, line_of(v), path, "empty list: a rule must match something");
+    return rc;
+}
+
+static lmq_code read_scheme(ROW_ARGS)
+{
+    q_rule *rule = base;
     const char *s;
-    if ((rc = get_string(c, v[RK_SCHEME], KEY(RK_SCHEME), &s)))
+    lmq_code rc = get_string(CTX, v, path, &s);
+    if (rc)
         return rc;
     const lmq_encoding *row = lmq_encoding_find(s);
     if (!row || row->dtype == LMQ_T_BYTES) {
         char known[256];
-        return perr(c, line_of(v[RK_SCHEME]), key, "unknown scheme '%s' (known: %s)", s,
+        return perr(CTX, line_of(v), path, "unknown scheme '%s' (known: %s)", s,
                     lmq_encoding_names(known, sizeof known, LMQ_T_BYTES));
     }
     scheme_kind kind = kind_of(row);
     rule->qp.dtype = (uint16_t)row->dtype;
-
     /* granularity: integer schemes must say; fp8 has one scale per row; float schemes none. */
     rule->qp.gran = (uint8_t)(kind == KIND_FLOAT ? LMQ_GRAN_NONE : kind == KIND_FP8 ? LMQ_GRAN_CHANNEL : 0);
-    if (v[RK_GRAN]) {
-        if (kind == KIND_FLOAT)
-            return perr(c, kl[RK_GRAN], KEY(RK_GRAN),
-                        "does not apply to %s (float schemes store no scales; granularity is for "
-                        "integer and fp8 schemes)", s);
-        const char *g;
-        if ((rc = get_string(c, v[RK_GRAN], KEY(RK_GRAN), &g)))
-            return rc;
-        int i = 0;
-        while (i < N_GRANS && strcmp(GRANS[i].name, g) != 0)
-            i++;
-        if (i == N_GRANS)
-            return perr(c, line_of(v[RK_GRAN]), key, "unknown granularity '%s' (tensor, channel or group)", g);
-        if (kind == KIND_FP8 && GRANS[i].gran != LMQ_GRAN_CHANNEL)
-            return perr(c, line_of(v[RK_GRAN]), key, "%s takes granularity channel only, not '%s'", s, g);
-        rule->qp.gran = (uint8_t)GRANS[i].gran;
-    } else if (kind == KIND_INT) {
-        return perr(c, rule->line, KEY(RK_GRAN), "required for %s (tensor, channel or group)", s);
-    }
-
-    if (rule->qp.gran == LMQ_GRAN_GROUP) {
-        if (!v[RK_GROUP])
-            return perr(c, kl[RK_GRAN], KEY(RK_GROUP), "granularity group needs a group size");
-        if ((rc = get_uint(c, v[RK_GROUP], KEY(RK_GROUP), &rule->qp.group)))
-            return rc;
-        uint32_t g = rule->qp.group;
-        if (g < 16 || (g & (g - 1)) != 0 || g > Q_GROUP_MAX)
-            return perr(c, line_of(v[RK_GROUP]), key, "%u is not a power of two from 16 to %u", g, Q_GROUP_MAX);
-    } else if (v[RK_GROUP]) {
-        return perr(c, kl[RK_GROUP], KEY(RK_GROUP), "given without granularity: group");
-    }
-
-    if (v[RK_SYM]) {
-        if (kind != KIND_INT)
-            return perr(c, kl[RK_SYM], KEY(RK_SYM), "applies to integer schemes only, not %s", s);
-        int sym = 1;
-        if ((rc = get_bool(c, v[RK_SYM], KEY(RK_SYM), &sym)))
-            return rc;
-        rule->qp.asym = (uint8_t)!sym;
-    }
-
-    rule->method = q_method_defaults[LMQ_METHOD_RTN];
-    if (v[RK_METHOD]) {
-        if ((rc = parse_method(c, v[RK_METHOD], KEY(RK_METHOD), &rule->method)))
-            return rc;
-        if (rule->method.method != LMQ_METHOD_RTN && kind != KIND_INT)
-            return perr(c, kl[RK_METHOD], key, "%s chooses integer codes; %s is not an integer scheme",
-                        lmq_method_names[rule->method.method], s);
-    }
-    if (v[RK_ACT] && (rc = parse_act(c, v[RK_ACT], kl[RK_ACT], KEY(RK_ACT), &rule->act)))
-        return rc;
-#undef KEY
     return LMQ_OK;
 }
+
+static lmq_code read_gran(ROW_ARGS)
+{
+    q_rule *rule = base;
+    const char *s = scheme_of(rule)->name, *g;
+    scheme_kind kind = kind_of(scheme_of(rule));
+    if (!v) {
+        if (kind == KIND_INT)
+            return perr(CTX, rule->line, path, "required for %s (tensor, channel or group)", s);
+        return LMQ_OK;
+    }
+    if (kind == KIND_FLOAT)
+        return perr(CTX, line_of(key), path,
+                    "does not apply to %s (float schemes store no scales; granularity is for "
+                    "integer and fp8 schemes)", s);
+    lmq_code rc = get_string(CTX, v, path, &g);
+    if (rc)
+        return rc;
+    int i = 0;
+    while (i < N_GRANS && strcmp(GRANS[i].name, g) != 0)
+        i++;
+    if (i == N_GRANS)
+        return perr(CTX, line_of(v), path, "unknown granularity '%s' (tensor, channel or group)", g);
+    if (kind == KIND_FP8 && GRANS[i].gran != LMQ_GRAN_CHANNEL)
+        return perr(CTX, line_of(v), path, "%s takes granularity channel only, not '%s'", s, g);
+    rule->qp.gran = (uint8_t)GRANS[i].gran;
+    CTX->gran_line = line_of(key);
+    return LMQ_OK;
+}
+
+static lmq_code read_group(ROW_ARGS)
+{
+    q_rule *rule = base;
+    if (rule->qp.gran != LMQ_GRAN_GROUP)
+        return v ? perr(CTX, line_of(key), path, "given without granularity: group") : LMQ_OK;
+    if (!v)
+        return perr(CTX, CTX->gran_line, path, "granularity group needs a group size");
+    lmq_code rc = get_uint(CTX, v, path, &rule->qp.group);
+    uint32_t g = rule->qp.group;
+    if (!rc && (g < f->lo || (g & (g - 1)) != 0 || g > f->hi))
+        return perr(CTX, line_of(v), path, "%u is not a power of two from %u to %u", g, (unsigned)f->lo,
+                    (unsigned)f->hi);
+    return rc;
+}
+
+static lmq_code read_symmetric(ROW_ARGS)
+{
+    q_rule *rule = base;
+    if (kind_of(scheme_of(rule)) != KIND_INT)
+        return perr(CTX, line_of(key), path, "applies to integer schemes only, not %s", scheme_of(rule)->name);
+    int sym = 1;
+    lmq_code rc = get_bool(CTX, v, path, &sym);
+    if (!rc)
+        rule->qp.asym = (uint8_t)!sym;
+    return rc;
+}
+
+static lmq_code read_method(ROW_ARGS)
+{
+    q_rule *rule = base;
+    lmq_code rc = parse_method(rd, v, path, &rule->method);
+    if (!rc && rule->method.method != LMQ_METHOD_RTN && kind_of(scheme_of(rule)) != KIND_INT)
+        return perr(CTX, line_of(key), path, "%s chooses integer codes; %s is not an integer scheme",
+                    lmq_method_names[rule->method.method], scheme_of(rule)->name);
+    return rc;
+}
+
+static lmq_code read_act(ROW_ARGS)
+{
+    if (v->type != YAML_MAPPING_NODE)
+        return perr(CTX, line_of(v), path, "expected a mapping {scheme: int8, granularity: token or tensor}, got %s",
+                    type_name(v));
+    return lmq_yf_read_map(rd, &act_table, &((q_rule *)base)->act, v, path, key);
+}
+
+/* In this order: each reads the rows above it (scheme decides what granularity may be). */
+static const lmq_yf_field rule_fields[] = {
+    ROW("match", read_match, q_rule, match),
+    ROW("scheme", read_scheme, q_rule, qp.dtype),
+    ROW("granularity", read_gran, q_rule, qp.gran, .flags = YF_OPTIONAL | YF_ABSENT),
+    ROW("group", read_group, q_rule, qp.group, .lo = 16, .hi = Q_GROUP_MAX, .flags = YF_OPTIONAL | YF_ABSENT),
+    ROW("symmetric", read_symmetric, q_rule, qp.asym, .flags = YF_OPTIONAL),
+    ROW("method", read_method, q_rule, method, .flags = YF_OPTIONAL),
+    ROW("activations", read_act, q_rule, act, .flags = YF_OPTIONAL),
+};
+static const lmq_yf_table rule_table = YF_TABLE(rule_fields);
+
+static lmq_code parse_rule(const lmq_yf_reader *rd, yaml_node_t *n, int index, q_rule *rule)
+{
+    char where[32];
+    snprintf(where, sizeof where, "rules[%d]", index);
+    rule->line = line_of(n);
+    if (n->type != YAML_MAPPING_NODE)
+        return perr(CTX, line_of(n), where, "expected a rule (a mapping with match and scheme), got %s",
+                    type_name(n));
+    rule->method = q_method_defaults[LMQ_METHOD_RTN];
+    return lmq_yf_read_map(rd, &rule_table, rule, n, where, n);
+}
+
+/* ---- the top ---- */
 
 static int name_ok(const char *s)
 {
@@ -471,81 +521,95 @@ static int name_ok(const char *s)
     return 1;
 }
 
-enum { TK_NAME, TK_DESC, TK_RULES, TK_IGNORE, TK_SMOOTH, TK_N };
-static const char *const TOP_KEYS[TK_N] = { "name", "description", "rules", "ignore", "smoothquant" };
-
-/* smoothquant: {alpha: A}, 0 < A < 1. */
-static lmq_code parse_smoothquant(pctx *c, const yaml_node_t *n, double *alpha)
+static lmq_code read_name(ROW_ARGS)
 {
-    static const char *const keys[] = { "alpha" };
-    if (n->type != YAML_MAPPING_NODE)
-        return perr(c, line_of(n), "smoothquant", "expected a mapping ({alpha: 0.5}), got %s", type_name(n));
-    const yaml_node_t *v[1] = { 0 };
-    int kl[1] = { 0 };
-    lmq_code rc = collect(c, n, "smoothquant", keys, 1, v, kl);
+    q_recipe *r = base;
+    const char *s;
+    lmq_code rc = get_string(CTX, v, path, &s);
     if (rc)
         return rc;
-    if (!v[0])
-        return perr(c, line_of(n), "smoothquant.alpha", "required key is missing");
-    if ((rc = get_real(c, v[0], "smoothquant.alpha", alpha)))
-        return rc;
-    if (!(*alpha > 0 && *alpha < 1))
-        return perr(c, line_of(v[0]), "smoothquant.alpha", "%g is not between 0 and 1", *alpha);
+    if (!name_ok(s) || strlen(s) >= Q_RECIPE_NAME_MAX)
+        return perr(CTX, line_of(v), path, "'%s' is not a recipe name ([a-z0-9._-]+, at most %d characters)", s,
+                    Q_RECIPE_NAME_MAX - 1);
+    snprintf(r->name, sizeof r->name, "%s", s);
     return LMQ_OK;
 }
 
-static lmq_code parse_root(pctx *c, const yaml_node_t *root, q_recipe *r)
+static lmq_code read_description(ROW_ARGS)
+{
+    q_recipe *r = base;
+    const char *s;
+    lmq_code rc = get_string(CTX, v, path, &s);
+    if (!rc && !(r->description = dup_str(s)))
+        return lmq_fail(CTX->err, LMQ_E_NOMEM, "%s: out of memory", CTX->path);
+    return rc;
+}
+
+static lmq_code read_rules(ROW_ARGS)
+{
+    q_recipe *r = base;
+    if (v->type != YAML_SEQUENCE_NODE)
+        return perr(CTX, line_of(v), path, "expected a list of rules, got %s", type_name(v));
+    int n = (int)(v->data.sequence.items.top - v->data.sequence.items.start);
+    if (n == 0)
+        return perr(CTX, line_of(key), path, "empty: a recipe needs at least one rule");
+    if (!(r->rules = calloc((size_t)n, sizeof *r->rules)))
+        return lmq_fail(CTX->err, LMQ_E_NOMEM, "%s: out of memory", CTX->path);
+    for (int i = 0; i < n; i++) {
+        yaml_node_t *item = yaml_document_get_node(rd->doc, v->data.sequence.items.start[i]);
+        if (!item)
+            return perr(CTX, line_of(v), path, "malformed list");
+        r->n_rules = i + 1; /* so q_recipe_free sees this rule's patterns */
+        lmq_code rc = parse_rule(rd, item, i, &r->rules[i]);
+        if (rc)
+            return rc;
+    }
+    return LMQ_OK;
+}
+
+static lmq_code read_ignore(ROW_ARGS)
+{
+    q_recipe *r = base;
+    return get_patterns(CTX, v, path, &r->ignore, &r->n_ignore);
+}
+
+/* smoothquant: {alpha: A}, 0 < A < 1. */
+static lmq_code read_alpha(ROW_ARGS)
+{
+    double *alpha = (double *)((char *)base + f->off);
+    lmq_code rc = get_real(CTX, v, path, alpha);
+    if (!rc && !(*alpha > f->lo && *alpha < f->hi))
+        return perr(CTX, line_of(v), path, "%g is not between %g and %g", *alpha, f->lo, f->hi);
+    return rc;
+}
+
+static const lmq_yf_field smooth_fields[] = {
+    ROW("alpha", read_alpha, q_recipe, smooth_alpha, .lo = 0, .hi = 1),
+};
+static const lmq_yf_table smooth_table = YF_TABLE(smooth_fields);
+
+static lmq_code read_smoothquant(ROW_ARGS)
+{
+    if (v->type != YAML_MAPPING_NODE)
+        return perr(CTX, line_of(v), path, "expected a mapping ({alpha: 0.5}), got %s", type_name(v));
+    return lmq_yf_read_map(rd, &smooth_table, base, v, path, v);
+}
+
+static const lmq_yf_field top_fields[] = {
+    ROW("name", read_name, q_recipe, name),
+    ROW("description", read_description, q_recipe, description, .flags = YF_OPTIONAL),
+    ROW("rules", read_rules, q_recipe, rules),
+    ROW("ignore", read_ignore, q_recipe, ignore, .flags = YF_OPTIONAL),
+    ROW("smoothquant", read_smoothquant, q_recipe, smooth_alpha, .flags = YF_OPTIONAL),
+};
+static const lmq_yf_table top_table = YF_TABLE(top_fields);
+
+static lmq_code parse_root(const lmq_yf_reader *rd, yaml_node_t *root, q_recipe *r)
 {
     if (root->type != YAML_MAPPING_NODE)
-        return perr(c, line_of(root), "(top)", "a recipe is a mapping with keys name, rules, ...; got %s",
+        return perr(CTX, line_of(root), "(top)", "a recipe is a mapping with keys name, rules, ...; got %s",
                     type_name(root));
-    const yaml_node_t *v[TK_N] = { 0 };
-    int kl[TK_N] = { 0 };
-    lmq_code rc = collect(c, root, "", TOP_KEYS, TK_N, v, kl);
-    if (rc)
-        return rc;
-
-    const char *s;
-    if (!v[TK_NAME])
-        return perr(c, line_of(root), "name", "required key is missing");
-    if ((rc = get_string(c, v[TK_NAME], "name", &s)))
-        return rc;
-    if (!name_ok(s) || strlen(s) >= Q_RECIPE_NAME_MAX)
-        return perr(c, line_of(v[TK_NAME]), "name", "'%s' is not a recipe name ([a-z0-9._-]+, at most %d characters)",
-                    s, Q_RECIPE_NAME_MAX - 1);
-    snprintf(r->name, sizeof r->name, "%s", s);
-
-    if (v[TK_DESC]) {
-        if ((rc = get_string(c, v[TK_DESC], "description", &s)))
-            return rc;
-        if (!(r->description = dup_str(s)))
-            return lmq_fail(c->err, LMQ_E_NOMEM, "%s: out of memory", c->path);
-    }
-
-    if (!v[TK_RULES])
-        return perr(c, line_of(root), "rules", "required key is missing");
-    const yaml_node_t *rules = v[TK_RULES];
-    if (rules->type != YAML_SEQUENCE_NODE)
-        return perr(c, line_of(rules), "rules", "expected a list of rules, got %s", type_name(rules));
-    int n = (int)(rules->data.sequence.items.top - rules->data.sequence.items.start);
-    if (n == 0)
-        return perr(c, kl[TK_RULES], "rules", "empty: a recipe needs at least one rule");
-    if (!(r->rules = calloc((size_t)n, sizeof *r->rules)))
-        return lmq_fail(c->err, LMQ_E_NOMEM, "%s: out of memory", c->path);
-    for (int i = 0; i < n; i++) {
-        const yaml_node_t *item = yaml_document_get_node(c->doc, rules->data.sequence.items.start[i]);
-        if (!item)
-            return perr(c, line_of(rules), "rules", "malformed list");
-        r->n_rules = i + 1; /* so q_recipe_free sees this rule's patterns */
-        if ((rc = parse_rule(c, item, i, &r->rules[i])))
-            return rc;
-    }
-
-    if (v[TK_SMOOTH] && (rc = parse_smoothquant(c, v[TK_SMOOTH], &r->smooth_alpha)))
-        return rc;
-    if (v[TK_IGNORE])
-        return get_patterns(c, v[TK_IGNORE], "ignore", &r->ignore, &r->n_ignore);
-    return LMQ_OK;
+    return lmq_yf_read_map(rd, &top_table, r, root, "", root);
 }
 
 /* Deeper than any recipe is (top > rules > rule > match list), with room to spare. */
@@ -558,11 +622,13 @@ static lmq_code parse_text(pctx *c, q_recipe *r)
     if (rc)
         return rc;
     c->doc = &doc;
-    const yaml_node_t *root = yaml_document_get_root_node(&doc);
+    lmq_yf_reader rd = { .doc = &doc, .code = LMQ_E_RECIPE, .report = report, .key_error = key_error,
+                         .in_order = 1, .ctx = c, .err = c->err };
+    yaml_node_t *root = yaml_document_get_root_node(&doc);
     if (!root)
         rc = lmq_fail(c->err, LMQ_E_RECIPE, "%s:1: (top): empty recipe (needs name and rules)", c->path);
     else
-        rc = parse_root(c, root, r);
+        rc = parse_root(&rd, root, r);
     yaml_document_delete(&doc);
     return rc;
 }
@@ -602,7 +668,7 @@ lmq_code q_recipe_parse(const char *text, size_t len, const char *label, q_recip
     r->text[len] = '\0';
     r->text_len = len;
     r->checksum = XXH3_64bits(r->text, len);
-    pctx c = { NULL, r->path, err };
+    pctx c = { .path = r->path, .err = err };
     lmq_code rc = parse_text(&c, r);
     if (rc)
         q_recipe_free(r);
