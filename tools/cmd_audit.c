@@ -285,11 +285,13 @@ static char *clean(const char *s)
         return NULL;
     const unsigned char *u = (const unsigned char *)s;
     for (size_t i = 0; i < n;) {
-        int len = u[i] < 0x80 ? 1 : (u[i] & 0xe0) == 0xc0 && u[i] >= 0xc2 ? 2 : (u[i] & 0xf0) == 0xe0 ? 3
-                                 : (u[i] & 0xf8) == 0xf0 && u[i] <= 0xf4                      ? 4
-                                                                                              : 0;
+        /* Lead byte: sequence length and the range of the second byte (no overlong forms, no
+         * surrogates, nothing above U+10FFFF), as RFC 3629's table. */
+        int len = u[i] < 0x80 ? 1 : u[i] < 0xc2 ? 0 : u[i] < 0xe0 ? 2 : u[i] < 0xf0 ? 3 : u[i] < 0xf5 ? 4 : 0;
+        unsigned lo = u[i] == 0xe0 ? 0xa0 : u[i] == 0xf0 ? 0x90 : 0x80;
+        unsigned hi = u[i] == 0xed ? 0x9f : u[i] == 0xf4 ? 0x8f : 0xbf;
         for (int k = 1; k < len; k++)
-            if (i + (size_t)k >= n || (u[i + k] & 0xc0) != 0x80)
+            if (i + (size_t)k >= n || u[i + k] < (k == 1 ? lo : 0x80) || u[i + k] > (k == 1 ? hi : 0xbf))
                 len = 0;
         if (len == 1 && (u[i] < 0x20 || u[i] == 0x7f) && u[i] != '\t' && u[i] != '\n')
             len = 0;

@@ -177,6 +177,15 @@ grep -qF 'name="'"$tree"'/c/odd &amp;&lt;name&gt;&quot;&apos;.lmq"' "$x" || fail
 grep -qF '<failure type="manifest" message="manifest: tensor out_norm.weight: has no manifest entry' "$x" ||
     fail "junit: failure names the check, tensor and rule"
 
+# A file name that is not UTF-8 and holds a control byte is reported with '?' in their place, so
+# that both reports stay well-formed.
+mkdir "$tmp/odd"
+cp "$good" "$tmp/odd/"$'x\xff\x01\xed\xa0\x80y.lmq'
+run 0 "$LMQ" audit "$tmp/odd" --format json
+has "\"path\": \"$tmp/odd/x?????y.lmq\","
+run 0 "$LMQ" audit "$tmp/odd" --format junit
+has "name=\"$tmp/odd/x?????y.lmq\"/>"
+
 # --output replaces its file whole, and is refused (usage, nothing written) when it names an input.
 echo stale >"$tmp/audit.xml"
 run 0 "$LMQ" audit "$good" --format junit --output "$tmp/audit.xml"
