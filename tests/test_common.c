@@ -2,6 +2,7 @@
 #include <dirent.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -11,6 +12,7 @@
 #include "common/file.h"
 #include "common/fp.h"
 #include "common/pool.h"
+#include "common/yaml_json.h"
 #include "tests/testutil.h"
 
 /* Every half value converts to float and back to itself (NaNs stay NaN). */
@@ -252,6 +254,49 @@ START_TEST(pool_try)
 }
 END_TEST
 
+/* The generic YAML -> JSON conversion against JSON written by hand for the same document. */
+START_TEST(yaml_to_json)
+{
+    static const char yaml[] = "a: 1\n"
+                               "b: -12.5e-1\n"
+                               "c: [true, False, ~, null, '', \"7\", 0x10, 1e, .inf, 9223372036854775808, -.5]\n"
+                               "d:\n"
+                               "  - name: \"x: y\"\n"
+                               "    e:\n"
+                               "  - |\n"
+                               "    two\n"
+                               "    lines\n"
+                               "f: 9223372036854775807\n"
+                               "g: plain words\n";
+    static const char want[] = "{\"a\": 1, \"b\": -1.25, \"c\": [true, false, null, null, \"\", \"7\", \"0x10\", \"1e\","
+                               " \".inf\", \"9223372036854775808\", -0.5], \"d\": [{\"name\": \"x: y\", \"e\": null},"
+                               " \"two\\nlines\\n\"], \"f\": 9223372036854775807, \"g\": \"plain words\"}";
+    json_t *got = NULL, *expect = json_loads(want, 0, NULL);
+    lmq_err err = { 0 };
+    ck_assert_ptr_nonnull(expect);
+    ck_assert_int_eq(lmq_yaml_to_json(yaml, sizeof yaml - 1, "t.yaml", &got, &err), LMQ_OK);
+    char *dump = json_dumps(got, JSON_SORT_KEYS);
+    ck_assert_msg(json_equal(got, expect), "got %s", dump);
+    free(dump);
+    json_decref(got);
+    json_decref(expect);
+
+    ck_assert_int_eq(lmq_yaml_to_json("", 0, "t.yaml", &got, &err), LMQ_OK);
+    ck_assert(json_is_null(got));
+    json_decref(got);
+
+    static const char twice[] = "a: 1\nb:\n  c: 2\n  c: 3\n";
+    ck_assert_int_eq(lmq_yaml_to_json(twice, sizeof twice - 1, "t.yaml", &got, &err), LMQ_E_FORMAT);
+    ck_assert_str_eq(err.msg, "t.yaml:4: key 'c' repeated");
+    static const char complex_key[] = "? [1, 2]\n: 3\n";
+    ck_assert_int_eq(lmq_yaml_to_json(complex_key, sizeof complex_key - 1, "t.yaml", &got, &err), LMQ_E_FORMAT);
+    ck_assert_str_eq(err.msg, "t.yaml:1: a key that is not a plain value");
+    static const char alias[] = "a: &x 1\nb: *x\n";
+    ck_assert_int_eq(lmq_yaml_to_json(alias, sizeof alias - 1, "t.yaml", &got, &err), LMQ_E_FORMAT);
+    ck_assert_str_eq(err.msg, "t.yaml:2:4: YAML aliases are not allowed");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("common");
@@ -266,6 +311,7 @@ int main(void)
     tcase_add_test(tc, output_not_regular);
     tcase_add_test(tc, atomic_stale);
     tcase_add_test(tc, pool_try);
+    tcase_add_test(tc, yaml_to_json);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }

@@ -1,136 +1,535 @@
-/* lmq audit: runs every check in the table below on each artefact; prints one line per problem
- * naming the file and tensor, then an OK or FAILED line per file. Exit 0 when all pass, 1 when
- * any check failed, 2 for usage errors. */
+/* lmq audit: runs every check in the table below on each artefact (files, and *.lmq files found
+ * under directories), records each problem with its kind, and writes the report as text, JSON
+ * or JUnit XML. The exit status is the code of the most severe kind found (the kinds table). */
+#include <dirent.h>
+#include <errno.h>
+#include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "common/file.h"
 #include "formats/container.h"
 #include "formats/manifest.h"
 #include "runtime/artefact.h"
+#include "tools/args.h"
 #include "tools/cmd.h"
 
+/* Failure kinds, least severe first: a root cause (unreadable file, damaged bytes) outranks what
+ * follows from it (values that decode to NaN), so the highest exit code found wins. */
+typedef enum { K_VALUES, K_MANIFEST, K_CHECKSUM, K_FORMAT, K_IO, K_COUNT } kind;
+static const struct {
+    const char *name;
+    int exit;
+} kinds[K_COUNT] = {
+    [K_VALUES] = { "values", 3 },     [K_MANIFEST] = { "manifest", 4 }, [K_CHECKSUM] = { "checksum", 5 },
+    [K_FORMAT] = { "format", 6 },     [K_IO] = { "io", 7 },
+};
+
 typedef struct {
-    const char *path;
-    const char *check; /* the check running, named in its problem lines */
+    kind k;
+    char *check, *tensor, *msg; /* tensor: NULL when the problem is not about one */
+} problem;
+
+typedef struct {
+    char *path;
+    int opened, n_tensors;
+    problem *p;
+    int n, cap;
+    int worst; /* -1: passed */
+} artefact;
+
+typedef struct {
+    artefact *a;
+    const char *check; /* the check running, named in its problems */
+    kind check_kind;
     const lmq_container *c;
     const lmq_manifest *man; /* NULL when the manifest does not parse */
-    int problems;
 } audit;
 
+static char *dup_or_null(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+static void add(artefact *a, kind k, const char *check, const char *tensor, const char *msg)
+{
+    if (a->n == a->cap) {
+        a->cap = a->cap ? 2 * a->cap : 8;
+        problem *p = realloc(a->p, (size_t)a->cap * sizeof *p);
+        if (!p) {
+            fputs("lmq audit: out of memory\n", stderr);
+            exit(kinds[K_IO].exit);
+        }
+        a->p = p;
+    }
+    a->p[a->n++] = (problem){ k, strdup(check), dup_or_null(tensor), strdup(msg) };
+    if ((int)k > a->worst)
+        a->worst = (int)k;
+}
+
+/* The kind is the running check's, except that a file that cannot be read is an I/O problem and
+ * a tensor blob the checksum pass cannot even decode is damage to the format. */
 static void report(void *ctx, const char *tensor, lmq_code code, const char *msg)
 {
-    audit *a = ctx;
-    (void)code;
-    a->problems++;
-    if (tensor)
-        printf("%s: %s: tensor %s: %s\n", a->path, a->check, tensor, msg);
-    else
-        printf("%s: %s: %s\n", a->path, a->check, msg);
+    audit *au = ctx;
+    kind k = au->check_kind;
+    if (code == LMQ_E_IO || code == LMQ_E_NOMEM)
+        k = K_IO;
+    else if (k == K_CHECKSUM && code != LMQ_E_CHECKSUM)
+        k = K_FORMAT;
+    add(au->a, k, au->check, tensor, msg);
 }
 
 /* Every tensor checksum (zstd decoded) and the whole-file checksum. */
-static void check_checksums(audit *a)
+static void check_checksums(audit *au)
 {
-    lmq_container_verify(a->c, report, a, NULL);
+    int before = au->a->n;
+    lmq_err err = { 0 };
+    if (lmq_container_verify(au->c, report, au, &err) && au->a->n == before)
+        report(au, NULL, err.code, err.msg); /* failed before checking any tensor */
 }
 
-/* Keys, types and enum values (parse), then the manifest against the index. */
-static void check_manifest(audit *a)
+/* The manifest against the index (keys, types and enum values were checked by the parse). */
+static void check_manifest(audit *au)
 {
-    if (!a->man)
-        return;
-    lmq_manifest_check(a->man, a->c->tensors, a->c->n_tensors, a->c->version, report, a);
+    if (au->man)
+        lmq_manifest_check(au->man, au->c->tensors, au->c->n_tensors, au->c->version, report, au);
 }
 
 /* What a loader checks of the stored numbers (runtime/artefact.h). */
-static void check_values(audit *a)
+static void check_values(audit *au)
 {
-    rt_audit_values(a->c, report, a);
+    rt_audit_values(au->c, report, au);
 }
 
 /* Carried-file names: plain names only. */
-static void check_files(audit *a)
+static void check_files(audit *au)
 {
-    lmq_container_check_files(a->c, report, a);
+    lmq_container_check_files(au->c, report, au);
 }
 
 /* The carried tokenizer opens as generate and verify open it. */
-static void check_tokenizer(audit *a)
+static void check_tokenizer(audit *au)
 {
-    if (a->man)
-        rt_audit_tokenizer(a->c, a->man, report, a);
+    if (au->man)
+        rt_audit_tokenizer(au->c, au->man, report, au);
 }
 
 /* Policy checks (manifests/ policies) become rows here. */
 static const struct {
     const char *name;
+    kind k;
     void (*run)(audit *);
 } checks[] = {
-    { "checksum", check_checksums },
-    { "manifest", check_manifest },
-    { "values", check_values },
-    { "files", check_files },
-    { "tokenizer", check_tokenizer },
+    { "checksum", K_CHECKSUM, check_checksums }, { "manifest", K_MANIFEST, check_manifest },
+    { "values", K_VALUES, check_values },        { "files", K_VALUES, check_files },
+    { "tokenizer", K_VALUES, check_tokenizer },
 };
 
-static int audit_file(const char *path)
+/* An error from opening or parsing, without the "path: " its message may start with. */
+static const char *unprefixed(const char *msg, const char *path)
 {
-    audit a = { .path = path };
+    size_t n = strlen(path);
+    return !strncmp(msg, path, n) && !strncmp(msg + n, ": ", 2) ? msg + n + 2 : msg;
+}
+
+static void audit_file(artefact *a)
+{
     lmq_container c;
     lmq_manifest man;
     lmq_err err = { 0 };
-    if (lmq_container_open(&c, path, &err)) {
-        printf("%s\n", err.msg); /* names the file already */
-        printf("%s: FAILED (cannot open)\n", path);
-        return 1;
+    if (lmq_container_open(&c, a->path, &err)) {
+        kind k = err.code == LMQ_E_IO || err.code == LMQ_E_NOMEM ? K_IO
+                 : err.code == LMQ_E_CHECKSUM                    ? K_CHECKSUM
+                                                                 : K_FORMAT;
+        add(a, k, "open", NULL, unprefixed(err.msg, a->path));
+        return;
     }
-    a.c = &c;
-    if (lmq_manifest_parse(c.manifest, c.manifest_size, &man, &err) == LMQ_OK) {
-        a.man = &man;
-    } else {
-        printf("%s: %s\n", path, err.msg); /* "manifest: <key>: <what is wrong>" */
-        a.problems++;
-    }
-    for (size_t i = 0; i < sizeof checks / sizeof checks[0]; i++) {
-        a.check = checks[i].name;
-        checks[i].run(&a);
-    }
-    if (a.problems)
-        printf("%s: FAILED (%d problem%s)\n", path, a.problems, a.problems == 1 ? "" : "s");
+    a->opened = 1;
+    a->n_tensors = c.n_tensors;
+    audit au = { .a = a, .c = &c };
+    if (lmq_manifest_parse(c.manifest, c.manifest_size, &man, &err) == LMQ_OK)
+        au.man = &man;
     else
-        printf("%s: OK (%d entries, checksums, manifest, values, file names and tokenizer verified)\n", path,
-               c.n_tensors);
-    if (a.man)
+        add(a, err.code == LMQ_E_NOMEM ? K_IO : K_FORMAT, "parse", NULL, err.msg); /* "manifest: <key>: ..." */
+    for (size_t i = 0; i < sizeof checks / sizeof checks[0]; i++) {
+        au.check = checks[i].name;
+        au.check_kind = checks[i].k;
+        checks[i].run(&au);
+    }
+    if (au.man)
         lmq_manifest_free(&man);
     lmq_container_close(&c);
-    return a.problems ? 1 : 0;
+}
+
+/* ---- the artefacts named on the command line ---- */
+
+typedef struct {
+    artefact *a;
+    int n, cap;
+} list;
+
+static artefact *push(list *l, const char *path)
+{
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 16;
+        artefact *a = realloc(l->a, (size_t)l->cap * sizeof *a);
+        if (!a) {
+            fputs("lmq audit: out of memory\n", stderr);
+            exit(kinds[K_IO].exit);
+        }
+        l->a = a;
+    }
+    l->a[l->n] = (artefact){ .path = strdup(path), .worst = -1 };
+    return &l->a[l->n++];
+}
+
+static int by_name(const struct dirent **x, const struct dirent **y)
+{
+    return strcmp((*x)->d_name, (*y)->d_name);
+}
+
+static int is_lmq(const char *name)
+{
+    size_t n = strlen(name);
+    return n > 4 && !strcmp(name + n - 4, ".lmq");
+}
+
+/* *.lmq files under dir, in name order at every level. Links to directories are not followed
+ * (no loops); a directory that cannot be listed is an I/O problem of its own. */
+static void walk(list *l, const char *dir)
+{
+    struct dirent **ents;
+    int n = scandir(dir, &ents, NULL, by_name);
+    if (n < 0) {
+        char msg[600];
+        snprintf(msg, sizeof msg, "cannot list the directory: %s", strerror(errno));
+        add(push(l, dir), K_IO, "open", NULL, msg);
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        const char *name = ents[i]->d_name;
+        size_t len = strlen(dir) + strlen(name) + 2;
+        char *path = malloc(len);
+        struct stat st;
+        if (path && strcmp(name, ".") && strcmp(name, "..")) {
+            snprintf(path, len, "%s%s%s", dir, dir[strlen(dir) - 1] == '/' ? "" : "/", name);
+            if (!lstat(path, &st) && S_ISDIR(st.st_mode))
+                walk(l, path);
+            else if (is_lmq(name))
+                push(l, path);
+        }
+        free(path);
+        free(ents[i]);
+    }
+    free(ents);
+}
+
+/* ---- reports ---- */
+
+static int exit_code(const list *l, int *by_kind)
+{
+    int worst = -1;
+    for (int i = 0; i < l->n; i++)
+        if (l->a[i].worst >= 0) {
+            by_kind[l->a[i].worst]++;
+            if (l->a[i].worst > worst)
+                worst = l->a[i].worst;
+        }
+    return worst < 0 ? 0 : kinds[worst].exit;
+}
+
+/* "audit: 5 artefacts, 3 passed, 2 failed (io 0, format 1, ...)": each failed artefact counted
+ * once, under its most severe kind. */
+static void summary(FILE *f, const list *l, const int *by_kind)
+{
+    int failed = 0;
+    for (int k = 0; k < K_COUNT; k++)
+        failed += by_kind[k];
+    fprintf(f, "audit: %d artefact%s, %d passed, %d failed (", l->n, l->n == 1 ? "" : "s", l->n - failed, failed);
+    for (int k = K_COUNT - 1; k >= 0; k--)
+        fprintf(f, "%s %d%s", kinds[k].name, by_kind[k], k ? ", " : ")\n");
+}
+
+static void write_text(FILE *f, const list *l, const int *by_kind, int code)
+{
+    (void)code;
+    for (int i = 0; i < l->n; i++) {
+        const artefact *a = &l->a[i];
+        for (int j = 0; j < a->n; j++) {
+            const problem *p = &a->p[j];
+            fprintf(f, "%s: %s: %s%s%s%s\n", a->path, p->check, p->tensor ? "tensor " : "", p->tensor ? p->tensor : "",
+                    p->tensor ? ": " : "", p->msg);
+        }
+        if (!a->opened)
+            fprintf(f, "%s: FAILED (cannot open)\n", a->path);
+        else if (a->n)
+            fprintf(f, "%s: FAILED (%d problem%s)\n", a->path, a->n, a->n == 1 ? "" : "s");
+        else
+            fprintf(f,
+                    "%s: OK (%d entries, checksums, manifest, values, file names and tokenizer verified)\n",
+                    a->path, a->n_tensors);
+    }
+    summary(f, l, by_kind);
+}
+
+/* Names and messages come from untrusted files: bytes that are not valid UTF-8, and control
+ * characters, become '?' so that the JSON and XML stay well-formed. */
+static char *clean(const char *s)
+{
+    size_t n = strlen(s);
+    unsigned char *o = malloc(n + 1);
+    if (!o)
+        return NULL;
+    const unsigned char *u = (const unsigned char *)s;
+    for (size_t i = 0; i < n;) {
+        /* Lead byte: sequence length and the range of the second byte (no overlong forms, no
+         * surrogates, nothing above U+10FFFF), as RFC 3629's table. */
+        int len = u[i] < 0x80 ? 1 : u[i] < 0xc2 ? 0 : u[i] < 0xe0 ? 2 : u[i] < 0xf0 ? 3 : u[i] < 0xf5 ? 4 : 0;
+        unsigned lo = u[i] == 0xe0 ? 0xa0 : u[i] == 0xf0 ? 0x90 : 0x80;
+        unsigned hi = u[i] == 0xed ? 0x9f : u[i] == 0xf4 ? 0x8f : 0xbf;
+        for (int k = 1; k < len; k++)
+            if (i + (size_t)k >= n || u[i + k] < (k == 1 ? lo : 0x80) || u[i + k] > (k == 1 ? hi : 0xbf))
+                len = 0;
+        if (len == 1 && (u[i] < 0x20 || u[i] == 0x7f) && u[i] != '\t' && u[i] != '\n')
+            len = 0;
+        if (!len) {
+            o[i++] = '?';
+            continue;
+        }
+        memcpy(o + i, u + i, (size_t)len);
+        i += (size_t)len;
+    }
+    o[n] = 0;
+    return (char *)o;
+}
+
+static json_t *jstr(const char *s)
+{
+    if (!s)
+        return json_null();
+    char *c = clean(s);
+    json_t *j = c ? json_string(c) : NULL;
+    free(c);
+    return j;
+}
+
+static void write_json(FILE *f, const list *l, const int *by_kind, int code)
+{
+    json_t *arts = json_array(), *kinds_obj = json_object();
+    int failed = 0;
+    for (int k = 0; k < K_COUNT; k++) {
+        json_object_set_new(kinds_obj, kinds[k].name, json_integer(by_kind[k]));
+        failed += by_kind[k];
+    }
+    for (int i = 0; i < l->n; i++) {
+        const artefact *a = &l->a[i];
+        json_t *probs = json_array();
+        for (int j = 0; j < a->n; j++)
+            json_array_append_new(probs, json_pack("{s:s,s:o,s:o,s:o}", "kind", kinds[a->p[j].k].name, "check",
+                                                   jstr(a->p[j].check), "tensor", jstr(a->p[j].tensor), "message",
+                                                   jstr(a->p[j].msg)));
+        json_array_append_new(arts, json_pack("{s:o,s:s,s:o,s:i,s:o}", "path", jstr(a->path), "status",
+                                              a->n ? "failed" : "passed", "kind",
+                                              a->n ? json_string(kinds[a->worst].name) : json_null(), "exit",
+                                              a->n ? kinds[a->worst].exit : 0, "problems", probs));
+    }
+    json_t *root = json_pack("{s:{s:i,s:i,s:i,s:o,s:i},s:o}", "summary", "artefacts", l->n, "passed", l->n - failed,
+                             "failed", failed, "failed_by_kind", kinds_obj, "exit", code, "artefacts", arts);
+    json_dumpf(root, f, JSON_INDENT(2));
+    fputc('\n', f);
+    json_decref(root);
+}
+
+static void xml_text(FILE *f, const char *s)
+{
+    static const struct {
+        char c;
+        const char *esc;
+    } ents[] = { { '&', "&amp;" }, { '<', "&lt;" }, { '>', "&gt;" }, { '"', "&quot;" }, { '\'', "&apos;" } };
+    char *c = clean(s);
+    for (const char *p = c ? c : "?"; *p; p++) {
+        size_t e = 0;
+        while (e < sizeof ents / sizeof ents[0] && ents[e].c != *p)
+            e++;
+        if (e < sizeof ents / sizeof ents[0])
+            fputs(ents[e].esc, f);
+        else if (*p == '\n' || *p == '\t')
+            fprintf(f, "&#%d;", *p); /* kept inside attribute values */
+        else
+            fputc(*p, f);
+    }
+    free(c);
+}
+
+/* One testsuite; one testcase per artefact (classname "lmq.audit", name its path); one failure
+ * per problem (type: its kind; message: check, tensor and text). */
+static void write_junit(FILE *f, const list *l, const int *by_kind, int code)
+{
+    int failures = 0;
+    for (int i = 0; i < l->n; i++)
+        failures += l->a[i].n;
+    (void)by_kind, (void)code;
+    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+               "<testsuite name=\"lmq audit\" tests=\"%d\" failures=\"%d\" errors=\"0\" skipped=\"0\">\n",
+            l->n, failures);
+    for (int i = 0; i < l->n; i++) {
+        const artefact *a = &l->a[i];
+        fputs("  <testcase classname=\"lmq.audit\" name=\"", f);
+        xml_text(f, a->path);
+        fputs(a->n ? "\">\n" : "\"/>\n", f);
+        for (int j = 0; j < a->n; j++) {
+            const problem *p = &a->p[j];
+            fprintf(f, "    <failure type=\"%s\" message=\"", kinds[p->k].name);
+            xml_text(f, p->check);
+            fputs(": ", f);
+            if (p->tensor) {
+                fputs("tensor ", f);
+                xml_text(f, p->tensor);
+                fputs(": ", f);
+            }
+            xml_text(f, p->msg);
+            fputs("\"/>\n", f);
+        }
+        if (a->n)
+            fputs("  </testcase>\n", f);
+    }
+    fputs("</testsuite>\n", f);
+}
+
+static const struct {
+    const char *name;
+    void (*write)(FILE *, const list *, const int *by_kind, int code);
+} formats[] = { { "text", write_text }, { "json", write_json }, { "junit", write_junit } };
+
+static void free_list(list *l)
+{
+    for (int i = 0; i < l->n; i++) {
+        for (int j = 0; j < l->a[i].n; j++) {
+            free(l->a[i].p[j].check);
+            free(l->a[i].p[j].tensor);
+            free(l->a[i].p[j].msg);
+        }
+        free(l->a[i].p);
+        free(l->a[i].path);
+    }
+    free(l->a);
+}
+
+/* The report goes to stdout, or to --output (written atomically; the summary line then goes to
+ * stdout). Returns 0, or the I/O exit code when the output cannot be written. */
+static int emit(size_t fi, const char *output, const list *l, const int *by_kind, int code)
+{
+    if (!output) {
+        formats[fi].write(stdout, l, by_kind, code);
+        return fflush(stdout) ? kinds[K_IO].exit : 0;
+    }
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&buf, &len);
+    if (!mem) {
+        fputs("lmq audit: out of memory\n", stderr);
+        return kinds[K_IO].exit;
+    }
+    formats[fi].write(mem, l, by_kind, code);
+    fclose(mem);
+    lmq_atomic out;
+    lmq_err err = { 0 };
+    lmq_code rc = lmq_atomic_open(&out, output, &err);
+    if (!rc && (rc = lmq_atomic_write(&out, buf, len, &err)) == LMQ_OK)
+        rc = lmq_atomic_commit(&out, &err);
+    else if (!rc)
+        lmq_atomic_abort(&out);
+    free(buf);
+    if (rc) {
+        fprintf(stderr, "lmq audit: %s\n", err.msg);
+        return kinds[K_IO].exit;
+    }
+    summary(stdout, l, by_kind);
+    return 0;
 }
 
 int cmd_audit(int argc, char **argv)
 {
-    static const char usage[] = "usage: lmq audit A.lmq [B.lmq ...]\n"
-                                "Verifies every tensor checksum, the file checksum and the manifest\n"
-                                "(keys, types, ranges, one entry per tensor, true bits per weight,\n"
-                                "totals), then what a loader checks: every stored scale, zero point\n"
-                                "and float decodes to a finite number (one tensor in memory at a\n"
-                                "time), carried files have plain names, the tokenizer parses and fits\n"
-                                "the vocabulary.\n"
-                                "Exit status: 0 all passed, 1 a check failed, 2 usage error.\n";
-    if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-        fputs(usage, stdout);
-        return 0;
+    static const char usage[] =
+        "usage: lmq audit PATH [PATH ...] [--format text|json|junit] [--output FILE]\n"
+        "Audits each artefact named, and every *.lmq file under each directory named (recursively,\n"
+        "in name order; a directory holding none is a usage error). Verifies every tensor checksum,\n"
+        "the file checksum and the manifest (keys, types, ranges, one entry per tensor, true bits\n"
+        "per weight, totals), then what a loader checks: every stored scale, zero point and float\n"
+        "decodes to a finite number (one tensor in memory at a time), carried files have plain\n"
+        "names, the tokenizer parses and fits the vocabulary. Every problem names the file, the\n"
+        "tensor or key, and the rule; a summary line counts artefacts passed and failed.\n"
+        "--output writes the report atomically (never over an audited file) and prints the summary.\n"
+        "Exit status, the most severe kind found winning:\n"
+        "  0 all passed   2 usage   3 values (loader: NaN scales, file names, tokenizer)\n"
+        "  4 manifest (schema and policy)   5 checksum mismatch\n"
+        "  6 format (damaged container, manifest that does not parse)   7 I/O (cannot open or read)\n";
+    const char *format = "text", *output = NULL;
+    const arg_opt opts[] = { { "--format", NULL, &format, NULL }, { "--output", "-o", &output, NULL }, { 0 } };
+    const char **pos = calloc((size_t)argc, sizeof *pos);
+    int n_pos = 0;
+    if (!pos) {
+        fputs("lmq audit: out of memory\n", stderr);
+        return kinds[K_IO].exit;
     }
-    for (int i = 1; i < argc; i++)
-        if (argv[i][0] == '-') {
-            fprintf(stderr, "lmq audit: unknown option '%s'\n%s", argv[i], usage);
-            return 2;
-        }
-    if (argc < 2) {
+    int rc = args_parse(argc, argv, opts, pos, argc, &n_pos, usage);
+    size_t fi = 0;
+    while (rc < 0 && fi < sizeof formats / sizeof formats[0] && strcmp(formats[fi].name, format))
+        fi++;
+    if (rc < 0 && fi == sizeof formats / sizeof formats[0]) {
+        fprintf(stderr, "lmq audit: --format is text, json or junit, not '%s'\n", format);
+        rc = 2;
+    }
+    if (rc < 0 && !n_pos) {
         fputs(usage, stderr);
-        return 2;
+        rc = 2;
     }
-    int failed = 0;
-    for (int i = 1; i < argc; i++)
-        failed |= audit_file(argv[i]);
-    return failed ? 1 : 0;
+    list l = { 0 };
+    for (int i = 0; rc < 0 && i < n_pos; i++) {
+        struct stat st;
+        int before = l.n;
+        if (stat(pos[i], &st) || !S_ISDIR(st.st_mode)) {
+            push(&l, pos[i]); /* a missing file fails to open: an I/O problem, reported */
+            continue;
+        }
+        walk(&l, pos[i]);
+        if (l.n == before) {
+            fprintf(stderr, "lmq audit: %s: no *.lmq file under this directory\n", pos[i]);
+            rc = 2;
+        }
+    }
+    if (rc < 0 && output) {
+        /* The output must name none of the audited files nor the folders they were found in. */
+        const char **inputs = malloc(((size_t)l.n + (size_t)n_pos) * sizeof *inputs);
+        lmq_err err = { 0 };
+        if (!inputs) {
+            fputs("lmq audit: out of memory\n", stderr);
+            rc = kinds[K_IO].exit;
+        } else {
+            for (int i = 0; i < l.n; i++)
+                inputs[i] = l.a[i].path;
+            memcpy(inputs + l.n, pos, (size_t)n_pos * sizeof *inputs);
+            if (lmq_output_check(output, inputs, l.n + n_pos, &err)) {
+                fprintf(stderr, "lmq audit: %s\n", err.msg);
+                rc = 2;
+            }
+            free(inputs);
+        }
+    }
+    if (rc < 0) {
+        for (int i = 0; i < l.n; i++)
+            if (!l.a[i].n) /* (a directory that could not be listed has its problem already) */
+                audit_file(&l.a[i]);
+        int by_kind[K_COUNT] = { 0 };
+        rc = exit_code(&l, by_kind);
+        int out = emit(fi, output, &l, by_kind, rc);
+        if (out > rc)
+            rc = out;
+    }
+    free_list(&l);
+    free(pos);
+    return rc;
 }

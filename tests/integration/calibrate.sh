@@ -16,6 +16,10 @@ cmp -s "$tmp/stats.lmq" "$tmp/stats2.lmq" || fail "calibrate: the thread count c
 run 0 "$LMQ" audit "$tmp/stats.lmq"
 run 0 "$LMQ" inspect "$tmp/stats.lmq"
 has "kind: stats"
+run 0 "$LMQ" manifest "$tmp/stats.lmq"
+has "kind: stats"
+run 0 "$LMQ" manifest "$tmp/stats.lmq" --json
+has '"kind": "stats",'
 has "stats.blk.4.ffn_down_in.gram"
 
 # Refusals, nothing written.

@@ -79,7 +79,7 @@ run 0 "$LMQ" verify "$tmp/s.lmq" --text "$tmp/t.txt" --ctx 64 --json "$tmp/v.jso
 
 # Input FIFOs are refused at once, not waited on.
 refused 1 "$tmp/fifo: not a regular file" timeout 10 "$LMQ" inspect "$tmp/fifo"
-refused 1 "$tmp/fifo: not a regular file" timeout 10 "$LMQ" audit "$tmp/fifo"
+refused 7 "$tmp/fifo: open: not a regular file" timeout 10 "$LMQ" audit "$tmp/fifo" # I/O
 refused 1 "$tmp/fifo: not a regular file" timeout 10 "$LMQ" verify "$tmp/fifo" --text "$tmp/t.txt"
 refused 1 "$tmp/fifo: not a regular file" timeout 10 "$LMQ" verify "$tmp/s.lmq" --text "$tmp/fifo" --ctx 64
 refused 1 "$tmp/fifo: not a regular file" timeout 10 "$LMQ" quantize "$tmp/s.lmq" --recipe "$tmp/fifo" -o "$tmp/x.lmq"
