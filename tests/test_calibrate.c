@@ -52,7 +52,10 @@ static lmq_code capture_fn(void *ctx, const rt_weight *W, const float *x, int n,
     return LMQ_OK;
 }
 
-static void run_capture(const char *path, capture *cap)
+/* Runs the first `windows` windows of the text through the artefact at path with the kernel set
+ * calibrate runs (so that the activations are the same floats), cap observing (when not NULL);
+ * returns the last window's logits (malloc'd) and the vocabulary size. */
+static float *run_text(const char *path, capture *cap, int windows, int *vocab)
 {
     lmq_model m;
     rt_model rm;
@@ -64,15 +67,17 @@ static void run_capture(const char *path, capture *cap)
     ck_assert_msg(rt_load_artefact(path, &m, &e) == LMQ_OK, "%s", e.msg);
     ck_assert_msg(rt_model_init(&rm, &m, &e) == LMQ_OK, "%s", e.msg);
     ck_assert_msg(vf_stream_read(&m, fixture(TEXT), &ids, &n, &docs, NULL, &e) == LMQ_OK, "%s", e.msg);
-    /* the kernel set calibrate runs, so that the activations are the same floats */
-    rt_exec ex = { .isa = rt_isa_best(), .observe = capture_fn, .observe_ctx = cap };
+    rt_exec ex = { .isa = rt_isa_best(), .observe = cap ? capture_fn : NULL, .observe_ctx = cap };
     ck_assert_msg(rt_state_create(&rm, &ex, CTX, &st, &e) == LMQ_OK, "%s", e.msg);
-    for (int w = 0; w < WINDOWS; w++)
-        ck_assert_msg(rt_forward(st, ids + w * CTX, CTX, 0, RT_LOGITS_NONE, NULL, &e) == LMQ_OK, "%s", e.msg);
+    *vocab = m.arch.vocab_size;
+    float *lg = malloc((size_t)CTX * (size_t)*vocab * sizeof *lg);
+    for (int w = 0; w < windows; w++)
+        ck_assert_msg(rt_forward(st, ids + w * CTX, CTX, 0, RT_LOGITS_ALL, lg, &e) == LMQ_OK, "%s", e.msg);
     rt_state_free(st);
     rt_model_free(&rm);
     lmq_model_free(&m);
     free(ids);
+    return lg;
 }
 
 static void calibrate(const char *model, const char *out, int threads, uint64_t gram_bytes)
@@ -107,7 +112,8 @@ START_TEST(stats_match_direct)
     ck_assert_int_eq(st.man.calib_ctx, CTX);
     for (size_t k = 0; k < sizeof CASES / sizeof CASES[0]; k++) {
         capture cap = { .name = CASES[k].reader };
-        run_capture(model, &cap);
+        int vocab;
+        free(run_text(model, &cap, WINDOWS, &vocab));
         ck_assert_int_eq(cap.rows, WINDOWS * CTX);
         const int d = cap.dim;
         float *mx, *ma, *ms;
@@ -233,31 +239,6 @@ START_TEST(stats_refusals)
 }
 END_TEST
 
-/* Logits of a window of the artefact at path (fp32 throughout). */
-static float *window_logits(const char *path, int *vocab)
-{
-    lmq_model m;
-    rt_model rm;
-    rt_state *st;
-    lmq_err e;
-    int32_t *ids;
-    size_t n;
-    int docs;
-    ck_assert_msg(rt_load_artefact(path, &m, &e) == LMQ_OK, "%s", e.msg);
-    ck_assert_msg(rt_model_init(&rm, &m, &e) == LMQ_OK, "%s", e.msg);
-    ck_assert_msg(vf_stream_read(&m, fixture(TEXT), &ids, &n, &docs, NULL, &e) == LMQ_OK, "%s", e.msg);
-    rt_exec ex = { .isa = rt_isa_best() };
-    ck_assert_msg(rt_state_create(&rm, &ex, CTX, &st, &e) == LMQ_OK, "%s", e.msg);
-    *vocab = m.arch.vocab_size;
-    float *lg = malloc((size_t)CTX * (size_t)*vocab * sizeof *lg);
-    ck_assert_msg(rt_forward(st, ids, CTX, 0, RT_LOGITS_ALL, lg, &e) == LMQ_OK, "%s", e.msg);
-    rt_state_free(st);
-    rt_model_free(&rm);
-    lmq_model_free(&m);
-    free(ids);
-    return lg;
-}
-
 /* SmoothQuant's fold with nothing quantised (every tensor stored fp32) keeps the function: the
  * logits move by at most 1e-5 of their largest magnitude, while the folded norms really changed. */
 START_TEST(smoothquant_fold_keeps_logits)
@@ -278,7 +259,7 @@ START_TEST(smoothquant_fold_keeps_logits)
         fclose(f);
         ck_assert_msg(cal_quantize_file(model, recipe, stats, out, NULL, &e) == LMQ_OK, "%s", e.msg);
         int vocab;
-        float *a = window_logits(model, &vocab), *b = window_logits(out, &vocab);
+        float *a = run_text(model, NULL, 1, &vocab), *b = run_text(out, NULL, 1, &vocab);
         double d = 0, mag = 0;
         for (size_t i = 0; i < (size_t)CTX * (size_t)vocab; i++) {
             d = fmax(d, fabs((double)a[i] - b[i]));
