@@ -7,6 +7,7 @@ int cmd_convert(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_audit(int argc, char **argv);
 int cmd_manifest(int argc, char **argv);
+int cmd_diff(int argc, char **argv);
 int cmd_calibrate(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
 int cmd_verify(int argc, char **argv);

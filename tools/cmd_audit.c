@@ -9,6 +9,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "audit/diff.h"
+#include "audit/policy.h"
 #include "common/file.h"
 #include "formats/container.h"
 #include "formats/manifest.h"
@@ -17,14 +19,16 @@
 #include "tools/cmd.h"
 
 /* Failure kinds, least severe first: a root cause (unreadable file, damaged bytes) outranks what
- * follows from it (values that decode to NaN), so the highest exit code found wins. */
-typedef enum { K_VALUES, K_MANIFEST, K_CHECKSUM, K_FORMAT, K_IO, K_COUNT } kind;
+ * follows from it (values that decode to NaN), and a sound artefact's verdict under a rule the
+ * user chose (a policy, an expected manifest) comes last; the most severe kind's code is the exit
+ * status. Exit 9 is reserved for required verification records. */
+typedef enum { K_POLICY, K_VALUES, K_MANIFEST, K_CHECKSUM, K_FORMAT, K_IO, K_COUNT } kind;
 static const struct {
     const char *name;
     int exit;
 } kinds[K_COUNT] = {
-    [K_VALUES] = { "values", 3 },     [K_MANIFEST] = { "manifest", 4 }, [K_CHECKSUM] = { "checksum", 5 },
-    [K_FORMAT] = { "format", 6 },     [K_IO] = { "io", 7 },
+    [K_POLICY] = { "policy", 8 },     [K_VALUES] = { "values", 3 },     [K_MANIFEST] = { "manifest", 4 },
+    [K_CHECKSUM] = { "checksum", 5 }, [K_FORMAT] = { "format", 6 },     [K_IO] = { "io", 7 },
 };
 
 typedef struct {
@@ -40,12 +44,21 @@ typedef struct {
     int worst; /* -1: passed */
 } artefact;
 
+/* What the user asked for beyond the built-in checks. */
+typedef struct {
+    lmq_policy **policies;
+    int n_policies;
+    const char *expect; /* an expected manifest, or a folder of them; NULL: none */
+} rules;
+
 typedef struct {
     artefact *a;
     const char *check; /* the check running, named in its problems */
     kind check_kind;
     const lmq_container *c;
-    const lmq_manifest *man; /* NULL when the manifest does not parse */
+    const lmq_manifest *man;  /* NULL when the manifest does not parse */
+    lmq_audit_subject subject; /* its doc is NULL when the manifest does not parse */
+    const rules *rules;
 } audit;
 
 static char *dup_or_null(const char *s)
@@ -91,11 +104,46 @@ static void check_checksums(audit *au)
         report(au, NULL, err.code, err.msg); /* failed before checking any tensor */
 }
 
-/* The manifest against the index (keys, types and enum values were checked by the parse). */
+/* The built-in base policy: the manifest against the index (keys, types and enum values were
+ * checked by the parse). */
 static void check_manifest(audit *au)
 {
     if (au->man)
-        lmq_manifest_check(au->man, au->c->tensors, au->c->n_tensors, au->c->version, report, au);
+        lmq_policy_check_base(&au->subject, report, au);
+}
+
+/* Every --policy, in the order given. */
+static void check_policies(audit *au)
+{
+    for (int i = 0; au->man && i < au->rules->n_policies; i++)
+        lmq_policy_check(au->rules->policies[i], &au->subject, report, au);
+}
+
+static void expect_difference(void *ctx, const char *tensor, const char *key, const char *a, const char *b)
+{
+    audit *au = ctx;
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s: expected %s, found %s", key, b, a);
+    add(au->a, K_POLICY, au->check, tensor, msg);
+}
+
+/* The manifest against its expected manifest (--expect), by lmq diff's engine at tolerance 0. */
+static void check_expect(audit *au)
+{
+    if (!au->man || !au->rules->expect)
+        return;
+    char path[4096];
+    lmq_expect_path(au->rules->expect, au->a->path, path, sizeof path);
+    lmq_mdoc want;
+    lmq_err err = { 0 };
+    if (lmq_mdoc_load(path, &want, &err)) {
+        /* a missing expected manifest is the artefact failing the rule; a broken one, bad input */
+        add(au->a, err.code == LMQ_E_IO ? K_POLICY : err.code == LMQ_E_NOMEM ? K_IO : K_FORMAT, au->check, NULL,
+            err.msg);
+        return;
+    }
+    lmq_mdoc_diff(au->subject.doc, &want, 0, expect_difference, au);
+    lmq_mdoc_free(&want);
 }
 
 /* What a loader checks of the stored numbers (runtime/artefact.h). */
@@ -117,7 +165,6 @@ static void check_tokenizer(audit *au)
         rt_audit_tokenizer(au->c, au->man, report, au);
 }
 
-/* Policy checks (manifests/ policies) become rows here. */
 static const struct {
     const char *name;
     kind k;
@@ -125,7 +172,8 @@ static const struct {
 } checks[] = {
     { "checksum", K_CHECKSUM, check_checksums }, { "manifest", K_MANIFEST, check_manifest },
     { "values", K_VALUES, check_values },        { "files", K_VALUES, check_files },
-    { "tokenizer", K_VALUES, check_tokenizer },
+    { "tokenizer", K_VALUES, check_tokenizer },  { "policy", K_POLICY, check_policies },
+    { "expect", K_POLICY, check_expect },
 };
 
 /* An error from opening or parsing, without the "path: " its message may start with. */
@@ -135,10 +183,10 @@ static const char *unprefixed(const char *msg, const char *path)
     return !strncmp(msg, path, n) && !strncmp(msg + n, ": ", 2) ? msg + n + 2 : msg;
 }
 
-static void audit_file(artefact *a)
+static void audit_file(artefact *a, const rules *ru)
 {
     lmq_container c;
-    lmq_manifest man;
+    lmq_mdoc doc;
     lmq_err err = { 0 };
     if (lmq_container_open(&c, a->path, &err)) {
         kind k = err.code == LMQ_E_IO || err.code == LMQ_E_NOMEM ? K_IO
@@ -149,10 +197,11 @@ static void audit_file(artefact *a)
     }
     a->opened = 1;
     a->n_tensors = c.n_tensors;
-    audit au = { .a = a, .c = &c };
-    if (lmq_manifest_parse(c.manifest, c.manifest_size, &man, &err) == LMQ_OK)
-        au.man = &man;
-    else
+    audit au = { .a = a, .c = &c, .rules = ru, .subject = { .path = a->path, .format_version = c.version } };
+    if (lmq_mdoc_from_container(&c, &doc, &err) == LMQ_OK) {
+        au.man = &doc.man;
+        au.subject.doc = &doc;
+    } else
         add(a, err.code == LMQ_E_NOMEM ? K_IO : K_FORMAT, "parse", NULL, err.msg); /* "manifest: <key>: ..." */
     for (size_t i = 0; i < sizeof checks / sizeof checks[0]; i++) {
         au.check = checks[i].name;
@@ -160,7 +209,7 @@ static void audit_file(artefact *a)
         checks[i].run(&au);
     }
     if (au.man)
-        lmq_manifest_free(&man);
+        lmq_mdoc_free(&doc);
     lmq_container_close(&c);
 }
 
@@ -454,7 +503,8 @@ static int emit(size_t fi, const char *output, const list *l, const int *by_kind
 int cmd_audit(int argc, char **argv)
 {
     static const char usage[] =
-        "usage: lmq audit PATH [PATH ...] [--format text|json|junit] [--output FILE]\n"
+        "usage: lmq audit PATH [PATH ...] [--policy P ...] [--expect FILE|DIR] [--format text|json|junit]\n"
+        "                 [--output FILE]\n"
         "Audits each artefact named, and every *.lmq file under each directory named (recursively,\n"
         "in name order; a directory holding none is a usage error). Verifies every tensor checksum,\n"
         "the file checksum and the manifest (keys, types, ranges, one entry per tensor, true bits\n"
@@ -462,20 +512,34 @@ int cmd_audit(int argc, char **argv)
         "decodes to a finite number (one tensor in memory at a time), carried files have plain\n"
         "names, the tokenizer parses and fits the vocabulary. Every problem names the file, the\n"
         "tensor or key, and the rule; a summary line counts artefacts passed and failed.\n"
+        "--policy P (repeatable) applies the policy file P (keys in manifests/README.md) on top of\n"
+        "the built-in base policy; --expect compares each manifest with an expected manifest (YAML\n"
+        "as lmq manifest prints it; for a folder, <folder>/<artefact name without .lmq>.yaml) by\n"
+        "lmq diff's rules at tolerance 0.\n"
         "--output writes the report atomically (never over an audited file) and prints the summary.\n"
-        "Exit status, the most severe kind found winning:\n"
+        "Exit status, the most severe kind found winning (policy the least severe):\n"
         "  0 all passed   2 usage   3 values (loader: NaN scales, file names, tokenizer)\n"
-        "  4 manifest (schema and policy)   5 checksum mismatch\n"
-        "  6 format (damaged container, manifest that does not parse)   7 I/O (cannot open or read)\n";
+        "  4 manifest (schema: the base policy)   5 checksum mismatch\n"
+        "  6 format (damaged container, manifest that does not parse)   7 I/O (cannot open or read)\n"
+        "  8 policy (a --policy rule, a difference from --expect)   9 reserved: verification records\n";
     const char *format = "text", *output = NULL;
-    const arg_opt opts[] = { { "--format", NULL, &format, NULL }, { "--output", "-o", &output, NULL }, { 0 } };
-    const char **pos = calloc((size_t)argc, sizeof *pos);
+    const char *expect = NULL;
+    const arg_opt opts[] = { { "--format", NULL, &format, NULL },
+                             { "--output", "-o", &output, NULL },
+                             { "--expect", NULL, &expect, NULL },
+                             { 0 } };
+    const char **pos = calloc((size_t)argc, sizeof *pos), **policy_paths = calloc((size_t)argc, sizeof *pos);
+    lmq_policy **policies = calloc((size_t)argc, sizeof *policies);
+    arg_list pl = { policy_paths, 0, argc };
     int n_pos = 0;
-    if (!pos) {
+    if (!pos || !policy_paths || !policies) {
         fputs("lmq audit: out of memory\n", stderr);
+        free(pos), free(policy_paths), free(policies);
         return kinds[K_IO].exit;
     }
-    int rc = args_parse(argc, argv, opts, pos, argc, &n_pos, usage);
+    int rc = args_take(&argc, argv, "--policy", &pl);
+    if (rc < 0)
+        rc = args_parse(argc, argv, opts, pos, argc, &n_pos, usage);
     size_t fi = 0;
     while (rc < 0 && fi < sizeof formats / sizeof formats[0] && strcmp(formats[fi].name, format))
         fi++;
@@ -485,6 +549,22 @@ int cmd_audit(int argc, char **argv)
     }
     if (rc < 0 && !n_pos) {
         fputs(usage, stderr);
+        rc = 2;
+    }
+    /* A policy that does not load is bad input to this command, like an unknown option. */
+    rules ru = { policies, 0, expect };
+    for (int i = 0; rc < 0 && i < pl.n; i++) {
+        lmq_err err = { 0 };
+        if (lmq_policy_load(pl.v[i], &policies[ru.n_policies], &err)) {
+            fprintf(stderr, "lmq audit: %s\n", err.msg);
+            rc = err.code == LMQ_E_NOMEM ? kinds[K_IO].exit : 2;
+        } else {
+            ru.n_policies++;
+        }
+    }
+    struct stat est;
+    if (rc < 0 && expect && stat(expect, &est)) {
+        fprintf(stderr, "lmq audit: --expect %s: %s\n", expect, strerror(errno));
         rc = 2;
     }
     list l = { 0 };
@@ -522,7 +602,7 @@ int cmd_audit(int argc, char **argv)
     if (rc < 0) {
         for (int i = 0; i < l.n; i++)
             if (!l.a[i].n) /* (a directory that could not be listed has its problem already) */
-                audit_file(&l.a[i]);
+                audit_file(&l.a[i], &ru);
         int by_kind[K_COUNT] = { 0 };
         rc = exit_code(&l, by_kind);
         int out = emit(fi, output, &l, by_kind, rc);
@@ -530,6 +610,10 @@ int cmd_audit(int argc, char **argv)
             rc = out;
     }
     free_list(&l);
+    for (int i = 0; i < ru.n_policies; i++)
+        lmq_policy_free(policies[i]);
+    free(policies);
+    free(policy_paths);
     free(pos);
     return rc;
 }
