@@ -51,7 +51,7 @@ __attribute__((format(printf, 4, 5))) static void issue(issues *is, const char *
                                                         const char *fmt, ...)
 {
     char msg[700];
-    int k = snprintf(msg, sizeof msg, "policy %s: %s: ", is->p->path, key);
+    int k = snprintf(msg, sizeof msg, "%s: %s: ", is->p->path, key);
     va_list ap;
     va_start(ap, fmt);
     if (k > 0 && (size_t)k < sizeof msg)

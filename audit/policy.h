@@ -28,7 +28,7 @@ void lmq_policy_free(lmq_policy *p);
 const char *lmq_policy_path(const lmq_policy *p);
 
 /* Runs every key the policy sets on s. Each problem goes to fn (code LMQ_E_RECIPE) with the
- * tensor (or NULL) and a message "<policy>: <key>: ..." naming the rule. Returns the count. */
+ * tensor (or NULL) and a message "<policy file>: <key>: ..." naming the rule. Returns the count. */
 int lmq_policy_check(const lmq_policy *p, const lmq_audit_subject *s, lmq_issue_fn fn, void *ctx);
 
 /* The built-in base policy: the manifest against the container's index and version

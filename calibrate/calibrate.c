@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "calibrate/stats.h"
+#include "formats/artefact.h"
 #include "runtime/artefact.h"
 #include "runtime/forward.h"
 #include "verify/stream.h"

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "calibrate/transform.h"
+#include "formats/artefact.h"
 #include "formats/container.h"
 #include "formats/manifest.h"
 

@@ -1,4 +1,5 @@
 #include "calibrate/stats.h"
+#include "formats/artefact.h"
 
 #include <inttypes.h>
 #include <math.h>

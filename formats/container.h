@@ -1,6 +1,8 @@
 /* The lmq container (byte layout in formats/CONTAINER.md): a streaming writer and an mmap
  * reader that checks every offset, size and name before use. The container stores tensors
- * as opaque bytes described by lmq_qparams; schemes/ knows what the bytes mean. */
+ * as opaque bytes described by lmq_qparams; schemes/ knows what the bytes mean. The manifest is
+ * text to this layer: formats/manifest.h knows its schema, formats/artefact.h writes and reads
+ * whole artefacts with it. */
 #ifndef LMQ_CONTAINER_H
 #define LMQ_CONTAINER_H
 
@@ -36,14 +38,14 @@ extern const char *const lmq_codec_names[LMQ_CODEC_COUNT];
 /* A carried file is a bytes entry named LMQ_FILE_PREFIX + its name (lmq_file_name_check). */
 #define LMQ_FILE_PREFIX "file:"
 #define LMQ_FILE_PREFIX_LEN 5
+/* Whether an index name is a carried file's (starts with LMQ_FILE_PREFIX). */
+int lmq_is_file_name(const char *name);
 
 int64_t lmq_entry_numel(const lmq_tensor_entry *t);
 
 /* One problem found by a check that keeps going: tensor is NULL when the problem is not
  * about one tensor (the whole-file checksum, a manifest key). */
 typedef void (*lmq_issue_fn)(void *ctx, const char *tensor, lmq_code code, const char *msg);
-
-typedef struct lmq_manifest lmq_manifest; /* formats/manifest.h */
 
 /* ---- reading ---- */
 
@@ -67,8 +69,6 @@ lmq_code lmq_container_open(lmq_container *c, const char *path, lmq_err *err);
 lmq_code lmq_container_open_mem(lmq_container *c, const void *data, size_t size, const char *name,
                                 lmq_err *err);
 void lmq_container_close(lmq_container *c);
-/* Opens path and parses its manifest (lmq_manifest_free it; on failure nothing stays open). */
-lmq_code lmq_container_open_manifest(lmq_container *c, lmq_manifest *man, const char *path, lmq_err *err);
 
 const lmq_tensor_entry *lmq_container_find(const lmq_container *c, const char *name);
 /* The stored bytes inside the mapping (64-byte aligned); for codec none these are the raw
@@ -100,44 +100,19 @@ lmq_code lmq_writer_open(lmq_writer **out, const char *path, lmq_err *err);
  * After any error the writer only accepts abort (or finish, which then fails and cleans up). */
 lmq_code lmq_writer_add(lmq_writer *w, const char *name, lmq_qparams q, int ndim, const int64_t *shape,
                         const void *data, size_t size, lmq_codec codec, lmq_err *err);
-/* Fills the manifest's totals from the index, checks it against the index
- * (lmq_manifest_check), emits it and commits the file. Always frees w. */
-lmq_code lmq_writer_finish(lmq_writer *w, const lmq_manifest *man, lmq_err *err);
-/* Commits with the given manifest text as is (no checks: for tests of hostile input). */
+/* Commits with the given manifest text as is: lmq_writer_finish (formats/artefact.h) checks and
+ * emits a manifest first; tests of hostile input write any text. Always frees w. */
 lmq_code lmq_writer_finish_text(lmq_writer *w, const char *text, size_t len, lmq_err *err);
 /* Removes the temporary file; path is untouched. Accepts NULL. */
 void lmq_writer_abort(lmq_writer *w);
-
-/* ---- whole models (fp32 artefacts) ---- */
-
-/* Every tensor as fp32 (gran none), every carried file as bytes named "file:<name>"; the
- * manifest is built from the model (lmq_manifest_from_model) when man is NULL. */
-lmq_code lmq_container_write_model(const char *path, const lmq_model *m, const lmq_manifest *man,
-                                   lmq_err *err);
-/* The same, asking for zstd on every tensor and file when codec is LMQ_CODEC_ZSTD. */
-lmq_code lmq_container_write_model_codec(const char *path, const lmq_model *m, const lmq_manifest *man,
-                                         lmq_codec codec, lmq_err *err);
-/* Puts the fp32 values of m->tensors[i] into out (its raw_size bytes). */
-typedef lmq_code (*lmq_produce_fn)(void *ctx, int i, float *out, lmq_err *err);
-/* lmq_container_write_model_codec (manifest from the model) for a model whose tensors are fp32
- * and described only (data NULL): each is produced into one reused buffer, written and
- * summarised before the next, so that memory holds one tensor, not the model. */
-lmq_code lmq_container_write_stream(const char *path, const lmq_model *m, lmq_produce_fn produce, void *ctx,
-                                    lmq_codec codec, lmq_err *err);
-/* Checks a stored tensor's values for its reader (the container has checked its size against
- * its encoding's layout): that its bytes decode to finite numbers (scales, float codes).
- * formats/ does not decode numbers: the runtime passes the scheme table's checker. */
-typedef lmq_code (*lmq_check_fn)(const lmq_tensor_entry *t, const void *raw, lmq_err *err);
+/* The entries added so far (in the order added until finish sorts them), for the layer that
+ * writes the manifest (formats/artefact.h); and whether an add failed. */
+const lmq_tensor_entry *lmq_writer_index(const lmq_writer *w, int *n);
+int lmq_writer_failed(const lmq_writer *w);
 
 /* A stored tensor's raw bytes, checksum verified: inside the mapping for codec none (*owned
  * NULL), else decoded into *owned (malloc'd; the caller frees it). */
 lmq_code lmq_container_view(const lmq_container *c, const lmq_tensor_entry *t, const void **raw, void **owned,
                             lmq_err *err);
-
-/* Reads an artefact into out (initialised here), in file order; arch, source and notes come from
- * the manifest. Tensors stay in their encoding as views into the file's mapping, which out keeps
- * (zstd blobs are decoded into buffers out owns); carried files are copied. Without check (NULL)
- * only fp32 tensors are accepted: others are LMQ_E_UNSUPPORTED, naming the tensor. */
-lmq_code lmq_container_read_model(const char *path, lmq_check_fn check, lmq_model *out, lmq_err *err);
 
 #endif

@@ -60,6 +60,8 @@ typedef struct {
     double linear_bpw;      /* storage bits / elements over the linear tensors; 0 if none */
 } lmq_manifest_totals;
 
+typedef struct lmq_manifest lmq_manifest;
+
 /* What a container holds: a model, or the calibrate stage's statistics about one. */
 typedef enum { LMQ_KIND_MODEL = 0, LMQ_KIND_STATS = 1 } lmq_kind;
 

@@ -52,7 +52,7 @@ int lmq_source_equal(const lmq_source *a, const lmq_source *b, int64_t n);
 void lmq_source_hash(XXH3_state_t *s, const lmq_blob *b);
 
 /* Tensor i's values into out (its raw_size bytes), checked finite; the source's pages are let go
- * of once read (lmq_map_drop). An lmq_produce_fn (formats/container.h) with ctx the plan. */
+ * of once read (lmq_map_drop). An lmq_produce_fn (formats/artefact.h) with ctx the plan. */
 lmq_code lmq_plan_produce(void *plan, int i, float *out, lmq_err *err);
 /* Produces every tensor into the model, which moves to out (initialised here); the plan is freed
  * either way. */

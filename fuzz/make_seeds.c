@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "formats/artefact.h"
 #include "formats/container.h"
 #include "formats/llama2c.h"
 #include "formats/manifest.h"

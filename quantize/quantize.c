@@ -6,6 +6,7 @@
 
 #include "common/pool.h"
 #include "common/stats.h"
+#include "formats/artefact.h"
 #include "formats/container.h"
 #include "formats/manifest.h"
 #include "quantize/recipe.h"

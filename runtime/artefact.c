@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "formats/artefact.h"
 #include "runtime/tokenizer.h"
 #include "schemes/scheme.h"
 

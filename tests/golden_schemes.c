@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "convert/convert.h"
+#include "formats/artefact.h"
 #include "formats/container.h"
 #include "formats/manifest.h"
 #include "quantize/quantize.h"

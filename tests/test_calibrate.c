@@ -12,6 +12,7 @@
 #include "calibrate/methods.h"
 #include "calibrate/stats.h"
 #include "convert/convert.h"
+#include "formats/artefact.h"
 #include "formats/container.h"
 #include "runtime/artefact.h"
 #include "runtime/forward.h"

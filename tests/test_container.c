@@ -18,6 +18,7 @@
 #include "common/file.h"
 #include "common/stats.h"
 #include "convert/convert.h"
+#include "formats/artefact.h"
 #include "formats/container.h"
 #include "formats/manifest.h"
 #include "runtime/artefact.h"

@@ -14,6 +14,7 @@
 #include "common/file.h"
 #include "common/fp.h"
 #include "convert/convert.h"
+#include "formats/artefact.h"
 #include "formats/container.h"
 #include "formats/safetensors.h"
 #include "tests/testutil.h"

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "convert/convert.h"
+#include "formats/artefact.h"
 #include "formats/container.h"
 #include "runtime/artefact.h"
 #include "runtime/forward.h"

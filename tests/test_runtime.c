@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "convert/convert.h"
+#include "formats/artefact.h"
 #include "formats/container.h"
 #include "quantize/quantize.h"
 #include "runtime/artefact.h"

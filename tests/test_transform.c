@@ -15,6 +15,7 @@
 #include "calibrate/outliers.h"
 #include "calibrate/transform.h"
 #include "convert/convert.h"
+#include "formats/artefact.h"
 #include "formats/container.h"
 #include "formats/manifest.h"
 #include "quantize/quantize.h"

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "convert/convert.h"
+#include "formats/artefact.h"
 #include "formats/container.h"
 
 const char *fixture(const char *rel)

@@ -5,6 +5,7 @@
 #include "common/clock.h"
 #include "common/file.h"
 #include "convert/convert.h"
+#include "formats/artefact.h"
 #include "formats/container.h"
 #include "tools/args.h"
 #include "tools/cmd.h"

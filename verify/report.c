@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "formats/artefact.h"
 #include "formats/container.h"
 #include "formats/manifest.h"
 
