@@ -45,7 +45,7 @@ LDLIBS    += -L$(CUDA_HOME)/lib64 -lcublas -lcudart
 endif
 endif
 
-.PHONY: all deps check check-asan check-golden bench demo clean cuda-status fuzz fuzz-smoke fuzz-build
+.PHONY: all deps check check-asan check-golden bench demo expected clean cuda-status fuzz fuzz-smoke fuzz-build
 all: cuda-status $(BUILD)/lmq lmq
 
 cuda-status:
@@ -145,6 +145,15 @@ deps:
 # The README's main job: convert → every shipped recipe → verify, on the demo model.
 demo: $(BUILD)/lmq
 	LMQ=$(BUILD)/lmq bash tools/demo.sh
+
+# The demo artefacts' expected manifests (manifests/expected/<artefact>.yaml), rewritten from a fresh
+# build of them; tests/integration/expected.sh audits a fresh build against them (lmq audit --expect).
+expected: $(BUILD)/lmq
+	rm -rf out/expected
+	OUT=out/expected DEMO_STEPS=artefacts LMQ=$(BUILD)/lmq bash tools/demo.sh
+	rm -f manifests/expected/*.yaml && mkdir -p manifests/expected
+	@set -e; for a in out/expected/*.lmq; do $(BUILD)/lmq manifest $$a >manifests/expected/$$(basename $$a .lmq).yaml; done
+	@echo "expected: $$(ls manifests/expected/*.yaml | wc -l) manifests in manifests/expected"
 
 clean:
 	rm -rf build build-asan lmq out
