@@ -418,11 +418,6 @@ void lmq_policy_free(lmq_policy *p)
     free(p);
 }
 
-const char *lmq_policy_path(const lmq_policy *p)
-{
-    return p->path;
-}
-
 int lmq_policy_check(const lmq_policy *p, const lmq_audit_subject *s, lmq_issue_fn fn, void *ctx)
 {
     issues is = { p, fn, ctx, 0 };

@@ -11,8 +11,8 @@
 
 typedef struct lmq_policy lmq_policy;
 
-/* What a policy looks at: the artefact's file name, its manifest (parsed and as JSON) and its
- * index (a copy, inside doc). */
+/* What a policy looks at: the artefact's file name (what lies beside it, such as verification
+ * records, is found from it), its manifest (parsed and as JSON) and its index (a copy, in doc). */
 typedef struct {
     const char *path;
     const lmq_mdoc *doc;
@@ -24,8 +24,6 @@ typedef struct {
  * relative to the policy's folder. */
 lmq_code lmq_policy_load(const char *path, lmq_policy **out, lmq_err *err);
 void lmq_policy_free(lmq_policy *p);
-/* The policy's file name, as given to lmq_policy_load. */
-const char *lmq_policy_path(const lmq_policy *p);
 
 /* Runs every key the policy sets on s. Each problem goes to fn (code LMQ_E_RECIPE) with the
  * tensor (or NULL) and a message "<policy file>: <key>: ..." naming the rule. Returns the count. */
