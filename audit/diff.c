@@ -18,10 +18,10 @@ static int has_suffix(const char *s, const char *suf)
     return n >= k && !strcmp(s + n - k, suf);
 }
 
-/* Both views of one manifest text: the parse first, so that its errors read as everywhere else
- * ("manifest: <key>: ..."); name goes into the JSON conversion's. */
-static lmq_code from_text(const char *text, size_t len, const char *name, lmq_mdoc *out, lmq_err *err)
+/* The parse first, so that its errors read as everywhere else ("manifest: <key>: ..."). */
+lmq_code lmq_mdoc_parse(const char *text, size_t len, const char *name, lmq_mdoc *out, lmq_err *err)
 {
+    memset(out, 0, sizeof *out);
     lmq_code rc = lmq_manifest_parse(text, len, &out->man, err);
     if (rc)
         return rc;
@@ -33,7 +33,7 @@ static lmq_code from_text(const char *text, size_t len, const char *name, lmq_md
 lmq_code lmq_mdoc_from_container(const lmq_container *c, lmq_mdoc *out, lmq_err *err)
 {
     memset(out, 0, sizeof *out);
-    lmq_code rc = from_text(c->manifest, c->manifest_size, c->path ? c->path : "artefact", out, err);
+    lmq_code rc = lmq_mdoc_parse(c->manifest, c->manifest_size, c->path ? c->path : "artefact", out, err);
     if (rc)
         return rc;
     out->index = malloc((size_t)(c->n_tensors ? c->n_tensors : 1) * sizeof *out->index);
@@ -61,7 +61,7 @@ lmq_code lmq_mdoc_load(const char *path, lmq_mdoc *out, lmq_err *err)
     lmq_blob b;
     if ((rc = lmq_blob_open(path, &b, err)))
         return rc;
-    rc = from_text((const char *)b.data, b.size, path, out, err);
+    rc = lmq_mdoc_parse((const char *)b.data, b.size, path, out, err);
     lmq_blob_close(&b);
     return rc && strncmp(err->msg, path, strlen(path)) ? lmq_err_prefix(err, "%s: ", path) : rc;
 }

@@ -22,6 +22,8 @@ typedef struct {
  * name the path: LMQ_E_IO when it cannot be read, LMQ_E_FORMAT (or the container's code) when it
  * is not an artefact or not a manifest. */
 lmq_code lmq_mdoc_load(const char *path, lmq_mdoc *out, lmq_err *err);
+/* Manifest text (no index); name goes into the messages of the JSON conversion. */
+lmq_code lmq_mdoc_parse(const char *text, size_t len, const char *name, lmq_mdoc *out, lmq_err *err);
 /* The manifest of an open container (the index is copied). */
 lmq_code lmq_mdoc_from_container(const lmq_container *c, lmq_mdoc *out, lmq_err *err);
 void lmq_mdoc_free(lmq_mdoc *d);

@@ -370,7 +370,7 @@ static const struct {
 /* Deeper than any policy is (top > schemes > rule > allow). */
 #define MAX_DEPTH 8
 
-lmq_code lmq_policy_load(const char *path, lmq_policy **out, lmq_err *err)
+lmq_code lmq_policy_parse(const char *text, size_t len, const char *path, lmq_policy **out, lmq_err *err)
 {
     *out = NULL;
     lmq_policy *p = calloc(1, sizeof *p);
@@ -379,15 +379,8 @@ lmq_code lmq_policy_load(const char *path, lmq_policy **out, lmq_err *err)
         return lmq_fail(err, LMQ_E_NOMEM, "%s: out of memory", path);
     }
     p->max_bpw = p->max_linear_bpw = p->max_rel_error = NAN;
-    lmq_blob b;
-    lmq_code c = lmq_blob_open(path, &b, err);
-    if (c) {
-        lmq_policy_free(p);
-        return c;
-    }
     yaml_document_t doc;
-    c = lmq_yaml_load((const char *)b.data, b.size, path, MAX_DEPTH, LMQ_E_RECIPE, &doc, err);
-    lmq_blob_close(&b);
+    lmq_code c = lmq_yaml_load(text, len, path, MAX_DEPTH, LMQ_E_RECIPE, &doc, err);
     if (c) {
         lmq_policy_free(p);
         return c;
@@ -406,6 +399,18 @@ lmq_code lmq_policy_load(const char *path, lmq_policy **out, lmq_err *err)
     }
     *out = p;
     return LMQ_OK;
+}
+
+lmq_code lmq_policy_load(const char *path, lmq_policy **out, lmq_err *err)
+{
+    *out = NULL;
+    lmq_blob b;
+    lmq_code c = lmq_blob_open(path, &b, err);
+    if (c)
+        return c;
+    c = lmq_policy_parse((const char *)b.data, b.size, path, out, err);
+    lmq_blob_close(&b);
+    return c;
 }
 
 void lmq_policy_free(lmq_policy *p)

@@ -23,6 +23,8 @@ typedef struct {
  * "<path>:<line>: <key>: <what is wrong>". A reference named by `tensors_like` is read here,
  * relative to the policy's folder. */
 lmq_code lmq_policy_load(const char *path, lmq_policy **out, lmq_err *err);
+/* The same over policy text in memory; path names it in messages and anchors tensors_like. */
+lmq_code lmq_policy_parse(const char *text, size_t len, const char *path, lmq_policy **out, lmq_err *err);
 void lmq_policy_free(lmq_policy *p);
 
 /* Runs every key the policy sets on s. Each problem goes to fn (code LMQ_E_RECIPE) with the

@@ -279,31 +279,48 @@ static void container_seeds(const char *tmp)
     remove(recipe);
 }
 
-/* ---- recipes ---- */
+/* ---- recipes and policies ---- */
 
-static void recipe_seeds(void)
+/* Every *.yaml of a shipped folder as a seed of target. */
+static void yaml_seeds(const char *dir, const char *target)
 {
-    DIR *d = opendir("recipes");
+    DIR *d = opendir(dir);
     if (!d)
-        die("recipes/", NULL);
+        die(dir, NULL);
     struct dirent *e;
     while ((e = readdir(d))) {
         size_t n = strlen(e->d_name);
         if (n < 6 || strcmp(e->d_name + n - 5, ".yaml"))
             continue;
         char path[512];
-        snprintf(path, sizeof path, "recipes/%s", e->d_name);
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         lmq_blob b;
         lmq_err err = { 0 };
         if (lmq_blob_open(path, &b, &err))
             die(path, &err);
-        put("recipe", e->d_name, b.data, b.size);
+        put(target, e->d_name, b.data, b.size);
         lmq_blob_close(&b);
     }
     closedir(d);
+}
+
+static void recipe_seeds(void)
+{
+    yaml_seeds("recipes", "recipe");
     put_text("recipe", "ignore.yaml",
              "name: with-ignore\nrules:\n  - match: [\"blk.?.ffn_*\", \"*attn_?.weight\"]\n    scheme: int4\n"
              "    granularity: channel\n    symmetric: True\nignore: output.weight\n");
+}
+
+/* The shipped policies, and one with the keys they leave out (its reference relative to fuzz/). */
+static void policy_seeds(void)
+{
+    yaml_seeds("manifests/policies", "policy");
+    put_text("policy", "every-key.yaml",
+             "schemes:\n  - tensors: \"blk.?.attn_*\"\n    allow: [int4, \"int8 per-channel\"]\n  - tensors: \"*\"\n"
+             "    allow: fp32\nmax_bpw: 8\nmax_linear_bpw: 4.5\nmax_rel_error: 0.05\n"
+             "require: [recipe, calibration, calibration_stats, tokenizer]\nsource_checksum: \"1122334455667788\"\n"
+             "tensors_like: ../manifests/expected/fp32.yaml\nmin_tool_version: \"0.1.0\"\n");
 }
 
 /* ---- tokenizers ---- */
@@ -421,6 +438,7 @@ int main(int argc, char **argv)
     hf_seeds();
     container_seeds(outdir);
     recipe_seeds();
+    policy_seeds();
     static const char *const extra[] = { " ", "a", "e", "h", "t", "o", "n", " t", "th", "he", " the",
                                          "on", "ce", "Once", "\xc3\xa9", "\xe6\x97\xa5", "  " };
     tokenizer_bin("tok-small.bin", extra, (int)(sizeof extra / sizeof extra[0]));
