@@ -102,14 +102,15 @@ static int in(const char *const *set, size_t n, const char *s)
     return 0;
 }
 
-/* A value as compact JSON, cut at 120 bytes (recipe texts are long). */
+/* A value as compact JSON in ASCII (so that the cut splits no character), cut at 120 bytes
+ * (recipe texts are long). */
 static void show(const json_t *v, char *buf, size_t n)
 {
     if (!v) {
         snprintf(buf, n, "(absent)");
         return;
     }
-    char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+    char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT | JSON_ENSURE_ASCII);
     if (!s) {
         snprintf(buf, n, "?");
         return;

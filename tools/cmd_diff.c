@@ -65,9 +65,14 @@ int cmd_diff(int argc, char **argv)
     if (json) {
         json_t *root = json_pack("{s:s,s:s,s:f,s:b,s:o}", "a", pos[0], "b", pos[1], "tolerance", tol, "equal", !n,
                                  "differences", o.rows);
-        json_dumpf(root, stdout, JSON_INDENT(2));
-        putchar('\n');
-        json_decref(root);
+        if (!root) { /* (the values are ASCII: a path that is not UTF-8) */
+            fputs("lmq diff: --json needs file names in UTF-8\n", stderr);
+            n = -1;
+        } else {
+            json_dumpf(root, stdout, JSON_INDENT(2));
+            putchar('\n');
+            json_decref(root);
+        }
     } else {
         printf("diff: %s and %s %s", pos[0], pos[1], n ? "differ: " : "are equal\n");
         if (n)
@@ -75,5 +80,5 @@ int cmd_diff(int argc, char **argv)
     }
     lmq_mdoc_free(&d[0]);
     lmq_mdoc_free(&d[1]);
-    return fflush(stdout) ? 7 : n ? 1 : 0;
+    return n < 0 ? 2 : fflush(stdout) ? 7 : n ? 1 : 0;
 }
