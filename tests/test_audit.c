@@ -173,7 +173,8 @@ START_TEST(policy_schemes)
     ck_assert_int_eq(check_policy("schemes:\n  - tensors: \"blk.*.attn_?.weight\"\n    allow: int4\n", fp32_path, &s),
                      3 * LAYERS);
     ck_assert_str_eq(s.tensor[0], "blk.0.attn_q.weight");
-    ck_assert_ptr_nonnull(strstr(s.msg[0], "policy.yaml: schemes: is 'fp32'; tensors 'blk.*.attn_?.weight' allow int4"));
+    ck_assert_ptr_nonnull(
+        strstr(s.msg[0], "policy.yaml: schemes: is 'fp32'; tensors 'blk.*.attn_?.weight' allow int4"));
     ck_assert_int_eq(count("schemes:\n  - tensors: \"blk.*.attn_?.weight\"\n    allow: int4\n", int4_path), 0);
     /* A whole scheme name matches as well as an encoding name; the first matching rule decides. */
     ck_assert_int_eq(count("schemes:\n  - tensors: \"blk.*.ffn_*.weight\"\n    allow: [\"int4 g32\"]\n"
@@ -221,7 +222,8 @@ START_TEST(policy_provenance)
     ck_assert_int_eq(count("require: [recipe, calibration, tokenizer]\n", int4_path), 2);
     ck_assert_int_eq(count("source_checksum: \"1122334455667788\"\n", int4_path), 0);
     ck_assert_int_eq(check_policy("source_checksum: \"1122334455667789\"\n", int4_path, &s), 1);
-    ck_assert_ptr_nonnull(strstr(s.msg[0], "the source checkpoint is 1122334455667788, the policy pins 1122334455667789"));
+    ck_assert_ptr_nonnull(
+        strstr(s.msg[0], "the source checkpoint is 1122334455667788, the policy pins 1122334455667789"));
     /* LMQ_TOOL_VERSION is "lmq 0.1.0". */
     ck_assert_int_eq(count("min_tool_version: \"0.1.0\"\n", int4_path), 0);
     ck_assert_int_eq(count("min_tool_version: \"0.0.9\"\n", int4_path), 0);
