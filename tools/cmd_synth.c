@@ -16,6 +16,7 @@ static const char usage[] =
     "what it generates is noise. The same shape and seed give byte-identical files.\n"
     "  --shape SHAPE   gpt2-124m  (12 layers, dim 768, vocab 50257, tied; 0.5 GB)\n"
     "                  llama-1b   (16 layers, dim 2048, 32/8 heads, vocab 32000; 4.4 GB)\n"
+    "                  llama-7b   (32 layers, dim 4096, 32/32 heads, vocab 32000; 27 GB)\n"
     "                  tiny-gpt2, tiny-llama  (2 layers, dim 64, vocab 512: for tests)\n"
     "  --output, -o DIR  the directory (created when missing)\n"
     "  --seed S        0 to 2^64-1 (default 0)\n";
