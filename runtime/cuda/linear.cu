@@ -1,0 +1,287 @@
+/* Linear layers on the device over weights in their stored encodings (runtime/cuda/cuda.h):
+ * one row per encoding, like the CPU's table; the integer rows are fused dequantising GEMVs,
+ * the float rows cuBLAS GEMMs. */
+#include "runtime/cuda/internal.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef lmq_code (*rtc_linear_fn)(rtc_ctx *c, const float *x, int n, const rtc_weight *W, float *y, lmq_err *err);
+
+/* One encoding the backend multiplies. */
+typedef struct {
+    lmq_dtype dtype;
+    unsigned grans;      /* granularities it takes: bit (1u << lmq_gran) each */
+    cudaDataType_t type; /* float rows: the weights' and rounded activations' type for cuBLAS */
+    rtc_linear_fn run;
+} rtc_row;
+
+struct rtc_weight {
+    char name[LMQ_NAME_MAX];
+    lmq_qparams q;
+    lmq_layout L;
+    int out, in;
+    const rtc_row *row;
+    uint8_t *dev;          /* one allocation: scales (and zero points) | padding | codes | bias */
+    const __half *scales;  /* integer rows: L.n_scales IEEE halves */
+    const uint8_t *codes;  /* at a 256-byte boundary */
+    const float *bias;     /* [out] or NULL */
+    size_t bytes;
+};
+
+/* ---- the fused integer GEMV ------------------------------------------------------------ */
+
+#define GEMV_WARPS 4 /* output rows per block, one warp each */
+
+/* Σ over the 32/BITS codes of one little-endian word (offset binary: code − 2^(BITS−1)) times
+ * x[0..32/BITS). */
+template <int BITS>
+__device__ __forceinline__ float dot_word(uint32_t w, const float *x)
+{
+    constexpr int per = 32 / BITS, half = 1 << (BITS - 1);
+    constexpr uint32_t mask = (1u << BITS) - 1;
+    const float4 *xv = reinterpret_cast<const float4 *>(x);
+    float s = 0;
+#pragma unroll
+    for (int j = 0; j < per / 4; j++) {
+        const float4 a = xv[j];
+        const int b = 4 * j * BITS;
+        s += (float)((int)(w >> b & mask) - half) * a.x;
+        s += (float)((int)(w >> (b + BITS) & mask) - half) * a.y;
+        s += (float)((int)(w >> (b + 2 * BITS) & mask) - half) * a.z;
+        s += (float)((int)(w >> (b + 3 * BITS) & mask) - half) * a.w;
+    }
+    return s;
+}
+
+/* y[t, r] = Σ_c (code − 2^(BITS−1))·s[r·s_stride + (c >> s_shift)]·x[t, c] (+ b[r]): warp
+ * threadIdx.y of block x takes row r, blockIdx.y is the activation row t. VEC: every row starts
+ * on a 16-byte boundary (in a multiple of 128 / BITS), read 16 bytes per lane per step; the
+ * scale is fetched once per 32-bit word (8 int4 or 4 int8 codes, never across a group since
+ * groups are powers of two >= 16). Otherwise one code per lane per step at its bit position. */
+template <int BITS, bool VEC>
+__global__ void __launch_bounds__(32 * GEMV_WARPS)
+    gemv_int(const uint8_t *__restrict__ codes, const __half *__restrict__ scales, int s_stride, int s_shift,
+             const float *__restrict__ x, const float *__restrict__ bias, float *__restrict__ y, int out, int in)
+{
+    const int r = blockIdx.x * GEMV_WARPS + threadIdx.y, lane = threadIdx.x;
+    if (r >= out)
+        return;
+    const float *xr = x + (size_t)blockIdx.y * in;
+    const __half *sr = scales + (size_t)r * s_stride;
+    float acc = 0;
+    if (VEC) {
+        constexpr int per_vec = 128 / BITS, per_word = 32 / BITS;
+        const uint4 *row = reinterpret_cast<const uint4 *>(codes + (size_t)r * in / (8 / BITS));
+        const int nvec = in / per_vec;
+#pragma unroll 4
+        for (int v = lane; v < nvec; v += 32) {
+            const uint4 q = __ldg(row + v);
+            const int c = v * per_vec;
+            acc += dot_word<BITS>(q.x, xr + c) * __half2float(sr[c >> s_shift]);
+            acc += dot_word<BITS>(q.y, xr + c + per_word) * __half2float(sr[(c + per_word) >> s_shift]);
+            acc += dot_word<BITS>(q.z, xr + c + 2 * per_word) * __half2float(sr[(c + 2 * per_word) >> s_shift]);
+            acc += dot_word<BITS>(q.w, xr + c + 3 * per_word) * __half2float(sr[(c + 3 * per_word) >> s_shift]);
+        }
+    } else {
+        constexpr uint32_t mask = (1u << BITS) - 1;
+        const uint64_t base = (uint64_t)r * (uint64_t)in * BITS;
+        for (int c = lane; c < in; c += 32) {
+            const uint64_t bit = base + (uint64_t)c * BITS;
+            const int q = (int)(codes[bit >> 3] >> (bit & 7) & mask) - (1 << (BITS - 1));
+            acc += (float)q * __half2float(sr[c >> s_shift]) * xr[c];
+        }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    if (lane == 0)
+        y[(size_t)blockIdx.y * out + r] = acc + (bias ? bias[r] : 0.0f);
+}
+
+template <int BITS>
+static lmq_code linear_int(rtc_ctx *c, const float *x, int n, const rtc_weight *W, float *y, lmq_err *err)
+{
+    /* scale of code c of row r: s[r·stride + (c >> shift)] */
+    int stride = 0, shift = 31;
+    if (W->q.gran == LMQ_GRAN_CHANNEL)
+        stride = 1;
+    else if (W->q.gran == LMQ_GRAN_GROUP) {
+        stride = (int)W->L.groups_per_row;
+        for (shift = 0; (1u << shift) < W->q.group; shift++)
+            ;
+    }
+    if (n > 65535)
+        return lmq_fail(err, LMQ_E_ARG, "cuda: %s: %d activation rows, at most 65535", W->name, n);
+    const dim3 block(32, GEMV_WARPS), grid((unsigned)((W->out + GEMV_WARPS - 1) / GEMV_WARPS), (unsigned)n);
+    if (W->in % (128 / BITS) == 0)
+        gemv_int<BITS, true><<<grid, block, 0, c->stream>>>(W->codes, W->scales, stride, shift, x, W->bias, y,
+                                                            W->out, W->in);
+    else
+        gemv_int<BITS, false><<<grid, block, 0, c->stream>>>(W->codes, W->scales, stride, shift, x, W->bias, y,
+                                                             W->out, W->in);
+    return rtc_check(cudaGetLastError(), W->name, err);
+}
+
+/* ---- the float rows: cuBLAS ------------------------------------------------------------ */
+
+template <typename T>
+__global__ void round_to(const float *__restrict__ x, T *__restrict__ out, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        out[i] = T(x[i]);
+}
+
+__global__ void add_bias(float *__restrict__ y, const float *__restrict__ b, int out, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        y[i] += b[i % out];
+}
+
+static unsigned blocks_for(size_t n)
+{
+    const size_t b = (n + 255) / 256;
+    return (unsigned)(b < 4096 ? (b ? b : 1) : 4096);
+}
+
+/* Row-major y[n × out] = x[n × in]·Wᵀ is column-major Y(out × n) = W(in × out)ᵀ·X(in × n). */
+static lmq_code linear_float(rtc_ctx *c, const float *x, int n, const rtc_weight *W, float *y, lmq_err *err)
+{
+    const size_t nx = (size_t)n * W->in;
+    const void *xb = x;
+    lmq_code code = LMQ_OK;
+    if (W->row->type != CUDA_R_32F) {
+        code = rtc_scratch(c, nx * 2, err);
+        if (code)
+            return code;
+        if (W->row->type == CUDA_R_16F)
+            round_to<__half><<<blocks_for(nx), 256, 0, c->stream>>>(x, (__half *)c->scratch, nx);
+        else
+            round_to<__nv_bfloat16><<<blocks_for(nx), 256, 0, c->stream>>>(x, (__nv_bfloat16 *)c->scratch, nx);
+        xb = c->scratch;
+        if ((code = rtc_check(cudaGetLastError(), W->name, err)))
+            return code;
+    }
+    const float one = 1, zero = 0;
+    code = rtc_check_blas(cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, W->out, n, W->in, &one, W->codes,
+                                       W->row->type, W->in, xb, W->row->type, W->in, &zero, y, CUDA_R_32F, W->out,
+                                       CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                          W->name, err);
+    if (!code && W->bias) {
+        const size_t ny = (size_t)n * W->out;
+        add_bias<<<blocks_for(ny), 256, 0, c->stream>>>(y, W->bias, W->out, ny);
+        code = rtc_check(cudaGetLastError(), W->name, err);
+    }
+    return code;
+}
+
+/* ---- the table --------------------------------------------------------------------------- */
+
+#define SCALED ((1u << LMQ_GRAN_TENSOR) | (1u << LMQ_GRAN_CHANNEL) | (1u << LMQ_GRAN_GROUP))
+
+static const rtc_row rows[] = {
+    { LMQ_T_F32, 1u << LMQ_GRAN_NONE, CUDA_R_32F, linear_float },
+    { LMQ_T_F16, 1u << LMQ_GRAN_NONE, CUDA_R_16F, linear_float },
+    { LMQ_T_BF16, 1u << LMQ_GRAN_NONE, CUDA_R_16BF, linear_float },
+    { LMQ_T_INT8, SCALED, CUDA_R_8I, linear_int<8> },
+    { LMQ_T_INT4, SCALED, CUDA_R_4I, linear_int<4> },
+};
+
+/* The row for W, or NULL with why. */
+static const rtc_row *row_for(const rt_weight *W, char *why, size_t size)
+{
+    const lmq_encoding *e = lmq_encoding_of(W->q.dtype);
+    const char *name = W->name ? W->name : "weight";
+    const rtc_row *row = NULL;
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        if (rows[i].dtype == W->q.dtype)
+            row = &rows[i];
+    if (!row)
+        snprintf(why, size, "%s: %s: no CUDA kernel for this encoding", name, e ? e->name : "?");
+    else if (!(row->grans >> W->q.gran & 1))
+        snprintf(why, size, "%s: %s per %s: no CUDA kernel for this granularity", name, e->name,
+                 lmq_gran_name(W->q.gran));
+    else if (W->q.asym)
+        snprintf(why, size, "%s: %s asymmetric: no CUDA kernel (symmetric only)", name, e->name);
+    else if (W->act.scheme != LMQ_ACT_NONE)
+        snprintf(why, size, "%s: activation quantisation (W8A8): no CUDA kernel", name);
+    else
+        return row;
+    return NULL;
+}
+
+extern "C" int rtc_supports(const rt_weight *W, char *why, size_t size)
+{
+    char none[1];
+    return row_for(W, why ? why : none, why ? size : sizeof none) != NULL;
+}
+
+static size_t align256(size_t n)
+{
+    return (n + 255) & ~(size_t)255;
+}
+
+extern "C" lmq_code rtc_upload(rtc_ctx *c, const rt_weight *W, rtc_weight **out, lmq_err *err)
+{
+    *out = NULL;
+    char why[LMQ_NAME_MAX + 128];
+    const rtc_row *row = row_for(W, why, sizeof why);
+    if (!row)
+        return lmq_fail(err, LMQ_E_UNSUPPORTED, "cuda: %s", why);
+    rtc_weight *w = (rtc_weight *)calloc(1, sizeof *w);
+    if (!w)
+        return lmq_fail(err, LMQ_E_NOMEM, "cuda: out of memory");
+    snprintf(w->name, sizeof w->name, "%s", W->name ? W->name : "weight");
+    w->q = W->q;
+    w->L = W->L;
+    w->out = W->out;
+    w->in = W->in;
+    w->row = row;
+    const size_t head = W->L.code_offset, codes = W->L.bytes - head, code_at = align256(head),
+                 bias_at = align256(code_at + codes);
+    w->bytes = bias_at + (W->b ? (size_t)W->out * sizeof(float) : 0);
+    lmq_code code = rtc_check(cudaMalloc((void **)&w->dev, w->bytes), w->name, err);
+    if (!code && head)
+        code = rtc_check(cudaMemcpyAsync(w->dev, W->data, head, cudaMemcpyHostToDevice, c->stream), w->name, err);
+    if (!code)
+        code = rtc_check(cudaMemcpyAsync(w->dev + code_at, W->data + head, codes, cudaMemcpyHostToDevice, c->stream),
+                         w->name, err);
+    if (!code && W->b)
+        code = rtc_check(cudaMemcpyAsync(w->dev + bias_at, W->b, (size_t)W->out * sizeof(float),
+                                         cudaMemcpyHostToDevice, c->stream),
+                         w->name, err);
+    if (!code)
+        code = rtc_sync(c, err); /* W's bytes may go once this returns */
+    if (code) {
+        rtc_weight_free(w);
+        return code;
+    }
+    w->scales = (const __half *)w->dev;
+    w->codes = w->dev + code_at;
+    w->bias = W->b ? (const float *)(w->dev + bias_at) : NULL;
+    *out = w;
+    return LMQ_OK;
+}
+
+extern "C" void rtc_weight_free(rtc_weight *w)
+{
+    if (!w)
+        return;
+    cudaFree(w->dev);
+    free(w);
+}
+
+extern "C" size_t rtc_weight_bytes(const rtc_weight *w)
+{
+    return w->bytes;
+}
+
+extern "C" lmq_code rtc_linear(rtc_ctx *c, const float *x, int n, const rtc_weight *W, float *y, lmq_err *err)
+{
+    if (n < 1)
+        return lmq_fail(err, LMQ_E_ARG, "cuda: %s: %d activation rows", W->name, n);
+    return W->row->run(c, x, n, W, y, err);
+}
