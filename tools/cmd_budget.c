@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "convert/synth.h"
 #include "formats/container.h"
 #include "formats/manifest.h"
@@ -250,17 +252,21 @@ int cmd_budget(int argc, char **argv)
     }
     const double mean_len = (double)b.used_tokens / (double)o.n_lengths;
     if (json) {
-        printf("{\"model\":{\"layers\":%d,\"kv_heads\":%d,\"head_dim\":%d,\"weight_bytes\":%llu},"
+        json_t *src = json_string(what); /* NULL when what is not UTF-8: then null */
+        char *src_s = src ? json_dumps(src, JSON_ENCODE_ANY) : NULL;
+        json_decref(src);
+        printf("{\"model\":{\"source\":%s,\"layers\":%d,\"kv_heads\":%d,\"head_dim\":%d,\"weight_bytes\":%llu},"
                "\"memory\":%llu,\"ctx\":%d,\"kv\":\"%s\",\"page\":%d,"
                "\"kv_bytes_per_token\":%llu,\"kv_bytes_per_seq\":%llu,\"free_bytes\":%llu,\"seqs_at_ctx\":%llu,"
                "\"lengths\":{\"n\":%zu,\"mean\":%.6g,\"used_tokens\":%llu,\"contiguous_tokens\":%llu,"
                "\"paged_tokens\":%llu},\"contiguous_waste\":%.6f,\"paged_waste\":%.6f,\"seqs_paged\":%llu}\n",
-               m.n_layers, m.n_kv_heads, m.head_dim, (unsigned long long)m.weight_bytes,
+               src_s ? src_s : "null", m.n_layers, m.n_kv_heads, m.head_dim, (unsigned long long)m.weight_bytes,
                (unsigned long long)o.memory, o.ctx, o.kv->name, o.page, (unsigned long long)b.kv_token_bytes,
                (unsigned long long)b.kv_seq_bytes, (unsigned long long)b.free_bytes,
                (unsigned long long)b.seqs_at_ctx, o.n_lengths, mean_len, (unsigned long long)b.used_tokens,
                (unsigned long long)b.contiguous_tokens, (unsigned long long)b.paged_tokens, b.contiguous_waste,
                b.paged_waste, (unsigned long long)b.seqs_paged);
+        free(src_s);
         return 0;
     }
     printf("budget: %s (%d layers, %d kv heads, head dim %d)\n", what, m.n_layers, m.n_kv_heads, m.head_dim);

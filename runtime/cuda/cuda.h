@@ -41,6 +41,8 @@ lmq_code rtc_open(int device, rtc_ctx **out, lmq_err *err);
 void rtc_close(rtc_ctx *c);
 /* "NVIDIA H200 (sm_90, 139.8 GiB)" */
 void rtc_describe(const rtc_ctx *c, char *buf, size_t size);
+/* The device's L2 cache in bytes (a benchmark streams more than this to measure memory). */
+size_t rtc_l2_bytes(const rtc_ctx *c);
 
 /* Device memory for activations: rtc_alloc'd buffers, copies in and out (synchronous). */
 lmq_code rtc_alloc(rtc_ctx *c, size_t bytes, void **dev, lmq_err *err);

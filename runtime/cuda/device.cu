@@ -77,6 +77,11 @@ void rtc_describe(const rtc_ctx *c, char *buf, size_t size)
              (double)c->prop.totalGlobalMem / (1024.0 * 1024 * 1024));
 }
 
+size_t rtc_l2_bytes(const rtc_ctx *c)
+{
+    return (size_t)c->prop.l2CacheSize;
+}
+
 lmq_code rtc_alloc(rtc_ctx *c, size_t bytes, void **dev, lmq_err *err)
 {
     (void)c;

@@ -20,6 +20,7 @@ python3 -c '
 import json, sys
 r = json.load(open(sys.argv[1]))
 assert r["memory"] == 80 * 2**30, r
+assert r["model"]["source"] == "shape llama-7b, fp16 matrices", r
 assert r["kv_bytes_per_token"] == 524288 and r["seqs_at_ctx"] == 33, r
 L = r["lengths"]
 assert L["n"] == 199 and L["mean"] == 100 and L["used_tokens"] == 199 * 100, r
