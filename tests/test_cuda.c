@@ -93,17 +93,24 @@ static const lmq_qparams encodings[] = {
 #define N_ENC (sizeof encodings / sizeof encodings[0])
 
 /* [out × in]: a single row and column multiples of 16 and 32 (16-byte loads) and odd ones (a row
- * starting inside a byte for int4; the per-code path), with 1 and 3 activation rows. */
+ * starting inside a byte for int4; the per-code path), with 1 to 3 activation rows (the GEMV)
+ * and more than RTC_GEMV_MAX_ROWS (integer prefill: dequantised blocks and cuBLAS). */
 static const struct {
     int out, in, n;
-} shapes[] = { { 1, 16, 1 }, { 7, 50, 3 }, { 33, 129, 1 }, { 130, 256, 3 }, { 9, 4096, 1 }, { 5, 4100, 3 }, { 64, 512, 2 } };
+} shapes[] = { { 1, 16, 1 },   { 7, 50, 3 },  { 33, 129, 1 }, { 130, 256, 3 }, { 9, 4096, 1 },
+               { 5, 4100, 3 }, { 64, 512, 2 }, { 40, 96, 17 }, { 3, 51, RTC_GEMV_MAX_ROWS + 1 } };
 #define N_SHAPES (sizeof shapes / sizeof shapes[0])
 
-/* Where the kernels may differ from the CPU: their summation order, and for fp16/bf16 weights the
- * activations rounded to the weights' format (a relative 2^-11 or 2^-8 per product). */
-static double tolerance(lmq_dtype d)
+/* Where the kernels may differ from the CPU, relative to Σ|x·w|: their summation order (1e-4
+ * bounds it with room), and where x is rounded to the weights' format (fp16 2^-11, bf16 2^-8 a
+ * product) or, for integer prefill, x and the dequantised weights both to fp16. */
+static double tolerance(lmq_dtype d, int n)
 {
-    return d == LMQ_T_F16 ? 0x1p-10 : d == LMQ_T_BF16 ? 0x1p-7 : 1e-5;
+    if (d == LMQ_T_F16)
+        return 0x1p-10;
+    if (d == LMQ_T_BF16)
+        return 0x1p-7;
+    return (d == LMQ_T_INT8 || d == LMQ_T_INT4) && n > RTC_GEMV_MAX_ROWS ? 0x1p-9 : 1e-4;
 }
 
 START_TEST(kernels)
@@ -146,7 +153,7 @@ START_TEST(kernels)
     ck_assert_msg(rtc_linear(c, dx, n, dw, dy, &e) == LMQ_OK, "%s", e.msg);
     ck_assert_msg(rtc_to_host(c, got, dy, (size_t)n * out * sizeof *got, &e) == LMQ_OK, "%s", e.msg);
 
-    const double tol = tolerance((lmq_dtype)q.dtype);
+    const double tol = tolerance((lmq_dtype)q.dtype, n);
     for (int t = 0; t < n; t++)
         for (int r = 0; r < out; r++) {
             double mag = 0;

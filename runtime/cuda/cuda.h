@@ -10,11 +10,15 @@
  *                        fp32, fp16, bf16   cuBLAS GEMM, fp32 accumulation; fp16 and bf16 weights
  *                                           multiply x rounded to the weight's format (the tensor
  *                                           cores' inputs): the one place activations are not fp32
- *                        int8, int4         fused dequantising GEMV, symmetric, per tensor,
- *                                           channel or group: one warp per output row, 16-byte
+ *                        int8, int4         symmetric, per tensor, channel or group. Up to
+ *                                           RTC_GEMV_MAX_ROWS activation rows (decode): a fused
+ *                                           dequantising GEMV, one warp per output row, 16-byte
  *                                           loads of the packed codes, each fp16 scale applied
- *                                           once per 8 codes, fp32 accumulation; n activation
- *                                           rows run as n GEMVs (decode, not prefill, speed);
+ *                                           once per 32-bit word of codes, fp32 accumulation,
+ *                                           the codes read once per activation row. More
+ *                                           (prefill): blocks of rows dequantised to fp16 in
+ *                                           scratch and multiplied by cuBLAS with x rounded to
+ *                                           fp16, fp32 accumulation;
  *                      asymmetric encodings, int3/int2, fp8 and activation quantisation (W8A8)
  *                      have no row yet: rtc_supports says so, naming the tensor;
  *   a probe            device-to-device copy bandwidth, the roofline's denominator.
@@ -55,6 +59,9 @@ lmq_code rtc_sync(rtc_ctx *c, lmq_err *err);
 /* Whether the backend has a linear kernel for W (encoding, granularity, symmetry, activation
  * quantisation); when not, why (naming the tensor) goes to why. Host-only: needs no device. */
 int rtc_supports(const rt_weight *W, char *why, size_t size);
+
+/* The most activation rows the integer GEMV takes; more go through dequantisation and GEMM. */
+#define RTC_GEMV_MAX_ROWS 8
 
 typedef struct rtc_weight rtc_weight;
 /* Uploads W's stored bytes and bias. LMQ_E_UNSUPPORTED when rtc_supports refuses it. */

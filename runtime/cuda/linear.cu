@@ -102,31 +102,22 @@ __global__ void __launch_bounds__(32 * GEMV_WARPS)
         y[(size_t)blockIdx.y * out + r] = acc + (bias ? bias[r] : 0.0f);
 }
 
+/* Rows [r0, r0 + rows) of W as fp16, each weight q·s rounded once: what the prefill GEMM reads. */
 template <int BITS>
-static lmq_code linear_int(rtc_ctx *c, const float *x, int n, const rtc_weight *W, float *y, lmq_err *err)
+__global__ void dequant_rows(const uint8_t *__restrict__ codes, const __half *__restrict__ scales, int s_stride,
+                             int s_shift, int r0, int rows, int in, __half *__restrict__ out)
 {
-    /* scale of code c of row r: s[r·stride + (c >> shift)] */
-    int stride = 0, shift = 31;
-    if (W->q.gran == LMQ_GRAN_CHANNEL)
-        stride = 1;
-    else if (W->q.gran == LMQ_GRAN_GROUP) {
-        stride = (int)W->L.groups_per_row;
-        for (shift = 0; (1u << shift) < W->q.group; shift++)
-            ;
+    constexpr uint32_t mask = (1u << BITS) - 1;
+    const size_t n = (size_t)rows * in;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const int r = r0 + (int)(i / in), c = (int)(i % in);
+        const uint64_t bit = ((uint64_t)r * in + c) * BITS;
+        const int q = (int)(codes[bit >> 3] >> (bit & 7) & mask) - (1 << (BITS - 1));
+        out[i] = __float2half_rn((float)q * __half2float(scales[(size_t)r * s_stride + (c >> s_shift)]));
     }
-    if (n > 65535)
-        return lmq_fail(err, LMQ_E_ARG, "cuda: %s: %d activation rows, at most 65535", W->name, n);
-    const dim3 block(32, GEMV_WARPS), grid((unsigned)((W->out + GEMV_WARPS - 1) / GEMV_WARPS), (unsigned)n);
-    if (W->in % (128 / BITS) == 0)
-        gemv_int<BITS, true><<<grid, block, 0, c->stream>>>(W->codes, W->scales, stride, shift, x, W->bias, y,
-                                                            W->out, W->in);
-    else
-        gemv_int<BITS, false><<<grid, block, 0, c->stream>>>(W->codes, W->scales, stride, shift, x, W->bias, y,
-                                                             W->out, W->in);
-    return rtc_check(cudaGetLastError(), W->name, err);
 }
 
-/* ---- the float rows: cuBLAS ------------------------------------------------------------ */
+/* ---- cuBLAS and the small kernels around it ------------------------------------------ */
 
 template <typename T>
 __global__ void round_to(const float *__restrict__ x, T *__restrict__ out, size_t n)
@@ -147,35 +138,95 @@ static unsigned blocks_for(size_t n)
     return (unsigned)(b < 4096 ? (b ? b : 1) : 4096);
 }
 
-/* Row-major y[n × out] = x[n × in]·Wᵀ is column-major Y(out × n) = W(in × out)ᵀ·X(in × n). */
+static lmq_code round_x(rtc_ctx *c, const float *x, size_t nx, cudaDataType_t type, void *out, const char *name,
+                        lmq_err *err)
+{
+    if (type == CUDA_R_16F)
+        round_to<__half><<<blocks_for(nx), 256, 0, c->stream>>>(x, (__half *)out, nx);
+    else
+        round_to<__nv_bfloat16><<<blocks_for(nx), 256, 0, c->stream>>>(x, (__nv_bfloat16 *)out, nx);
+    return rtc_check(cudaGetLastError(), name, err);
+}
+
+/* Row-major y[n × ldy] (columns [0, rows)) = x[n × in]·w[rows × in]ᵀ is column-major
+ * Y(rows × n, ldy) = W(in × rows)ᵀ·X(in × n): w and x of the same type, fp32 accumulation. */
+static lmq_code gemm_nt(rtc_ctx *c, const void *w, cudaDataType_t type, int rows, int in, const void *x, int n,
+                          float *y, int ldy, const char *name, lmq_err *err)
+{
+    const float one = 1, zero = 0;
+    return rtc_check_blas(cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, rows, n, in, &one, w, type, in, x, type,
+                                       in, &zero, y, CUDA_R_32F, ldy, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                          name, err);
+}
+
+static lmq_code add_bias_to(rtc_ctx *c, float *y, int n, const rtc_weight *W, lmq_err *err)
+{
+    if (!W->bias)
+        return LMQ_OK;
+    const size_t ny = (size_t)n * W->out;
+    add_bias<<<blocks_for(ny), 256, 0, c->stream>>>(y, W->bias, W->out, ny);
+    return rtc_check(cudaGetLastError(), W->name, err);
+}
+
+/* Prefill of integer weights: blocks of rows dequantised to fp16 (at most this many bytes at a
+ * time), each multiplied by cuBLAS with x rounded to fp16 too, fp32 accumulation. */
+#define DEQUANT_BLOCK_BYTES ((size_t)64 << 20)
+
+template <int BITS>
+static lmq_code linear_int(rtc_ctx *c, const float *x, int n, const rtc_weight *W, float *y, lmq_err *err)
+{
+    /* scale of code c of row r: s[r·stride + (c >> shift)] */
+    int stride = 0, shift = 31;
+    if (W->q.gran == LMQ_GRAN_CHANNEL)
+        stride = 1;
+    else if (W->q.gran == LMQ_GRAN_GROUP) {
+        stride = (int)W->L.groups_per_row;
+        for (shift = 0; (1u << shift) < W->q.group; shift++)
+            ;
+    }
+    if (n > RTC_GEMV_MAX_ROWS) {
+        const size_t xs = ((size_t)n * W->in * 2 + 255) & ~(size_t)255;
+        size_t rows = DEQUANT_BLOCK_BYTES / ((size_t)W->in * 2);
+        rows = rows < 1 ? 1 : rows > (size_t)W->out ? (size_t)W->out : rows;
+        lmq_code code = rtc_scratch(c, xs + rows * W->in * 2, err);
+        if (!code)
+            code = round_x(c, x, (size_t)n * W->in, CUDA_R_16F, c->scratch, W->name, err);
+        __half *wb = (__half *)((uint8_t *)c->scratch + xs);
+        for (int r0 = 0; r0 < W->out && !code; r0 += (int)rows) {
+            const int nr = W->out - r0 < (int)rows ? W->out - r0 : (int)rows;
+            dequant_rows<BITS><<<blocks_for((size_t)nr * W->in), 256, 0, c->stream>>>(W->codes, W->scales, stride,
+                                                                                      shift, r0, nr, W->in, wb);
+            code = rtc_check(cudaGetLastError(), W->name, err);
+            if (!code)
+                code = gemm_nt(c, wb, CUDA_R_16F, nr, W->in, c->scratch, n, y + r0, W->out, W->name, err);
+        }
+        return code ? code : add_bias_to(c, y, n, W, err);
+    }
+    const dim3 block(32, GEMV_WARPS), grid((unsigned)((W->out + GEMV_WARPS - 1) / GEMV_WARPS), (unsigned)n);
+    if (W->in % (128 / BITS) == 0)
+        gemv_int<BITS, true><<<grid, block, 0, c->stream>>>(W->codes, W->scales, stride, shift, x, W->bias, y,
+                                                            W->out, W->in);
+    else
+        gemv_int<BITS, false><<<grid, block, 0, c->stream>>>(W->codes, W->scales, stride, shift, x, W->bias, y,
+                                                             W->out, W->in);
+    return rtc_check(cudaGetLastError(), W->name, err);
+}
+
+/* The float rows: the stored matrix straight into cuBLAS. */
 static lmq_code linear_float(rtc_ctx *c, const float *x, int n, const rtc_weight *W, float *y, lmq_err *err)
 {
-    const size_t nx = (size_t)n * W->in;
     const void *xb = x;
     lmq_code code = LMQ_OK;
     if (W->row->type != CUDA_R_32F) {
+        const size_t nx = (size_t)n * W->in;
         code = rtc_scratch(c, nx * 2, err);
-        if (code)
-            return code;
-        if (W->row->type == CUDA_R_16F)
-            round_to<__half><<<blocks_for(nx), 256, 0, c->stream>>>(x, (__half *)c->scratch, nx);
-        else
-            round_to<__nv_bfloat16><<<blocks_for(nx), 256, 0, c->stream>>>(x, (__nv_bfloat16 *)c->scratch, nx);
+        if (!code)
+            code = round_x(c, x, nx, W->row->type, c->scratch, W->name, err);
         xb = c->scratch;
-        if ((code = rtc_check(cudaGetLastError(), W->name, err)))
-            return code;
     }
-    const float one = 1, zero = 0;
-    code = rtc_check_blas(cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, W->out, n, W->in, &one, W->codes,
-                                       W->row->type, W->in, xb, W->row->type, W->in, &zero, y, CUDA_R_32F, W->out,
-                                       CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                          W->name, err);
-    if (!code && W->bias) {
-        const size_t ny = (size_t)n * W->out;
-        add_bias<<<blocks_for(ny), 256, 0, c->stream>>>(y, W->bias, W->out, ny);
-        code = rtc_check(cudaGetLastError(), W->name, err);
-    }
-    return code;
+    if (!code)
+        code = gemm_nt(c, W->codes, W->row->type, W->out, W->in, xb, n, y, W->out, W->name, err);
+    return code ? code : add_bias_to(c, y, n, W, err);
 }
 
 /* ---- the table --------------------------------------------------------------------------- */
