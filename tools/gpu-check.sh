@@ -49,6 +49,11 @@ if step build 200 make -j"${JOBS:-$(nproc)}" BUILD="$BUILD" "$BUILD/lmq" "$BUILD
         done; done"
 fi
 
+command -v python3 >/dev/null || {
+    { echo "# lmq gpu-check (no python3: raw steps and logs)"; cat "$OUT/steps.tsv"; } >"$OUT/report.md"
+    echo '{"error":"no python3 on this machine: see steps.tsv and the logs"}' >"$OUT/report.json"
+    exit 1
+}
 python3 - "$OUT" <<'PY'
 import json, os, sys
 out = sys.argv[1]

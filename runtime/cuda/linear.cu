@@ -60,8 +60,9 @@ __device__ __forceinline__ float dot_word(uint32_t w, const float *x)
 /* y[t, r] = Σ_c (code − 2^(BITS−1))·s[r·s_stride + (c >> s_shift)]·x[t, c] (+ b[r]): warp
  * threadIdx.y of block x takes row r, blockIdx.y is the activation row t. VEC: every row starts
  * on a 16-byte boundary (in a multiple of 128 / BITS), read 16 bytes per lane per step; the
- * scale is fetched once per 32-bit word (8 int4 or 4 int8 codes, never across a group since
- * groups are powers of two >= 16). Otherwise one code per lane per step at its bit position. */
+ * scale is fetched once per load when a group spans it (groups of 32 or more for int4, every
+ * int8 group), else once per 32-bit word (int4 g16: groups are powers of two >= 16, so a word's
+ * 8 codes never straddle two). Otherwise one code per lane per step at its bit position. */
 template <int BITS, bool VEC>
 __global__ void __launch_bounds__(32 * GEMV_WARPS)
     gemv_int(const uint8_t *__restrict__ codes, const __half *__restrict__ scales, int s_stride, int s_shift,
@@ -77,14 +78,25 @@ __global__ void __launch_bounds__(32 * GEMV_WARPS)
         constexpr int per_vec = 128 / BITS, per_word = 32 / BITS;
         const uint4 *row = reinterpret_cast<const uint4 *>(codes + (size_t)r * in / (8 / BITS));
         const int nvec = in / per_vec;
+        if ((1ll << s_shift) >= per_vec) { /* a load's codes share one scale (the same for the whole warp) */
 #pragma unroll 4
-        for (int v = lane; v < nvec; v += 32) {
-            const uint4 q = __ldg(row + v);
-            const int c = v * per_vec;
-            acc += dot_word<BITS>(q.x, xr + c) * __half2float(sr[c >> s_shift]);
-            acc += dot_word<BITS>(q.y, xr + c + per_word) * __half2float(sr[(c + per_word) >> s_shift]);
-            acc += dot_word<BITS>(q.z, xr + c + 2 * per_word) * __half2float(sr[(c + 2 * per_word) >> s_shift]);
-            acc += dot_word<BITS>(q.w, xr + c + 3 * per_word) * __half2float(sr[(c + 3 * per_word) >> s_shift]);
+            for (int v = lane; v < nvec; v += 32) {
+                const uint4 q = __ldg(row + v);
+                const int c = v * per_vec;
+                acc += (dot_word<BITS>(q.x, xr + c) + dot_word<BITS>(q.y, xr + c + per_word) +
+                        dot_word<BITS>(q.z, xr + c + 2 * per_word) + dot_word<BITS>(q.w, xr + c + 3 * per_word)) *
+                       __half2float(sr[c >> s_shift]);
+            }
+        } else {
+#pragma unroll 4
+            for (int v = lane; v < nvec; v += 32) {
+                const uint4 q = __ldg(row + v);
+                const int c = v * per_vec;
+                acc += dot_word<BITS>(q.x, xr + c) * __half2float(sr[c >> s_shift]);
+                acc += dot_word<BITS>(q.y, xr + c + per_word) * __half2float(sr[(c + per_word) >> s_shift]);
+                acc += dot_word<BITS>(q.z, xr + c + 2 * per_word) * __half2float(sr[(c + 2 * per_word) >> s_shift]);
+                acc += dot_word<BITS>(q.w, xr + c + 3 * per_word) * __half2float(sr[(c + 3 * per_word) >> s_shift]);
+            }
         }
     } else {
         constexpr uint32_t mask = (1u << BITS) - 1;
