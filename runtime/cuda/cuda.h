@@ -14,8 +14,8 @@
  *                                           RTC_GEMV_MAX_ROWS activation rows (decode): a fused
  *                                           dequantising GEMV, one warp per output row, 16-byte
  *                                           loads of the packed codes, each fp16 scale applied
- *                                           once per 32-bit word of codes, fp32 accumulation,
- *                                           the codes read once per activation row. More
+ *                                           once per load or per 32-bit word of codes, fp32
+ *                                           accumulation, the codes read once for all rows. More
  *                                           (prefill): blocks of rows dequantised to fp16 in
  *                                           scratch and multiplied by cuBLAS with x rounded to
  *                                           fp16, fp32 accumulation;

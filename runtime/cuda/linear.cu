@@ -36,34 +36,42 @@ struct rtc_weight {
 
 #define GEMV_WARPS 4 /* output rows per block, one warp each */
 
-/* Σ over the 32/BITS codes of one little-endian word (offset binary: code − 2^(BITS−1)) times
- * x[0..32/BITS). */
+/* The 32/BITS codes of one little-endian word as signed integers (offset binary: code − 2^(BITS−1)). */
 template <int BITS>
-__device__ __forceinline__ float dot_word(uint32_t w, const float *x)
+__device__ __forceinline__ void decode_word(uint32_t w, float *q)
 {
     constexpr int per = 32 / BITS, half = 1 << (BITS - 1);
     constexpr uint32_t mask = (1u << BITS) - 1;
+#pragma unroll
+    for (int j = 0; j < per; j++)
+        q[j] = (float)((int)(w >> (j * BITS) & mask) - half);
+}
+
+/* Σ_{j<N} q[j]·x[j], x on a 16-byte boundary, in order. */
+template <int N>
+__device__ __forceinline__ float dot(const float *q, const float *x)
+{
     const float4 *xv = reinterpret_cast<const float4 *>(x);
     float s = 0;
 #pragma unroll
-    for (int j = 0; j < per / 4; j++) {
+    for (int j = 0; j < N / 4; j++) {
         const float4 a = xv[j];
-        const int b = 4 * j * BITS;
-        s += (float)((int)(w >> b & mask) - half) * a.x;
-        s += (float)((int)(w >> (b + BITS) & mask) - half) * a.y;
-        s += (float)((int)(w >> (b + 2 * BITS) & mask) - half) * a.z;
-        s += (float)((int)(w >> (b + 3 * BITS) & mask) - half) * a.w;
+        s += q[4 * j] * a.x;
+        s += q[4 * j + 1] * a.y;
+        s += q[4 * j + 2] * a.z;
+        s += q[4 * j + 3] * a.w;
     }
     return s;
 }
 
-/* y[t, r] = Σ_c (code − 2^(BITS−1))·s[r·s_stride + (c >> s_shift)]·x[t, c] (+ b[r]): warp
- * threadIdx.y of block x takes row r, blockIdx.y is the activation row t. VEC: every row starts
- * on a 16-byte boundary (in a multiple of 128 / BITS), read 16 bytes per lane per step; the
- * scale is fetched once per load when a group spans it (groups of 32 or more for int4, every
- * int8 group), else once per 32-bit word (int4 g16: groups are powers of two >= 16, so a word's
- * 8 codes never straddle two). Otherwise one code per lane per step at its bit position. */
-template <int BITS, bool VEC>
+/* y[t, r] = Σ_c (code − 2^(BITS−1))·s[r·s_stride + (c >> s_shift)]·x[t, c] (+ b[r]) for the NR
+ * activation rows t: warp threadIdx.y of block x takes row r and reads its codes once for all of
+ * them. VEC: every row starts on a 16-byte boundary (in a multiple of 128 / BITS), read 16 bytes
+ * per lane per step; the scale is fetched once per load when a group spans it (groups of 32 or
+ * more for int4, every int8 group), else once per 32-bit word (int4 g16: groups are powers of
+ * two >= 16, so a word's 8 codes never straddle two). Otherwise one code per lane per step at
+ * its bit position. */
+template <int BITS, bool VEC, int NR>
 __global__ void __launch_bounds__(32 * GEMV_WARPS)
     gemv_int(const uint8_t *__restrict__ codes, const __half *__restrict__ scales, int s_stride, int s_shift,
              const float *__restrict__ x, const float *__restrict__ bias, float *__restrict__ y, int out, int in)
@@ -71,31 +79,38 @@ __global__ void __launch_bounds__(32 * GEMV_WARPS)
     const int r = blockIdx.x * GEMV_WARPS + threadIdx.y, lane = threadIdx.x;
     if (r >= out)
         return;
-    const float *xr = x + (size_t)blockIdx.y * in;
     const __half *sr = scales + (size_t)r * s_stride;
-    float acc = 0;
+    float acc[NR];
+#pragma unroll
+    for (int t = 0; t < NR; t++)
+        acc[t] = 0;
     if (VEC) {
         constexpr int per_vec = 128 / BITS, per_word = 32 / BITS;
         const uint4 *row = reinterpret_cast<const uint4 *>(codes + (size_t)r * in / (8 / BITS));
         const int nvec = in / per_vec;
-        if ((1ll << s_shift) >= per_vec) { /* a load's codes share one scale (the same for the whole warp) */
+        const bool one_scale = (1ll << s_shift) >= per_vec; /* the same for the whole warp */
 #pragma unroll 4
-            for (int v = lane; v < nvec; v += 32) {
-                const uint4 q = __ldg(row + v);
-                const int c = v * per_vec;
-                acc += (dot_word<BITS>(q.x, xr + c) + dot_word<BITS>(q.y, xr + c + per_word) +
-                        dot_word<BITS>(q.z, xr + c + 2 * per_word) + dot_word<BITS>(q.w, xr + c + 3 * per_word)) *
-                       __half2float(sr[c >> s_shift]);
-            }
-        } else {
-#pragma unroll 4
-            for (int v = lane; v < nvec; v += 32) {
-                const uint4 q = __ldg(row + v);
-                const int c = v * per_vec;
-                acc += dot_word<BITS>(q.x, xr + c) * __half2float(sr[c >> s_shift]);
-                acc += dot_word<BITS>(q.y, xr + c + per_word) * __half2float(sr[(c + per_word) >> s_shift]);
-                acc += dot_word<BITS>(q.z, xr + c + 2 * per_word) * __half2float(sr[(c + 2 * per_word) >> s_shift]);
-                acc += dot_word<BITS>(q.w, xr + c + 3 * per_word) * __half2float(sr[(c + 3 * per_word) >> s_shift]);
+        for (int v = lane; v < nvec; v += 32) {
+            const uint4 qv = __ldg(row + v);
+            const int c = v * per_vec;
+            float q[per_vec];
+            decode_word<BITS>(qv.x, q);
+            decode_word<BITS>(qv.y, q + per_word);
+            decode_word<BITS>(qv.z, q + 2 * per_word);
+            decode_word<BITS>(qv.w, q + 3 * per_word);
+            if (one_scale) {
+                const float s = __half2float(sr[c >> s_shift]);
+#pragma unroll
+                for (int t = 0; t < NR; t++)
+                    acc[t] += dot<per_vec>(q, x + (size_t)t * in + c) * s;
+            } else {
+#pragma unroll
+                for (int k = 0; k < 4; k++) {
+                    const float s = __half2float(sr[(c + k * per_word) >> s_shift]);
+#pragma unroll
+                    for (int t = 0; t < NR; t++)
+                        acc[t] += dot<per_word>(q + k * per_word, x + (size_t)t * in + c + k * per_word) * s;
+                }
             }
         }
     } else {
@@ -104,15 +119,31 @@ __global__ void __launch_bounds__(32 * GEMV_WARPS)
         for (int c = lane; c < in; c += 32) {
             const uint64_t bit = base + (uint64_t)c * BITS;
             const int q = (int)(codes[bit >> 3] >> (bit & 7) & mask) - (1 << (BITS - 1));
-            acc += (float)q * __half2float(sr[c >> s_shift]) * xr[c];
+            const float w = (float)q * __half2float(sr[c >> s_shift]);
+#pragma unroll
+            for (int t = 0; t < NR; t++)
+                acc[t] += w * x[(size_t)t * in + c];
         }
     }
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-        acc += __shfl_xor_sync(0xffffffffu, acc, o);
-    if (lane == 0)
-        y[(size_t)blockIdx.y * out + r] = acc + (bias ? bias[r] : 0.0f);
+    for (int t = 0; t < NR; t++) {
+        float a = acc[t];
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1)
+            a += __shfl_xor_sync(0xffffffffu, a, o);
+        if (lane == 0)
+            y[(size_t)t * out + r] = a + (bias ? bias[r] : 0.0f);
+    }
 }
+
+/* The GEMV for 1..RTC_GEMV_MAX_ROWS activation rows: [vec][rows − 1]. */
+typedef void (*gemv_fn)(const uint8_t *, const __half *, int, int, const float *, const float *, float *, int, int);
+#define GEMV_ROWS(B, V)                                                                                              \
+    { gemv_int<B, V, 1>, gemv_int<B, V, 2>, gemv_int<B, V, 3>, gemv_int<B, V, 4>, gemv_int<B, V, 5>,                 \
+      gemv_int<B, V, 6>, gemv_int<B, V, 7>, gemv_int<B, V, 8> }
+static_assert(RTC_GEMV_MAX_ROWS == 8, "one kernel per row count");
+template <int BITS>
+static const gemv_fn gemv_kernels[2][RTC_GEMV_MAX_ROWS] = { GEMV_ROWS(BITS, false), GEMV_ROWS(BITS, true) };
 
 /* Rows [r0, r0 + rows) of W as fp16, each weight q·s rounded once: what the prefill GEMM reads. */
 template <int BITS>
@@ -214,13 +245,9 @@ static lmq_code linear_int(rtc_ctx *c, const float *x, int n, const rtc_weight *
         }
         return code ? code : add_bias_to(c, y, n, W, err);
     }
-    const dim3 block(32, GEMV_WARPS), grid((unsigned)((W->out + GEMV_WARPS - 1) / GEMV_WARPS), (unsigned)n);
-    if (W->in % (128 / BITS) == 0)
-        gemv_int<BITS, true><<<grid, block, 0, c->stream>>>(W->codes, W->scales, stride, shift, x, W->bias, y,
-                                                            W->out, W->in);
-    else
-        gemv_int<BITS, false><<<grid, block, 0, c->stream>>>(W->codes, W->scales, stride, shift, x, W->bias, y,
-                                                             W->out, W->in);
+    const dim3 block(32, GEMV_WARPS), grid((unsigned)((W->out + GEMV_WARPS - 1) / GEMV_WARPS));
+    const gemv_fn k = gemv_kernels<BITS>[W->in % (128 / BITS) == 0][n - 1];
+    k<<<grid, block, 0, c->stream>>>(W->codes, W->scales, stride, shift, x, W->bias, y, W->out, W->in);
     return rtc_check(cudaGetLastError(), W->name, err);
 }
 
