@@ -98,7 +98,8 @@ static const lmq_qparams encodings[] = {
 static const struct {
     int out, in, n;
 } shapes[] = { { 1, 16, 1 },   { 7, 50, 3 },  { 33, 129, 1 }, { 130, 256, 3 }, { 9, 4096, 1 },
-               { 5, 4100, 3 }, { 64, 512, 2 }, { 40, 96, 17 }, { 3, 51, RTC_GEMV_MAX_ROWS + 1 } };
+               { 5, 4100, 3 }, { 64, 512, 2 }, { 12, 160, RTC_GEMV_MAX_ROWS }, { 6, 33, 5 },
+               { 40, 96, 17 }, { 3, 51, RTC_GEMV_MAX_ROWS + 1 } };
 #define N_SHAPES (sizeof shapes / sizeof shapes[0])
 
 /* Where the kernels may differ from the CPU, relative to Σ|x·w|: their summation order (1e-4
