@@ -1,8 +1,11 @@
 /* Where linear layers run: one row per backend, each answering by the weight's encoding as the
  * kernels are keyed. The CPU row is runtime/linear.h (every encoding); the CUDA row is
  * runtime/cuda/cuda.h, present in every build but empty ("built without CUDA") where nvcc was
- * not found. A CUDA forward pass (not written yet) asks its row whether every weight of a model
- * has a kernel before it uploads them. */
+ * not found. A CUDA forward pass (not written yet) would ask its row whether every weight of a
+ * model has a kernel, upload each once (rtc_upload), keep activations and the KV cache on the
+ * device and call rtc_linear where forward.c calls rt_linear; the other ops (embedding rows,
+ * RMSNorm/LayerNorm, RoPE, attention, SiLU/GELU, residual adds) are kernels still to write in
+ * runtime/cuda/. */
 #ifndef LMQ_RT_BACKEND_H
 #define LMQ_RT_BACKEND_H
 
