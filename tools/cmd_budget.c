@@ -71,12 +71,12 @@ static int read_lengths(const char *path, int ctx, int32_t **out, size_t *n)
         fprintf(stderr, "lmq budget: %s: %s\n", path, strerror(errno));
         return 0;
     }
-    size_t cap = 0;
+    size_t cap = 0, line_cap = 0;
     int32_t *v = NULL;
-    char line[4096];
+    char *line = NULL;
     int ok = 1;
     *n = 0;
-    for (long no = 1; ok && fgets(line, sizeof line, f); no++) {
+    for (long no = 1; ok && getline(&line, &line_cap, f) >= 0; no++) {
         char *hash = strchr(line, '#');
         if (hash)
             *hash = 0;
@@ -104,6 +104,7 @@ static int read_lengths(const char *path, int ctx, int32_t **out, size_t *n)
         fprintf(stderr, "lmq budget: %s: read error\n", path);
         ok = 0;
     }
+    free(line);
     fclose(f);
     if (ok && !*n) {
         fprintf(stderr, "lmq budget: %s: no lengths\n", path);

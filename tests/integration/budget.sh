@@ -41,6 +41,15 @@ has "lengths: 4 lengths from $tmp/len.txt, mean 33.5 tokens"
 has "contiguous: 48 sequences fit, 93.46% of the reserved KV unused"
 has "paged (16): 558 sequences fit, 23.86% of the reserved KV unused"
 
+# one line longer than any buffer: 3000 lengths of 17 (2 pages of 16 each), ΣL = 51000
+python3 -c 'print(" ".join(["17"] * 3000))' >"$tmp/long.txt"
+run 0 "$LMQ" budget "$tmp/s.lmq" --memory 16MiB --ctx 512 --lengths "$tmp/long.txt" --json
+python3 -c '
+import json, sys
+L = json.load(open(sys.argv[1]))["lengths"]
+assert L["n"] == 3000 and L["used_tokens"] == 51000 and L["paged_tokens"] == 3000 * 32, L
+' "$tmp/out" || fail "long line: $(cat "$tmp/out")"
+
 printf '3\n9 600\n' >"$tmp/bad.txt"
 run 1 "$LMQ" budget "$tmp/s.lmq" --memory 16MiB --ctx 512 --lengths "$tmp/bad.txt"
 has "bad.txt:2: length '600' is not an integer in 1..512"
