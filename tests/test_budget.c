@@ -166,6 +166,37 @@ START_TEST(llama_7b_shape)
 }
 END_TEST
 
+/* Paging against a simulation: each sequence grows a token at a time and takes a new page when
+ * the last is full; contiguous reserves ctx. Random lengths, several page sizes. */
+START_TEST(paging_simulated)
+{
+    const rt_budget_model m = { .n_layers = 3, .n_kv_heads = 2, .head_dim = 16, .weight_bytes = 12345 };
+    uint64_t seed = 7;
+    int32_t L[500];
+    const int ctx = 300;
+    for (int i = 0; i < 500; i++)
+        L[i] = 1 + (int32_t)(test_uniform(&seed) * ctx);
+    const int pages[] = { 1, 7, 16, 64, 300 };
+    for (size_t p = 0; p < sizeof pages / sizeof pages[0]; p++) {
+        uint64_t used = 0, reserved = 0;
+        for (int i = 0; i < 500; i++) {
+            int have = 0; /* tokens the sequence's pages hold */
+            for (int t = 0; t < L[i]; t++, used++)
+                if (t == have)
+                    have += pages[p], reserved += (uint64_t)pages[p];
+        }
+        const rt_budget b = plan(&m, 1ull << 30, ctx, pages[p], "fp16", L, 500);
+        ck_assert_uint_eq(b.used_tokens, used);
+        ck_assert_uint_eq(b.paged_tokens, reserved);
+        ck_assert_uint_eq(b.contiguous_tokens, 500ull * ctx);
+        ck_assert_double_eq_tol(b.paged_waste, 1 - (double)used / (double)reserved, 1e-12);
+        /* 2·3·2·16·2 = 384 bytes a token; the paged mix fits ⌊free pages · 500 / pages used⌋ */
+        const uint64_t free_pages = ((1ull << 30) - 12345) / (384ull * (uint64_t)pages[p]);
+        ck_assert_uint_eq(b.seqs_paged, free_pages * 500 / (reserved / (uint64_t)pages[p]));
+    }
+}
+END_TEST
+
 /* What the plan refuses, each naming what is wrong. */
 START_TEST(refusals)
 {
@@ -201,6 +232,7 @@ int main(void)
     tcase_add_test(tc, stories260k);
     tcase_add_test(tc, sotu_gpt2);
     tcase_add_test(tc, llama_7b_shape);
+    tcase_add_test(tc, paging_simulated);
     tcase_add_test(tc, refusals);
     suite_add_tcase(s, tc);
     return run_suite(s);
