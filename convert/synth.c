@@ -31,6 +31,15 @@ const cv_synth_shape *cv_synth_find(const char *name)
     return NULL;
 }
 
+char *cv_synth_names(char *buf, size_t size)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < cv_synth_n_shapes && n < size; i++)
+        n += (size_t)snprintf(buf + n, size - n, "%s%s", n ? ", " : "", cv_synth_shapes[i].name);
+    return buf;
+}
+
 /* ---- the tensors ---------------------------------------------------------------------- */
 
 typedef enum {

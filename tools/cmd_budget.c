@@ -138,10 +138,8 @@ static int model_of(const char *path, const char *shape_s, const char *weights_s
     }
     const cv_synth_shape *s = cv_synth_find(shape_s);
     if (!s) {
-        fprintf(stderr, "lmq budget: unknown shape '%s' (", shape_s);
-        for (int i = 0; i < cv_synth_n_shapes; i++)
-            fprintf(stderr, "%s%s", i ? ", " : "", cv_synth_shapes[i].name);
-        fprintf(stderr, ")\n");
+        char names[256];
+        fprintf(stderr, "lmq budget: unknown shape '%s' (%s)\n", shape_s, cv_synth_names(names, sizeof names));
         return 2;
     }
     const lmq_encoding *e = lmq_encoding_find(weights_s);

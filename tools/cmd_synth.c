@@ -43,10 +43,8 @@ int cmd_synth(int argc, char **argv)
     }
     const cv_synth_shape *shape = cv_synth_find(shape_s);
     if (!shape) {
-        fprintf(stderr, "lmq synth: unknown shape '%s' (", shape_s);
-        for (int i = 0; i < cv_synth_n_shapes; i++)
-            fprintf(stderr, "%s%s", i ? ", " : "", cv_synth_shapes[i].name);
-        fprintf(stderr, ")\n");
+        char names[256];
+        fprintf(stderr, "lmq synth: unknown shape '%s' (%s)\n", shape_s, cv_synth_names(names, sizeof names));
         return 2;
     }
     cv_synth_opts so = { .progress = on_progress };
