@@ -17,6 +17,7 @@
 const cv_synth_shape cv_synth_shapes[] = {
     { "gpt2-124m", LMQ_FAMILY_GPT2, 12, 768, 3072, 12, 12, 50257, 1024, 1 },
     { "llama-1b", LMQ_FAMILY_LLAMA, 16, 2048, 8192, 32, 8, 32000, 2048, 0 },
+    { "llama-7b", LMQ_FAMILY_LLAMA, 32, 4096, 11008, 32, 32, 32000, 4096, 0 },
     { "tiny-gpt2", LMQ_FAMILY_GPT2, 2, 64, 256, 4, 4, 512, 128, 1 },
     { "tiny-llama", LMQ_FAMILY_LLAMA, 2, 64, 176, 4, 2, 512, 256, 0 },
 };
@@ -28,6 +29,15 @@ const cv_synth_shape *cv_synth_find(const char *name)
         if (!strcmp(cv_synth_shapes[i].name, name))
             return &cv_synth_shapes[i];
     return NULL;
+}
+
+char *cv_synth_names(char *buf, size_t size)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < cv_synth_n_shapes && n < size; i++)
+        n += (size_t)snprintf(buf + n, size - n, "%s%s", n ? ", " : "", cv_synth_shapes[i].name);
+    return buf;
 }
 
 /* ---- the tensors ---------------------------------------------------------------------- */
@@ -150,6 +160,29 @@ static int list_tensors(const cv_synth_shape *s, synth_tensor *t)
         i = end;
     }
     return n;
+}
+
+lmq_code cv_synth_stored_bytes(const cv_synth_shape *s, const lmq_qparams *matrices, uint64_t *bytes, lmq_err *err)
+{
+    const int n = list_tensors(s, NULL);
+    synth_tensor *t = malloc((size_t)n * sizeof *t);
+    if (!t)
+        return lmq_fail(err, LMQ_E_NOMEM, "synth %s: out of memory", s->name);
+    list_tensors(s, t);
+    const lmq_qparams plain = { .dtype = LMQ_T_F32 };
+    lmq_code c = LMQ_OK;
+    *bytes = 0;
+    for (int i = 0; i < n && !c; i++) {
+        const int vector = t[i].shape[1] == 0;
+        lmq_layout L;
+        c = lmq_layout_of(vector ? &plain : matrices, t[i].shape[0], vector ? 1 : t[i].shape[1], &L, err);
+        if (c)
+            lmq_err_prefix(err, "synth %s: %s: ", s->name, t[i].name);
+        else
+            *bytes += L.bytes;
+    }
+    free(t);
+    return c;
 }
 
 /* ---- values --------------------------------------------------------------------------- */

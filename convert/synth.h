@@ -12,9 +12,11 @@
 #ifndef LMQ_CONVERT_SYNTH_H
 #define LMQ_CONVERT_SYNTH_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "common/err.h"
+#include "formats/encoding.h"
 #include "formats/model.h"
 
 typedef struct {
@@ -29,6 +31,12 @@ extern const int cv_synth_n_shapes;
 
 /* The shape called name, or NULL. */
 const cv_synth_shape *cv_synth_find(const char *name);
+/* Every shape's name joined by ", " into buf (for messages that list what is known). Returns buf. */
+char *cv_synth_names(char *buf, size_t size);
+
+/* The bytes the shape's tensors take as stored: every matrix in `matrices` (lmq_layout_of), every
+ * vector in fp32, as a recipe that quantises everything 2-D leaves them. */
+lmq_code cv_synth_stored_bytes(const cv_synth_shape *s, const lmq_qparams *matrices, uint64_t *bytes, lmq_err *err);
 
 typedef struct {
     uint64_t seed;

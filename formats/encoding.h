@@ -14,7 +14,12 @@
  *   codes        rows × cols codes of `bits` bits, packed densely across rows and groups, least
  *                significant bit first (schemes/pack.h), the last byte zero-padded.
  * A group is `group` consecutive weights along a row; a row shorter than `group` is one group,
- * and when cols % group != 0 the last group of each row is shorter. */
+ * and when cols % group != 0 the last group of each row is shorter.
+ * So a tensor is all its scales, then all its codes, not blocks of (scale, codes) as ggml's: a
+ * kernel reads a row's scales and its codes from two sections, the codes start wherever the
+ * scales end (no alignment), and a row of codes starts mid-byte when rows · bits is not a
+ * multiple of 8 (int4 with odd cols). runtime/cuda moves the codes to a 256-byte boundary on
+ * upload and uses 16-byte loads only where every row starts on one. */
 #ifndef LMQ_ENCODING_H
 #define LMQ_ENCODING_H
 

@@ -16,6 +16,7 @@ static const char usage[] =
     "what it generates is noise. The same shape and seed give byte-identical files.\n"
     "  --shape SHAPE   gpt2-124m  (12 layers, dim 768, vocab 50257, tied; 0.5 GB)\n"
     "                  llama-1b   (16 layers, dim 2048, 32/8 heads, vocab 32000; 4.4 GB)\n"
+    "                  llama-7b   (32 layers, dim 4096, 32/32 heads, vocab 32000; 27 GB)\n"
     "                  tiny-gpt2, tiny-llama  (2 layers, dim 64, vocab 512: for tests)\n"
     "  --output, -o DIR  the directory (created when missing)\n"
     "  --seed S        0 to 2^64-1 (default 0)\n";
@@ -42,10 +43,8 @@ int cmd_synth(int argc, char **argv)
     }
     const cv_synth_shape *shape = cv_synth_find(shape_s);
     if (!shape) {
-        fprintf(stderr, "lmq synth: unknown shape '%s' (", shape_s);
-        for (int i = 0; i < cv_synth_n_shapes; i++)
-            fprintf(stderr, "%s%s", i ? ", " : "", cv_synth_shapes[i].name);
-        fprintf(stderr, ")\n");
+        char names[256];
+        fprintf(stderr, "lmq synth: unknown shape '%s' (%s)\n", shape_s, cv_synth_names(names, sizeof names));
         return 2;
     }
     cv_synth_opts so = { .progress = on_progress };

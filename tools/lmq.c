@@ -21,7 +21,8 @@ static const struct {
     { "diff", cmd_diff, "diff A.lmq B.lmq|EXPECTED.yaml [--json] [--tolerance T]  what differs between two manifests" },
     { "synth", cmd_synth, "synth --shape SHAPE -o DIR [--seed S]       a real-shape checkpoint of random weights" },
     { "outliers", cmd_outliers, "outliers IN.lmq -o OUT.lmq [--channels 4] [--factor 30] [--seed 1]  a test model with activation outliers" },
-    { "probe", cmd_probe, "probe [--mib N] [--threads N] [--json]      this machine's memory read bandwidth" },
+    { "budget", cmd_budget, "budget MODEL.lmq|--shape S --memory 80GiB [--ctx N] [--kv fp16|int8]  KV-cache sizing" },
+    { "probe", cmd_probe, "probe [--device cpu|cuda] [--mib N] [--threads N] [--json]  memory (or device copy) bandwidth" },
 };
 
 static void usage(FILE *f)

@@ -30,7 +30,19 @@ run 0 "$LMQ" probe --mib 8 --rounds 1 --threads 1 --json
 python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); assert r["threads"] == 1, r' "$tmp/out" ||
     fail "--threads 1: $(cat "$tmp/out")"
 
-for bad in "--mib 0" "--mib x" "--threads -1" "--rounds 0" "--bogus" "--json=1" "extra"; do
+# --device cuda: a positive copy rate where a device is present; otherwise exit 1 saying why
+got=0
+"$LMQ" probe --device cuda --mib 64 --rounds 2 --json >"$tmp/out" 2>"$tmp/err" || got=$?
+if [ "$got" = 0 ]; then
+    python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); assert r["copy_gbps"] > 0 and r["device"], r' \
+        "$tmp/out" || fail "--device cuda --json: $(cat "$tmp/out")"
+else
+    [ "$got" = 1 ] || fail "--device cuda exited $got"
+    grep -qE '^lmq probe: cuda: (no CUDA device|lmq was built without CUDA \(nvcc not found\))$' "$tmp/err" ||
+        fail "--device cuda: $(cat "$tmp/err")"
+fi
+
+for bad in "--device tpu" "--mib 0" "--mib x" "--threads -1" "--rounds 0" "--bogus" "--json=1" "extra"; do
     # shellcheck disable=SC2086 # split the option from its value
     run 2 "$LMQ" probe $bad
 done

@@ -1,0 +1,34 @@
+/* Where linear layers run: one row per backend, each answering by the weight's encoding as the
+ * kernels are keyed. The CPU row is runtime/linear.h (every encoding); the CUDA row is
+ * runtime/cuda/cuda.h, present in every build but empty ("built without CUDA") where nvcc was
+ * not found. A CUDA forward pass (not written yet) would ask its row whether every weight of a
+ * model has a kernel, upload each once (rtc_upload), keep activations and the KV cache on the
+ * device and call rtc_linear where forward.c calls rt_linear; the other ops (embedding rows,
+ * RMSNorm/LayerNorm, RoPE, attention, SiLU/GELU, residual adds) are kernels still to write in
+ * runtime/cuda/. */
+#ifndef LMQ_RT_BACKEND_H
+#define LMQ_RT_BACKEND_H
+
+#include <stddef.h>
+
+#include "common/err.h"
+#include "runtime/linear.h"
+
+typedef struct {
+    const char *name; /* "cpu", "cuda": what --device takes */
+    int built;        /* compiled into this build */
+    /* Devices present now: 1 for the CPU; the driver's count for CUDA (0 without one). */
+    int (*devices)(void);
+    /* Whether it has a linear kernel for W; when not, why (naming the tensor) goes to why. */
+    int (*supports)(const rt_weight *W, char *why, size_t size);
+    /* Device memory bandwidth on device 0, 10^9 bytes/s, with a description of the device in
+     * desc; NULL for the CPU (lmq probe measures it per thread count: runtime/probe.h). */
+    lmq_code (*probe)(size_t bytes, int rounds, double *gbps, char *desc, size_t desc_size, lmq_err *err);
+} rt_backend;
+
+extern const rt_backend rt_backends[];
+extern const int rt_n_backends;
+/* The row called name, or NULL. */
+const rt_backend *rt_backend_find(const char *name);
+
+#endif

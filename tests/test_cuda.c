@@ -1,0 +1,201 @@
+/* The CUDA backend (runtime/cuda/cuda.h, built only with nvcc): its kernel table, checked on the
+ * host, and every kernel against the CPU's portable reference (rt_linear on the scalar kernel
+ * set) on ragged shapes, run only where a device is present. Without one the suite runs the
+ * host checks, prints "skipped: no CUDA device" with the number of comparisons it did not make,
+ * and exits 77: skipped, not passed (make check reports it as such). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/backend.h"
+#include "runtime/cuda/cuda.h"
+#include "schemes/scheme.h"
+#include "tests/testutil.h"
+
+static rt_weight weight(lmq_qparams q, int out, int in, const uint8_t *data, const float *b)
+{
+    rt_weight W = { .name = "blk.3.ffn_up.weight", .q = q, .data = data, .b = b, .out = out, .in = in };
+    lmq_err e;
+    ck_assert_msg(lmq_layout_of(&q, out, in, &W.L, &e) == LMQ_OK, "%s", e.msg);
+    return W;
+}
+
+/* What the table takes and refuses, by encoding; a refusal names the tensor and the reason. */
+START_TEST(table)
+{
+    const rt_backend *cuda = rt_backend_find("cuda"), *cpu = rt_backend_find("cpu");
+    ck_assert_ptr_nonnull(cuda);
+    ck_assert_ptr_nonnull(cpu);
+    ck_assert_ptr_null(rt_backend_find("tpu"));
+    ck_assert_int_eq(cuda->built, 1);
+    ck_assert_int_eq(cuda->devices(), rtc_device_count());
+    const struct {
+        lmq_qparams q;
+        int act, ok;
+        const char *why;
+    } rows[] = {
+        { { LMQ_T_F32, LMQ_GRAN_NONE, 0, 0 }, 0, 1, NULL },
+        { { LMQ_T_F16, LMQ_GRAN_NONE, 0, 0 }, 0, 1, NULL },
+        { { LMQ_T_BF16, LMQ_GRAN_NONE, 0, 0 }, 0, 1, NULL },
+        { { LMQ_T_INT8, LMQ_GRAN_TENSOR, 0, 0 }, 0, 1, NULL },
+        { { LMQ_T_INT8, LMQ_GRAN_CHANNEL, 0, 0 }, 0, 1, NULL },
+        { { LMQ_T_INT4, LMQ_GRAN_GROUP, 0, 128 }, 0, 1, NULL },
+        { { LMQ_T_INT4, LMQ_GRAN_GROUP, 1, 128 }, 0, 0, "int4 asymmetric" },
+        { { LMQ_T_INT8, LMQ_GRAN_CHANNEL, 0, 0 }, 1, 0, "activation quantisation" },
+        { { LMQ_T_INT3, LMQ_GRAN_GROUP, 0, 32 }, 0, 0, "int3: no CUDA kernel for this encoding" },
+        { { LMQ_T_F8_E4M3, LMQ_GRAN_CHANNEL, 0, 0 }, 0, 0, "no CUDA kernel for this encoding" },
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        rt_weight W = weight(rows[i].q, 4, 64, NULL, NULL);
+        W.act.scheme = rows[i].act ? LMQ_ACT_INT8 : LMQ_ACT_NONE;
+        char why[256] = "";
+        ck_assert_int_eq(cuda->supports(&W, why, sizeof why), rows[i].ok);
+        ck_assert_int_eq(rtc_supports(&W, why, sizeof why), rows[i].ok);
+        if (!rows[i].ok) {
+            ck_assert_msg(strstr(why, "blk.3.ffn_up.weight") && strstr(why, rows[i].why), "row %zu: %s", i, why);
+        }
+        ck_assert_int_eq(cpu->supports(&W, why, sizeof why), 1);
+    }
+}
+END_TEST
+
+/* Opening: a context where there is a device, "no CUDA device" where there is none. */
+START_TEST(open_device)
+{
+    rtc_ctx *c;
+    lmq_err e = { 0 };
+    const lmq_code code = rtc_open(0, &c, &e);
+    if (rtc_device_count() == 0) {
+        ck_assert_int_eq(code, LMQ_E_UNSUPPORTED);
+        ck_assert_str_eq(e.msg, "no CUDA device");
+        ck_assert_ptr_null(c);
+    } else {
+        ck_assert_msg(code == LMQ_OK, "%s", e.msg);
+        char desc[256];
+        rtc_describe(c, desc, sizeof desc);
+        ck_assert_msg(strstr(desc, "sm_"), "%s", desc);
+        rtc_close(c);
+    }
+}
+END_TEST
+
+/* ---- the kernels against the CPU --------------------------------------------------------- */
+
+static const lmq_qparams encodings[] = {
+    { LMQ_T_INT8, LMQ_GRAN_TENSOR, 0, 0 },  { LMQ_T_INT8, LMQ_GRAN_CHANNEL, 0, 0 },
+    { LMQ_T_INT8, LMQ_GRAN_GROUP, 0, 16 },  { LMQ_T_INT8, LMQ_GRAN_GROUP, 0, 128 },
+    { LMQ_T_INT4, LMQ_GRAN_TENSOR, 0, 0 },  { LMQ_T_INT4, LMQ_GRAN_CHANNEL, 0, 0 },
+    { LMQ_T_INT4, LMQ_GRAN_GROUP, 0, 16 },  { LMQ_T_INT4, LMQ_GRAN_GROUP, 0, 32 },
+    { LMQ_T_INT4, LMQ_GRAN_GROUP, 0, 128 }, { LMQ_T_F32, LMQ_GRAN_NONE, 0, 0 },
+    { LMQ_T_F16, LMQ_GRAN_NONE, 0, 0 },     { LMQ_T_BF16, LMQ_GRAN_NONE, 0, 0 },
+};
+#define N_ENC (sizeof encodings / sizeof encodings[0])
+
+/* [out × in]: a single row and column multiples of 16 and 32 (16-byte loads) and odd ones (a row
+ * starting inside a byte for int4; the per-code path), with 1 to 3 activation rows (the GEMV)
+ * and more than RTC_GEMV_MAX_ROWS (integer prefill: dequantised blocks and cuBLAS). */
+static const struct {
+    int out, in, n;
+} shapes[] = { { 1, 16, 1 },   { 7, 50, 3 },  { 33, 129, 1 }, { 130, 256, 3 }, { 9, 4096, 1 },
+               { 5, 4100, 3 }, { 64, 512, 2 }, { 12, 160, RTC_GEMV_MAX_ROWS }, { 6, 33, 5 },
+               { 40, 96, 17 }, { 3, 51, RTC_GEMV_MAX_ROWS + 1 } };
+#define N_SHAPES (sizeof shapes / sizeof shapes[0])
+
+/* Where the kernels may differ from the CPU, relative to Σ|x·w|: their summation order (1e-4
+ * bounds it with room), and where x is rounded to the weights' format (fp16 2^-11, bf16 2^-8 a
+ * product) or, for integer prefill, x and the dequantised weights both to fp16. */
+static double tolerance(lmq_dtype d, int n)
+{
+    if (d == LMQ_T_F16)
+        return 0x1p-10;
+    if (d == LMQ_T_BF16)
+        return 0x1p-7;
+    return (d == LMQ_T_INT8 || d == LMQ_T_INT4) && n > RTC_GEMV_MAX_ROWS ? 0x1p-9 : 1e-4;
+}
+
+START_TEST(kernels)
+{
+    const lmq_qparams q = encodings[_i / N_SHAPES];
+    const int out = shapes[_i % N_SHAPES].out, in = shapes[_i % N_SHAPES].in, n = shapes[_i % N_SHAPES].n;
+    const int with_bias = _i % 2;
+    char desc[64];
+    q_describe(&q, desc, sizeof desc);
+    uint64_t seed = 1000 + (uint64_t)_i;
+    float *w = malloc((size_t)out * in * sizeof *w), *wd = malloc((size_t)out * in * sizeof *wd);
+    float *x = malloc((size_t)n * in * sizeof *x), *b = malloc((size_t)out * sizeof *b);
+    float *want = malloc((size_t)n * out * sizeof *want), *got = malloc((size_t)n * out * sizeof *got);
+    for (int i = 0; i < out * in; i++)
+        w[i] = (float)(0.05 * test_gauss(&seed));
+    for (int i = 0; i < n * in; i++)
+        x[i] = (float)test_gauss(&seed);
+    for (int i = 0; i < out; i++)
+        b[i] = (float)(0.1 * test_gauss(&seed));
+    lmq_err e;
+    lmq_layout L;
+    ck_assert_msg(lmq_layout_of(&q, out, in, &L, &e) == LMQ_OK, "%s", e.msg);
+    uint8_t *data = malloc(L.bytes);
+    ck_assert_msg(q_quantize(&q, w, out, in, data, L.bytes, NULL, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_msg(q_dequantize(&q, data, L.bytes, out, in, wd, NULL, &e) == LMQ_OK, "%s", e.msg);
+    const rt_weight W = weight(q, out, in, data, with_bias ? b : NULL);
+
+    const rt_exec cpu = { .isa = RT_ISA_SCALAR };
+    ck_assert_msg(rt_linear(&cpu, x, n, &W, want, &e) == LMQ_OK, "%s", e.msg);
+
+    rtc_ctx *c;
+    ck_assert_msg(rtc_open(0, &c, &e) == LMQ_OK, "%s", e.msg);
+    rtc_weight *dw;
+    void *dx, *dy;
+    ck_assert_msg(rtc_upload(c, &W, &dw, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_uint_ge(rtc_weight_bytes(dw), L.bytes);
+    ck_assert_msg(rtc_alloc(c, (size_t)n * in * sizeof *x, &dx, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_msg(rtc_alloc(c, (size_t)n * out * sizeof *got, &dy, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_msg(rtc_to_device(c, dx, x, (size_t)n * in * sizeof *x, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_msg(rtc_linear(c, dx, n, dw, dy, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_msg(rtc_to_host(c, got, dy, (size_t)n * out * sizeof *got, &e) == LMQ_OK, "%s", e.msg);
+
+    const double tol = tolerance((lmq_dtype)q.dtype, n);
+    for (int t = 0; t < n; t++)
+        for (int r = 0; r < out; r++) {
+            double mag = 0;
+            for (int k = 0; k < in; k++)
+                mag += fabs((double)x[(size_t)t * in + k] * wd[(size_t)r * in + k]);
+            const double d = fabs((double)got[(size_t)t * out + r] - want[(size_t)t * out + r]);
+            ck_assert_msg(d <= tol * mag + 1e-6, "%s [%d × %d] n %d: y[%d, %d] = %.9g, CPU %.9g (|Σ x·w| ≤ %g)", desc,
+                          out, in, n, t, r, got[(size_t)t * out + r], want[(size_t)t * out + r], mag);
+        }
+    rtc_free(dx);
+    rtc_free(dy);
+    rtc_weight_free(dw);
+    rtc_close(c);
+    free(w), free(wd), free(x), free(b), free(want), free(got), free(data);
+}
+END_TEST
+
+int main(void)
+{
+    const int devices = rtc_device_count();
+    Suite *s = suite_create("cuda");
+    TCase *host = tcase_create("table");
+    tcase_add_test(host, table);
+    tcase_add_test(host, open_device);
+    suite_add_tcase(s, host);
+    if (devices) {
+        TCase *dev = tcase_create("kernels");
+        tcase_set_timeout(dev, 120);
+        tcase_add_loop_test(dev, kernels, 0, (int)(N_ENC * N_SHAPES));
+        suite_add_tcase(s, dev);
+    }
+    /* In one process: a CUDA context does not survive Check's fork, and main already made one. */
+    SRunner *sr = srunner_create(s);
+    srunner_set_fork_status(sr, CK_NOFORK);
+    srunner_run_all(sr, CK_NORMAL);
+    const int rc = srunner_ntests_failed(sr) ? 1 : 0;
+    srunner_free(sr);
+    if (rc || devices)
+        return rc;
+    printf("test_cuda: skipped: no CUDA device (%d kernel comparisons against the CPU not run; only the host-side "
+           "table checks ran)\n",
+           (int)(N_ENC * N_SHAPES));
+    return 77;
+}
