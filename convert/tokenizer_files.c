@@ -7,7 +7,7 @@
 
 #include "common/file.h"
 #include "convert/paths.h"
-#include "runtime/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 /* ---- tokenizer files ------------------------------------------------------------------- */
 

@@ -2,8 +2,8 @@
  * raw bytes; what opens must encode a fixed text to ids inside the vocabulary that decode back
  * to the text, and must encode the input itself when it is UTF-8. */
 #include "fuzz/fuzz_util.h"
-#include "runtime/tokenizer.h"
-#include "runtime/unicode.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/unicode.h"
 
 static const char TEXT[] = "Once upon a time, the dog's 3 friends<|endoftext|> said \"hi\" \n\n caf\xc3\xa9 "
                            "\xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x98\x80";

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "schemes/scheme.h"
 
 /* The container has checked each tensor's size against its encoding's layout; what is left is

@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "common/file.h"
-#include "runtime/tokenizer.h"
-#include "runtime/unicode.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/unicode.h"
 #include "tests/testutil.h"
 #include "verify/stream.h"
 

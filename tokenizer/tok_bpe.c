@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/tok_internal.h"
+#include "tokenizer/tok_internal.h"
 
 #define NONE UINT32_MAX
 

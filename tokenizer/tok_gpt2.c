@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/tok_internal.h"
-#include "runtime/unicode.h"
+#include "tokenizer/tok_internal.h"
+#include "tokenizer/unicode.h"
 
 #define EOT_TEXT "<|endoftext|>"
 

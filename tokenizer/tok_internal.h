@@ -5,7 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "runtime/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 /* Byte strings -> id, open addressing. Keys live outside the map: key i is
  * arena[off[i] .. off[i+1]). Lookups may give the key in two parts (a concatenation). */

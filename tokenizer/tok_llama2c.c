@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/tok_internal.h"
-#include "runtime/unicode.h"
+#include "tokenizer/tok_internal.h"
+#include "tokenizer/unicode.h"
 
 enum { L2C_UNK = 0, L2C_BOS = 1, L2C_EOS = 2, L2C_MIN_VOCAB = 3 };
 

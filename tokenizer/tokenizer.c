@@ -2,8 +2,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/tok_internal.h"
-#include "runtime/unicode.h"
+#include "tokenizer/tok_internal.h"
+#include "tokenizer/unicode.h"
 
 tok_tokenizer *tok_alloc(lmq_tok_kind kind)
 {

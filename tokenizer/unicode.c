@@ -1,4 +1,4 @@
-#include "runtime/unicode.h"
+#include "tokenizer/unicode.h"
 
 tok_uni_class tok_uni_classify(uint32_t cp)
 {

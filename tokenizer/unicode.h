@@ -5,7 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Values are fixed: tools/gen_unicode.py writes them into runtime/unicode_tables.c. */
+/* Values are fixed: tools/gen_unicode.py writes them into tokenizer/unicode_tables.c. */
 typedef enum {
     TOK_UNI_OTHER = 0,  /* neither of the below, unassigned code points included */
     TOK_UNI_LETTER = 1, /* general category L* (\p{L}) */

@@ -6,7 +6,7 @@
 #include <xxhash.h>
 
 #include "common/file.h"
-#include "runtime/unicode.h"
+#include "tokenizer/unicode.h"
 
 #define SEPARATOR "<|endoftext|>"
 
