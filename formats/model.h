@@ -35,7 +35,13 @@ typedef enum { LMQ_FAMILY_GPT2 = 1, LMQ_FAMILY_LLAMA = 2 } lmq_family;
  * interleaved = (2i, 2i+1) as llama2.c; half = (i, i + hd/2) as Hugging Face's rotate_half. */
 typedef enum { LMQ_ROPE_NONE = 0, LMQ_ROPE_INTERLEAVED = 1, LMQ_ROPE_HALF = 2 } lmq_rope;
 
-typedef enum { LMQ_TOK_NONE = 0, LMQ_TOK_LLAMA2C = 1, LMQ_TOK_GPT2 = 2, LMQ_TOK_HF_JSON = 3 } lmq_tok_kind;
+typedef enum {
+    LMQ_TOK_NONE = 0,
+    LMQ_TOK_LLAMA2C = 1,
+    LMQ_TOK_GPT2 = 2,
+    LMQ_TOK_HF_JSON = 3,
+    LMQ_TOK_SPM = 4, /* SentencePiece tokenizer.model */
+} lmq_tok_kind;
 
 typedef struct {
     lmq_family family;
