@@ -261,10 +261,16 @@ static lmq_code bl_special(tok_tokenizer *t, const char *content, int32_t id)
     memcpy(copy, content, n + 1);
     t->special[t->n_special++] = (tok_special){ copy, n, id };
     t->special_first[copy[0] >> 3] |= (uint8_t)(1u << (copy[0] & 7));
-    for (size_t i = 0; i < sizeof EOS_TEXTS / sizeof EOS_TEXTS[0]; i++)
-        if (t->eos_id < 0 && strcmp(content, EOS_TEXTS[i]) == 0)
-            t->eos_id = id;
     return LMQ_OK;
+}
+
+/* The end-of-text token: the first of EOS_TEXTS among the special tokens. */
+static void bl_eos(tok_tokenizer *t)
+{
+    for (size_t i = 0; i < sizeof EOS_TEXTS / sizeof EOS_TEXTS[0] && t->eos_id < 0; i++)
+        for (int k = 0; k < t->n_special; k++)
+            if (!strcmp((const char *)t->special[k].text, EOS_TEXTS[i]))
+                t->eos_id = t->special[k].id;
 }
 
 static lmq_code bl_begin(bl_build *b, const char *file, lmq_tok_kind kind, lmq_err *err)
@@ -283,10 +289,12 @@ static lmq_code bl_begin(bl_build *b, const char *file, lmq_tok_kind kind, lmq_e
 /* Ends a build: on success hands the tokenizer over, otherwise frees it. */
 static lmq_code bl_end(bl_build *b, lmq_code c, tok_tokenizer **out)
 {
-    if (c)
+    if (c) {
         tok_free(b->t);
-    else
+    } else {
+        bl_eos(b->t);
         *out = b->t;
+    }
     bl_free(b);
     return c;
 }
@@ -533,6 +541,8 @@ static lmq_code hf_finish(json_t *model, bl_build *b, lmq_err *err)
     if (t->bos_id >= t->n_vocab)
         return lmq_fail(err, LMQ_E_FORMAT, "tokenizer.json: post_processor BOS id %d outside the vocabulary",
                         (int)t->bos_id);
+    if (!true_field(model, "byte_fallback"))
+        t->byte_fallback = 0; /* "<0xHH>" pieces may be there without the model using them */
     const char *unk = str_field(model, "unk_token");
     if (b->sp && unk) {
         t->unk_id = tok_strmap_get2(&b->map, (const uint8_t *)unk, strlen(unk), NULL, 0);
