@@ -5,7 +5,8 @@
  * Canonical names (i = layer index):
  *   tok_embd.weight [vocab, dim]        pos_embd.weight [ctx, dim] (gpt2)
  *   blk.i.attn_norm.weight [dim]        blk.i.attn_norm.bias (gpt2)
- *   llama: blk.i.attn_q.weight [heads*hd, dim], attn_k / attn_v [kv_heads*hd, dim]
+ *   llama: blk.i.attn_q.weight [heads*hd, dim], attn_k / attn_v [kv_heads*hd, dim];
+ *          optional (Qwen2), all three or none: blk.i.attn_q.bias [heads*hd], attn_k / attn_v .bias
  *   gpt2:  blk.i.attn_qkv.weight [3*dim, dim] (q|k|v rows), blk.i.attn_qkv.bias [3*dim], or
  *          (lmq convert --split-qkv) blk.i.attn_q / attn_k / attn_v .weight [dim, dim] + .bias [dim]
  *   blk.i.attn_out.weight [dim, dim]    (+ .bias gpt2)
