@@ -708,7 +708,7 @@ START_TEST(hf_json_refusals)
         { "{\"model\": {\"type\": \"WordPiece\", \"vocab\": {}}}", LMQ_E_UNSUPPORTED },
         { "{\"pre_tokenizer\": {\"type\": \"Metaspace\"}, \"model\": {\"type\": \"BPE\"}}",
           LMQ_E_UNSUPPORTED },
-        { "{\"normalizer\": {\"type\": \"NFC\"}, \"pre_tokenizer\": {\"type\": \"ByteLevel\"}, "
+        { "{\"normalizer\": {\"type\": \"NFKC\"}, \"pre_tokenizer\": {\"type\": \"ByteLevel\"}, "
           "\"model\": {\"type\": \"BPE\"}}", LMQ_E_UNSUPPORTED },
         { "{\"pre_tokenizer\": {\"type\": \"ByteLevel\", \"add_prefix_space\": true}, "
           "\"model\": {\"type\": \"BPE\"}}", LMQ_E_UNSUPPORTED },

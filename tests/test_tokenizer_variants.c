@@ -11,6 +11,7 @@
 #include "tests/testutil.h"
 #include "tokenizer/tok_internal.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/unicode.h"
 #include "verify/stream.h"
 
 #define SP "\xE2\x96\x81" /* U+2581 */
@@ -349,6 +350,35 @@ START_TEST(split_bytelevel_json)
 }
 END_TEST
 
+/* Qwen2's NFC normalizer: the identity on text already in NFC, which is all lmq accepts. */
+START_TEST(nfc_normalizer)
+{
+    /* by the Unicode definitions: U+0301 combines (ccc 230); U+2126 OHM SIGN and U+F900 are
+     * singletons (NFC maps them to U+03A9, U+8C48); U+1161 is a Hangul vowel jamo, composing with
+     * a leading consonant; precomposed U+00E9, U+D55C and U+03A9 are NFC as they are */
+    static const uint32_t unstable[] = { 0x0301, 0x2126, 0xF900, 0x1161, 0x11A8, 0x0344 };
+    static const uint32_t stable[] = { 'A', 0x00E9, 0xD55C, 0x03A9, 0x4E2D, 0x034F, 0x1100 };
+    for (size_t i = 0; i < sizeof unstable / sizeof unstable[0]; i++)
+        ck_assert_msg(!tok_uni_nfc_stable(unstable[i]), "U+%04X", (unsigned)unstable[i]);
+    for (size_t i = 0; i < sizeof stable / sizeof stable[0]; i++)
+        ck_assert_msg(tok_uni_nfc_stable(stable[i]), "U+%04X", (unsigned)stable[i]);
+    json_t *root = split_json(QWEN2_REGEX, 0, 0);
+    json_object_set_new(root, "normalizer", json_pack("{s:s}", "type", "NFC"));
+    tok_tokenizer *t = open_json_ok(root);
+    ENC(t, "xyz", 'x', 'y', 'z');
+    /* "é" precomposed: its two UTF-8 bytes, one pre-token with the letters around it */
+    ENC(t, "\xC3\xA9", 0xC3, 0xA9);
+    int32_t *ids;
+    size_t n;
+    lmq_err e;
+    const char *decomposed = "cafe\xCC\x81"; /* e + U+0301: NFC would give U+00E9 */
+    ck_assert_int_eq(tok_encode(t, decomposed, strlen(decomposed), &ids, &n, &e), LMQ_E_UNSUPPORTED);
+    ck_assert_msg(strstr(e.msg, "U+0301") && strstr(e.msg, "NFC"), "%s", e.msg);
+    tok_free(t);
+    json_decref(root);
+}
+END_TEST
+
 /* Components lmq does not implement are refused by name, never misread. */
 START_TEST(variant_refusals)
 {
@@ -650,6 +680,7 @@ int main(void)
     tcase_add_test(tc, metaspace_schemes);
     tcase_add_test(tc, split_patterns);
     tcase_add_test(tc, split_bytelevel_json);
+    tcase_add_test(tc, nfc_normalizer);
     tcase_add_test(tc, variant_refusals);
     tcase_add_test(tc, streams_follow_bos);
     tcase_add_test(tc, spm_model);

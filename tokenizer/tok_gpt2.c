@@ -438,10 +438,12 @@ static lmq_code hf_pre(json_t *root, bl_build *b, lmq_err *err)
 {
     tok_tokenizer *t = b->t;
     json_t *norm = json_object_get(root, "normalizer"), *pre = json_object_get(root, "pre_tokenizer");
-    if (!null_or_absent(norm)) {
+    if (!null_or_absent(norm) && !strcmp(type_of(norm), "NFC")) {
+        t->nfc = 1; /* the identity on the text lmq accepts: see tok_encode */
+    } else if (!null_or_absent(norm)) {
         if (!llama_normalizer(norm))
             return lmq_fail(err, LMQ_E_UNSUPPORTED,
-                            "tokenizer.json: normalizer %s (lmq reads none, or Llama's Sequence[Prepend "
+                            "tokenizer.json: normalizer %s (lmq reads none, NFC, or Llama's Sequence[Prepend "
                             "\"\\u2581\", Replace \" \" -> \"\\u2581\"])", type_of(norm));
         if (!null_or_absent(pre))
             return lmq_fail(err, LMQ_E_UNSUPPORTED,
@@ -454,6 +456,8 @@ static lmq_code hf_pre(json_t *root, bl_build *b, lmq_err *err)
     if (null_or_absent(pre))
         return lmq_fail(err, LMQ_E_UNSUPPORTED, "tokenizer.json: neither a normalizer nor a pre_tokenizer");
     if (!strcmp(pt, "Metaspace")) {
+        if (t->nfc)
+            return lmq_fail(err, LMQ_E_UNSUPPORTED, "tokenizer.json: NFC normalizer before Metaspace");
         b->sp = 1;
         return hf_metaspace(pre, t, err);
     }

@@ -92,6 +92,7 @@ struct tok_tokenizer {
     /* byte-level BPE */
     tok_pretok pretok;
     int ignore_merges; /* a pre-token that is a vocabulary entry is that token (Llama-3) */
+    int nfc;           /* NFC normalizer (Qwen2): text must be NFC already (tok_uni_nfc_stable) */
     tok_pairmap merges;
     int32_t byte_token[256]; /* also llama2c: the "<0xHH>" piece of each byte, -1 if none */
     tok_special *special;

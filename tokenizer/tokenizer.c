@@ -64,6 +64,14 @@ static lmq_code encode_segment(const tok_tokenizer *t, const uint8_t *s, size_t 
 static lmq_code encode_text(const tok_tokenizer *t, const uint8_t *text, size_t len, tok_ids *out,
                             lmq_err *err)
 {
+    for (size_t i = 0; t->nfc && i < len;) {
+        uint32_t cp;
+        i += (size_t)tok_utf8_decode(text + i, len - i, &cp); /* valid: checked by tok_encode */
+        if (!tok_uni_nfc_stable(cp))
+            return lmq_fail(err, LMQ_E_UNSUPPORTED,
+                            "text has U+%04X before byte %zu, which the tokenizer's NFC normalizer may change; "
+                            "lmq applies NFC only to text it leaves unchanged", (unsigned)cp, i);
+    }
     tok_bpe_work w = { 0 };
     lmq_code c = t->bos_id >= 0 ? tok_ids_push(out, t->bos_id, err) : LMQ_OK;
     size_t seg = 0;

@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
-"""Generates tokenizer/unicode_tables.c: the character classes GPT-2's pre-tokeniser needs.
+"""Generates tokenizer/unicode_tables.c: the character classes the pre-tokenisers need, and the
+code points NFC normalisation may change (tokenizer.json's NFC normalizer is honoured for text
+without them, where it is the identity).
 
 Classes: letter (general category L*), number (N*), space (Unicode White_Space, which is what
 the Python `regex` module matches with \\s), other (everything else, unassigned included).
 Run once from the repository root: python3 tools/gen_unicode.py > tokenizer/unicode_tables.c
 The output is committed; the run-time code binary-searches the range table.
 """
+import random
 import sys
 import unicodedata
 
@@ -26,6 +29,42 @@ def classify(cp):
     if cat.startswith("N"):
         return 2
     return 0
+
+
+def nfc_unstable():
+    """Code points whose presence lets NFC change a string: changed alone, combining (ccc != 0),
+    the second half of a canonical composition (Hangul V and T jamo included), or decomposing to
+    one of those first. Text without any is already NFC. Checked on random strings of the rest."""
+    def canonical(cp):
+        d = unicodedata.decomposition(chr(cp))
+        return None if not d or d.startswith("<") else [int(x, 16) for x in d.split()]
+    seconds = set(range(0x1161, 0x1176)) | set(range(0x11A8, 0x11C3))
+    for cp in range(0x110000):
+        d = None if cp in SURROGATES else canonical(cp)
+        if d and len(d) == 2:
+            seconds.add(d[1])
+
+    def unsafe(cp):
+        ch = chr(cp)
+        first = unicodedata.normalize("NFD", ch)[0]
+        return (unicodedata.normalize("NFC", ch) != ch or unicodedata.combining(ch) != 0 or cp in seconds
+                or unicodedata.combining(first) != 0 or ord(first) in seconds)
+    bad = [cp for cp in range(0x110000) if cp not in SURROGATES and unsafe(cp)]
+    badset = set(bad)
+    pool = [cp for cp in list(range(0x3000)) + list(range(0xAC00, 0xD7A4)) + list(range(0xF900, 0xFB00))
+            if cp not in SURROGATES and cp not in badset]
+    rng = random.Random(1)
+    for _ in range(100000):
+        s = "".join(chr(rng.choice(pool)) for _ in range(rng.randint(1, 6)))
+        if unicodedata.normalize("NFC", s) != s:
+            sys.exit("gen_unicode: NFC changes %r" % s)
+    spans = []
+    for cp in bad:
+        if spans and spans[-1][1] == cp - 1:
+            spans[-1][1] = cp
+        else:
+            spans.append([cp, cp])
+    return spans
 
 
 def check_against_regex(cls):
@@ -71,7 +110,12 @@ def main():
     for lo, hi, c in ranges:
         out.write("    { 0x%05X, 0x%05X, %s },\n" % (lo, hi, CLASSES[c]))
     out.write("};\n\n")
-    out.write("const size_t tok_uni_n_ranges = sizeof tok_uni_ranges / sizeof tok_uni_ranges[0];\n")
+    out.write("const size_t tok_uni_n_ranges = sizeof tok_uni_ranges / sizeof tok_uni_ranges[0];\n\n")
+    out.write("const tok_uni_span tok_uni_nfc_unstable[] = {\n")
+    for lo, hi in nfc_unstable():
+        out.write("    { 0x%05X, 0x%05X },\n" % (lo, hi))
+    out.write("};\n\n")
+    out.write("const size_t tok_uni_n_nfc_unstable = sizeof tok_uni_nfc_unstable / sizeof tok_uni_nfc_unstable[0];\n")
 
 
 if __name__ == "__main__":
