@@ -8,6 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/file.h"
+#include "convert/convert.h"
+#include "formats/container.h"
+#include "runtime/artefact.h"
 #include "tests/testutil.h"
 #include "tokenizer/tok_internal.h"
 #include "tokenizer/tokenizer.h"
@@ -671,6 +675,67 @@ START_TEST(spm_model_refusals)
 }
 END_TEST
 
+/* ---- carried by convert, stored in the artefact ---- */
+
+static void write_file(const char *dir, const char *name, const void *data, size_t n)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(data, 1, n, f), n);
+    fclose(f);
+}
+
+static void copy_fixture(const char *rel, const char *dir, const char *name)
+{
+    lmq_blob b;
+    lmq_err e;
+    ck_assert_msg(lmq_blob_open(fixture(rel), &b, &e) == LMQ_OK, "%s", e.msg);
+    write_file(dir, name, b.data, b.size);
+    lmq_blob_close(&b);
+}
+
+/* A Llama checkpoint (stories260K-hf, 512 tokens) with only a tokenizer.model beside it: convert
+ * carries it, the artefact stores it (manifest tokenizer: sentencepiece), and the artefact's
+ * tokenizer encodes as the file does. With a tokenizer.json there too, that one is chosen. */
+START_TEST(convert_carries_tokenizer_model)
+{
+    const char *dir = test_tmpdir();
+    copy_fixture("stories260K-hf/config.json", dir, "config.json");
+    copy_fixture("stories260K-hf/model.safetensors", dir, "model.safetensors");
+    pb_buf f = spm_file(2, "identity", 0);
+    write_file(dir, "tokenizer.model", f.p, f.n);
+    free(f.p);
+    lmq_model m, back;
+    lmq_err e;
+    ck_assert_msg(lmq_convert(dir, NULL, &m, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_int_eq(m.arch.tokenizer, LMQ_TOK_SPM);
+    ck_assert_msg(strstr(m.notes, "tokenizer.model"), "%s", m.notes);
+    char path[600];
+    snprintf(path, sizeof path, "%s/m.lmq", dir);
+    ck_assert_msg(lmq_container_write_model(path, &m, NULL, &e) == LMQ_OK, "%s", e.msg);
+    lmq_model_free(&m);
+    ck_assert_msg(rt_load_artefact(path, &back, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_int_eq(back.arch.tokenizer, LMQ_TOK_SPM);
+    tok_tokenizer *t;
+    ck_assert_msg(tok_open_model(&back, &t, &e) == LMQ_OK, "%s", e.msg);
+    ENC(t, "ab ab", 1, S_SP_AB, S_SP_AB);
+    tok_free(t);
+    lmq_model_free(&back);
+
+    json_t *root = llama2_json();
+    char *js = json_dumps(root, JSON_COMPACT);
+    write_file(dir, "tokenizer.json", js, strlen(js));
+    free(js);
+    json_decref(root);
+    ck_assert_msg(lmq_convert(dir, NULL, &m, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_int_eq(m.arch.tokenizer, LMQ_TOK_HF_JSON);
+    lmq_model_free(&m);
+    test_rmtree(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("tokenizer_variants");
@@ -685,6 +750,7 @@ int main(void)
     tcase_add_test(tc, streams_follow_bos);
     tcase_add_test(tc, spm_model);
     tcase_add_test(tc, spm_model_refusals);
+    tcase_add_test(tc, convert_carries_tokenizer_model);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }
