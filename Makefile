@@ -58,8 +58,10 @@ endif
 lmq: $(BUILD)/lmq
 	@ln -sf $(BUILD)/lmq lmq
 
+# Rebuilt from scratch: an object whose source was moved or renamed must not linger in it.
 $(BUILD)/liblmq.a: $(LIB_OBJ) $(CUDA_OBJ)
 	@mkdir -p $(dir $@)
+	@rm -f $@
 	$(AR) rcs $@ $^
 
 $(BUILD)/lmq: $(TOOL_OBJ) $(BUILD)/liblmq.a

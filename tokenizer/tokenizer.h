@@ -68,14 +68,18 @@ int tok_bos_id(const tok_tokenizer *t);        /* what tok_encode puts first (ll
 int tok_eos_id(const tok_tokenizer *t);        /* llama2c: 2; json: <|endoftext|>, </s> or
                                                   <|end_of_text|>; or -1 */
 
-/* Encodes text[0..len) into a malloc'd array (*ids, *n; free() it).
+/* Encodes text[0..len) into a malloc'd array (*ids, *n; free() it). BOS first when the
+ * tokenizer has one (tok_bos_id); special tokens are split out of the text first, and each
+ * stretch between them is encoded on its own.
  * llama2c: exactly llama2.c's encode(text, bos=1, eos=0): BOS, the dummy-prefix " " when the
  *   text is not empty, code points as tokens, then merges of the adjacent pair with the
  *   highest-scoring concatenation, leftmost on ties. A code point that is not a piece becomes
  *   its UTF-8 bytes' "<0xHH>" tokens when the vocabulary has byte fallback, else one <unk>
  *   (id 0), as SentencePiece encoded the model's training data: such text is not an error, and
- *   does not decode back to itself.
- * gpt2: GPT-2's pre-tokeniser and rank-ordered merges, special tokens recognised; no BOS.
+ *   does not decode back to itself. tokenizer.model: the same. SentencePiece-style
+ *   tokenizer.json: the same with merges by rank and its prefix rule (tok_open_hf_json).
+ * byte-level (gpt2, tokenizer.json): the pre-tokeniser (GPT-2's, Llama-3's or Qwen2's), then
+ *   rank-ordered merges within each pre-token.
  * Text that is not valid UTF-8 gives LMQ_E_FORMAT naming the byte offset. */
 lmq_code tok_encode(const tok_tokenizer *t, const char *text, size_t len, int32_t **ids,
                     size_t *n, lmq_err *err);
