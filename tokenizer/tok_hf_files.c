@@ -1,6 +1,6 @@
-/* BPE with rank-ordered merges from GPT-2's vocab.json + merges.txt or a Hugging Face
- * tokenizer.json: byte-level (GPT-2, Llama-3, Qwen2 pre-tokenisers) or SentencePiece-style
- * (Llama-2 family: byte fallback, "▁" for spaces), special tokens matched inside text. */
+/* Hugging Face tokenizer files, BPE with rank-ordered merges: GPT-2's vocab.json + merges.txt,
+ * and tokenizer.json, byte-level (GPT-2, Llama-3, Qwen2 pre-tokenisers) or SentencePiece-style
+ * (Llama-2 family: byte fallback, "▁" for spaces); special tokens matched inside text. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
