@@ -219,7 +219,8 @@ lmq_code tok_sp_segment(const tok_tokenizer *t, const uint8_t *s, size_t n, int 
         if (t->split_words)
             for (j = pre ? i : i + 1; j < n && s[j] != ' '; j++)
                 ;
-        size_t at = out->n;
+        /* llama2.c merges over BOS too (SentencePiece adds BOS after encoding) */
+        size_t at = out->n - (i == 0 && first && t->kind == LMQ_TOK_LLAMA2C && out->n > 0);
         if (pre)
             out->v[out->n++] = t->space_id >= 0 ? t->space_id : t->byte_token[' '];
         pre = 0;
