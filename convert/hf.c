@@ -26,7 +26,7 @@ typedef enum {
 
 /* Fused tensors stored as lmq's canonical row blocks: rows stacked in the source, cut apart at
  * convert (the runtime has no fused Llama rows). */
-typedef enum { SPLIT_NONE = 0, SPLIT_QKV, SPLIT_GATE_UP } split_kind;
+typedef enum { SPLIT_QKV, SPLIT_GATE_UP, SPLIT_KINDS } split_kind;
 
 static const struct {
     const char *fused;   /* the canonical stem the table rows give the fused tensor */
@@ -68,7 +68,7 @@ static const name_row GPT2_NAMES[] = {
     { "h.{L}.attn.masked_bias", NULL, MAP_IGNORE }, /* mask fill value */
 };
 
-/* Llama's, shared by Mistral and Qwen2 (Qwen2 adds QWEN2_BIASES). */
+/* Llama's, shared by Mistral, Qwen2 and Phi-3 (which add QWEN2_NAMES, PHI3_NAMES). */
 static const name_row LLAMA_NAMES[] = {
     { "embed_tokens.weight", "tok_embd.weight", MAP_COPY },
     { "layers.{L}.input_layernorm.weight", "blk.{L}.attn_norm.weight", MAP_COPY },
@@ -277,22 +277,23 @@ typedef struct {
     fused_mode fused; /* what happens to SPLITS' fused stems */
 } hf_family;
 
+#define N_OF(t) (sizeof t / sizeof t[0])
 static const hf_family FAMILIES[] = {
-    { "gpt2", "GPT2LMHeadModel", "transformer.", { GPT2_NAMES }, { sizeof GPT2_NAMES / sizeof GPT2_NAMES[0] }, 0, NULL,
+    { "gpt2", "GPT2LMHeadModel", "transformer.", { GPT2_NAMES }, { N_OF(GPT2_NAMES) }, 0, NULL,
       "gpt2 Conv1D weights (c_attn, attn.c_proj, c_fc, mlp.c_proj) transposed to [out, in]", FUSED_ON_REQUEST },
-    { "llama", "LlamaForCausalLM", "model.", { LLAMA_NAMES }, { sizeof LLAMA_NAMES / sizeof LLAMA_NAMES[0] }, 1, NULL,
+    { "llama", "LlamaForCausalLM", "model.", { LLAMA_NAMES }, { N_OF(LLAMA_NAMES) }, 1, NULL,
       "rope: half (HF rotate_half), q/k rows kept as stored", FUSED_NONE },
-    { "mistral", "MistralForCausalLM", "model.", { LLAMA_NAMES }, { sizeof LLAMA_NAMES / sizeof LLAMA_NAMES[0] }, 1, "",
+    { "mistral", "MistralForCausalLM", "model.", { LLAMA_NAMES }, { N_OF(LLAMA_NAMES) }, 1, "",
       "mistral: Llama layout; rope: half (HF rotate_half), q/k rows kept as stored", FUSED_NONE },
-    { "qwen2", "Qwen2ForCausalLM", "model.", { LLAMA_NAMES, QWEN2_NAMES },
-      { sizeof LLAMA_NAMES / sizeof LLAMA_NAMES[0], sizeof QWEN2_NAMES / sizeof QWEN2_NAMES[0] }, 1,
-      "use_sliding_window",
-      "qwen2: Llama layout with q/k/v biases; rope: half (HF rotate_half)", FUSED_NONE },
-    { "phi3", "Phi3ForCausalLM", "model.", { LLAMA_NAMES, PHI3_NAMES },
-      { sizeof LLAMA_NAMES / sizeof LLAMA_NAMES[0], sizeof PHI3_NAMES / sizeof PHI3_NAMES[0] }, 1, "",
+    { "qwen2", "Qwen2ForCausalLM", "model.", { LLAMA_NAMES, QWEN2_NAMES }, { N_OF(LLAMA_NAMES), N_OF(QWEN2_NAMES) },
+      1, "use_sliding_window", "qwen2: Llama layout with q/k/v biases; rope: half (HF rotate_half)", FUSED_NONE },
+    { "phi3", "Phi3ForCausalLM", "model.", { LLAMA_NAMES, PHI3_NAMES }, { N_OF(LLAMA_NAMES), N_OF(PHI3_NAMES) }, 1,
+      "",
       "phi3: fused qkv_proj split by rows into attn_q, attn_k, attn_v and gate_up_proj into ffn_gate, ffn_up; "
-      "rope: half (HF rotate_half)", FUSED_SPLIT },
+      "rope: half (HF rotate_half)",
+      FUSED_SPLIT },
 };
+#undef N_OF
 #define N_FAMILIES (sizeof FAMILIES / sizeof FAMILIES[0])
 
 static lmq_code pick_family(json_t *cfg, const hf_family **out, lmq_err *err)
@@ -640,7 +641,7 @@ static lmq_code load_weights(hf_ctx *x, lmq_plan *p, lmq_err *err)
             char canon[LMQ_NAME_MAX];
             pattern_expand(row->canon, layer, canon, sizeof canon);
             lmq_code c = load_tensor(x, p, f, t, canon, row->kind == MAP_TRANSPOSE, err);
-            for (int k = SPLIT_QKV; !c && k <= SPLIT_GATE_UP; k++) {
+            for (int k = 0; !c && k < SPLIT_KINDS; k++) {
                 char fused[LMQ_NAME_MAX];
                 const int n = snprintf(fused, sizeof fused, "blk.%d.%s.", layer, SPLITS[k].fused);
                 if (!strncmp(canon, fused, (size_t)n) &&
