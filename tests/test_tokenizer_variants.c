@@ -174,6 +174,42 @@ START_TEST(llama2_normalizer)
 }
 END_TEST
 
+/* Llama-2's file with two chat tokens as Phi-3's carry them: one taking the whitespace after it
+ * (rstrip), one the whitespace before it (lstrip). */
+enum { P_END = P_SP_HI + 1, P_USER };
+static json_t *llama2_chat_json(void)
+{
+    json_t *root = llama2_json();
+    json_t *added = json_object_get(root, "added_tokens");
+    json_array_append_new(added, json_pack("{s:i, s:s, s:b, s:b, s:b, s:b, s:b}", "id", P_END, "content", "<|end|>",
+                                           "single_word", 0, "lstrip", 0, "rstrip", 1, "normalized", 0, "special", 1));
+    json_array_append_new(added, json_pack("{s:i, s:s, s:b, s:b, s:b, s:b, s:b}", "id", P_USER, "content",
+                                           "<|user|>", "single_word", 0, "lstrip", 1, "rstrip", 0, "normalized", 0,
+                                           "special", 1));
+    return root;
+}
+
+START_TEST(added_token_strips)
+{
+    json_t *root = llama2_chat_json();
+    tok_tokenizer *t = open_json_ok(root);
+    /* "hi " keeps its space (no lstrip): ▁hi▁ -> (h,i) 4, (▁,hi) 5 -> ▁hi ▁; rstrip takes " "
+     * after <|end|>, so "ab" follows alone: ▁ab */
+    ENC(t, "hi <|end|> \tab", 1, P_SP_HI, P_SPACE, P_END, P_SP_AB);
+    /* lstrip takes the spaces before <|user|>: "ab" then "hi", each prefixed */
+    ENC(t, "ab  <|user|>hi", 1, P_SP_AB, P_USER, P_SP_HI);
+    /* the stretch is only whitespace: nothing is left of it */
+    ENC(t, " <|user|><|end|>  ", 1, P_USER, P_END);
+    tok_free(t);
+    /* single_word is refused */
+    json_object_set_new(json_array_get(json_object_get(root, "added_tokens"), 3), "single_word", json_true());
+    lmq_err e;
+    ck_assert_int_eq(open_json(root, &t, &e), LMQ_E_UNSUPPORTED);
+    ck_assert_msg(strstr(e.msg, "single_word"), "%s", e.msg);
+    json_decref(root);
+}
+END_TEST
+
 START_TEST(metaspace_schemes)
 {
     /* prepend_scheme "first": only the stretch at the start of the text, and not when it starts
@@ -743,6 +779,7 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, llama2_normalizer);
     tcase_add_test(tc, metaspace_schemes);
+    tcase_add_test(tc, added_token_strips);
     tcase_add_test(tc, split_patterns);
     tcase_add_test(tc, split_bytelevel_json);
     tcase_add_test(tc, nfc_normalizer);

@@ -42,6 +42,7 @@ static size_t utf8_put(uint32_t cp, uint8_t *o)
 typedef struct {
     const char *content;
     int32_t id;
+    int lstrip, rstrip;
 } bl_added;
 
 typedef struct {
@@ -248,7 +249,7 @@ static lmq_code bl_merge_line(bl_build *b, const char *s, size_t n, int32_t rank
     return bl_merge(b, s, (size_t)(sp - s), sp + 1, (size_t)(s + n - sp - 1), rank, where, err);
 }
 
-static lmq_code bl_special(tok_tokenizer *t, const char *content, int32_t id)
+static lmq_code bl_special(tok_tokenizer *t, const char *content, int32_t id, int lstrip, int rstrip)
 {
     tok_special *s = realloc(t->special, ((size_t)t->n_special + 1) * sizeof *s);
     if (!s)
@@ -259,7 +260,7 @@ static lmq_code bl_special(tok_tokenizer *t, const char *content, int32_t id)
     if (!copy)
         return LMQ_E_NOMEM;
     memcpy(copy, content, n + 1);
-    t->special[t->n_special++] = (tok_special){ copy, n, id };
+    t->special[t->n_special++] = (tok_special){ copy, n, id, lstrip, rstrip };
     t->special_first[copy[0] >> 3] |= (uint8_t)(1u << (copy[0] & 7));
     return LMQ_OK;
 }
@@ -328,7 +329,7 @@ lmq_code tok_open_gpt2(const uint8_t *vocab_json, size_t vocab_size, const uint8
         return bl_end(&b, LMQ_E_FORMAT, out);
     c = bl_vocab(&b, vocab, NULL, 0, err);
     json_t *eot = c ? NULL : json_object_get(vocab, EOS_TEXTS[0]);
-    if (eot && bl_special(b.t, EOS_TEXTS[0], (int32_t)json_integer_value(eot)))
+    if (eot && bl_special(b.t, EOS_TEXTS[0], (int32_t)json_integer_value(eot), 0, 0))
         c = nomem(&b, err);
     json_decref(vocab);
     b.file = "merges.txt";
@@ -582,13 +583,13 @@ static lmq_code hf_added(json_t *root, bl_added **out, int *n_out, lmq_err *err)
                             "tokenizer.json: added_tokens[%zu] needs a non-empty content and an id",
                             i);
         }
-        if (true_field(e, "lstrip") || true_field(e, "rstrip") || true_field(e, "single_word")) {
+        if (true_field(e, "single_word")) {
             free(a);
-            return lmq_fail(err, LMQ_E_UNSUPPORTED,
-                            "tokenizer.json: added token \"%.60s\" uses lstrip/rstrip/single_word",
+            return lmq_fail(err, LMQ_E_UNSUPPORTED, "tokenizer.json: added token \"%.60s\" uses single_word",
                             content);
         }
-        a[i] = (bl_added){ content, (int32_t)json_integer_value(id) };
+        a[i] = (bl_added){ content, (int32_t)json_integer_value(id), true_field(e, "lstrip"),
+                           true_field(e, "rstrip") };
     }
     *out = a;
     *n_out = (int)n;
@@ -651,7 +652,7 @@ lmq_code tok_open_hf_json(const uint8_t *json, size_t size, tok_tokenizer **out,
     if (!c)
         c = hf_finish(model, &b, err);
     for (int i = 0; !c && i < n_add; i++)
-        if (bl_special(b.t, add[i].content, add[i].id))
+        if (bl_special(b.t, add[i].content, add[i].id, add[i].lstrip, add[i].rstrip))
             c = nomem(&b, err);
     free(add);
     json_decref(root);

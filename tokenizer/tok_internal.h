@@ -56,11 +56,13 @@ typedef enum {
     TOK_PREPEND_META_FIRST /* Metaspace "first": only a segment at the start of the text, likewise */
 } tok_prepend;
 
-/* A special token matched literally inside text before pre-tokenisation. */
+/* A special token matched literally inside text before pre-tokenisation; lstrip / rstrip: the
+ * whitespace before / after it belongs to the match (Hugging Face's added-token options). */
 typedef struct {
     uint8_t *text;
     size_t len;
     int32_t id;
+    int lstrip, rstrip;
 } tok_special;
 
 struct tok_tokenizer {

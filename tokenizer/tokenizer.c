@@ -59,8 +59,16 @@ static lmq_code encode_segment(const tok_tokenizer *t, const uint8_t *s, size_t 
                  : tok_bytelevel_segment(t, s, n, w, out, err);
 }
 
+static int space_at(const uint8_t *s, size_t n, size_t i, size_t *len)
+{
+    uint32_t cp;
+    *len = (size_t)tok_utf8_decode(s + i, n - i, &cp);
+    return tok_uni_classify(cp) == TOK_UNI_SPACE;
+}
+
 /* BOS, then the text with special tokens split out first, each stretch between them encoded on
- * its own (as Hugging Face's added tokens are). */
+ * its own (as Hugging Face's added tokens are); lstrip / rstrip tokens take the whitespace
+ * before / after them in the stretch. */
 static lmq_code encode_text(const tok_tokenizer *t, const uint8_t *text, size_t len, tok_ids *out,
                             lmq_err *err)
 {
@@ -81,10 +89,21 @@ static lmq_code encode_text(const tok_tokenizer *t, const uint8_t *text, size_t 
             i++;
             continue;
         }
-        c = encode_segment(t, text + seg, i - seg, seg == 0, &w, out, err);
+        size_t start = i, k;
+        while (sp->lstrip && start > seg) { /* back over the whitespace character before */
+            size_t p = start - 1;
+            while (p > seg && (text[p] & 0xC0) == 0x80)
+                p--;
+            if (!space_at(text, len, p, &k))
+                break;
+            start = p;
+        }
+        c = encode_segment(t, text + seg, start - seg, seg == 0, &w, out, err);
         if (!c)
             c = tok_ids_push(out, sp->id, err);
         i += sp->len;
+        while (sp->rstrip && i < len && space_at(text, len, i, &k))
+            i += k;
         seg = i;
     }
     if (!c)

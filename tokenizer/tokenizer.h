@@ -36,7 +36,8 @@ lmq_code tok_open_gpt2(const uint8_t *vocab_json, size_t vocab_size, const uint8
 
 /* Hugging Face tokenizer.json with a BPE model: model.vocab, model.merges ("a b" strings or
  * [a, b] pairs, in rank order) and added_tokens, which are split out of text first (matched
- * literally, longest first). The pipelines read:
+ * literally, longest first; lstrip / rstrip take the whitespace before / after them; single_word
+ * is refused). The pipelines read:
  *   GPT-2:   pre_tokenizer ByteLevel (its own regex, no prefix space);
  *   Llama-3, Qwen2: pre_tokenizer Sequence[Split(their pattern, Isolated), ByteLevel(no
  *            regex)], model.ignore_merges honoured;
