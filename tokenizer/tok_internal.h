@@ -78,25 +78,25 @@ struct tok_tokenizer {
     int fuse_unk;    /* sp: consecutive unknown code points give one unk_id */
     tok_prepend prepend;
     int split_words; /* sp (Metaspace split): BPE runs on each word, a word starting at a space */
-    /* What each token decodes to: bytes[off[i] .. off[i+1]). llama2c: the piece as stored
-     * (byte tokens are mapped at decode time); byte-level: the raw bytes. */
+    /* What each token decodes to: bytes[off[i] .. off[i+1]). sp: the piece (byte pieces are
+     * mapped at decode time); byte-level: the raw bytes. */
     uint8_t *bytes;
     size_t *off;
-    int16_t *byte_piece; /* llama2c: the byte a "<0xHH>" piece stands for, or -1 */
+    int16_t *byte_piece; /* sp: the byte a "<0xHH>" piece stands for, or -1 */
     uint8_t byte_value[256];
 
     /* llama2c, tokenizer.model: merges by score (NULL: by rank, from `merges`) */
     float *score;
-    tok_strmap pieces;
+    tok_strmap pieces; /* bytes -> id: sp's code points; byte-level's ignore_merges */
     int32_t space_id; /* the dummy prefix " ", -1 when absent */
     int byte_fallback; /* all 256 "<0xHH>" pieces are present (byte_token holds their ids) */
 
     /* byte-level BPE */
     tok_pretok pretok;
     int ignore_merges; /* a pre-token that is a vocabulary entry is that token (Llama-3) */
-    int nfc;           /* NFC normalizer (Qwen2): text must be NFC already (tok_uni_nfc_stable) */
+    int nfc; /* tokenizer.json's NFC normalizer (Qwen2): text must be NFC already (tok_uni_nfc_stable) */
     tok_pairmap merges;
-    int32_t byte_token[256]; /* also llama2c: the "<0xHH>" piece of each byte, -1 if none */
+    int32_t byte_token[256]; /* also sp: the "<0xHH>" piece of each byte, -1 if none */
     tok_special *special;
     int n_special;
     uint8_t special_first[32]; /* bit set of the first bytes of the specials */
