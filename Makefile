@@ -20,7 +20,7 @@ ifeq ($(SAN),fuzz)
 CFLAGS  += -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 endif
 
-STAGES  := common formats schemes convert calibrate quantize runtime verify audit
+STAGES  := common formats schemes tokenizer convert calibrate quantize runtime verify audit
 LIB_SRC := $(foreach d,$(STAGES),$(wildcard $(d)/*.c))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TOOL_SRC := $(wildcard tools/*.c)
@@ -65,8 +65,10 @@ endif
 lmq: $(BUILD)/lmq
 	@ln -sf $(BUILD)/lmq lmq
 
+# Rebuilt from scratch: an object whose source was moved or renamed must not linger in it.
 $(BUILD)/liblmq.a: $(LIB_OBJ) $(CUDA_OBJ)
 	@mkdir -p $(dir $@)
+	@rm -f $@
 	$(AR) rcs $@ $^
 
 $(BUILD)/lmq: $(TOOL_OBJ) $(BUILD)/liblmq.a

@@ -8,8 +8,9 @@
  *   *.safetensors        one Hugging Face weights file, config.json beside it
  *   *.index.json         a sharded checkpoint's index, config.json beside it
  *   *.bin                a llama2.c checkpoint (formats/llama2c.h)
- * Supported Hugging Face architectures: GPT2LMHeadModel (model_type gpt2) and
- * LlamaForCausalLM (model_type llama). */
+ * Supported Hugging Face architectures (model_type): GPT2LMHeadModel (gpt2), LlamaForCausalLM
+ * (llama), MistralForCausalLM (mistral), Qwen2ForCausalLM (qwen2: q/k/v biases) and
+ * Phi3ForCausalLM (phi3: fused qkv_proj / gate_up_proj split by rows). */
 #ifndef LMQ_CONVERT_H
 #define LMQ_CONVERT_H
 
@@ -18,8 +19,8 @@
 #include "formats/source.h"
 
 typedef struct {
-    /* A tokenizer file (vocab.json with merges.txt beside it, tokenizer.json, or a llama2.c
-     * tokenizer .bin) or a directory holding one; NULL: look beside the checkpoint. */
+    /* A tokenizer file (vocab.json with merges.txt beside it, tokenizer.json, tokenizer.model, or
+     * a llama2.c tokenizer .bin) or a directory holding one; NULL: look beside the checkpoint. */
     const char *tokenizer;
     /* GPT-2: store the fused c_attn as blk.i.attn_q / attn_k / attn_v (.weight [dim, dim],
      * .bias [dim]) instead of blk.i.attn_qkv. An error for a model whose q, k, v are separate. */

@@ -24,6 +24,22 @@ typedef enum {
     MAP_CLASSIFIER, /* lm_head: output.weight unless it merely repeats the tied embedding */
 } map_kind;
 
+/* Fused tensors stored as lmq's canonical row blocks: rows stacked in the source, cut apart at
+ * convert (the runtime has no fused Llama rows). */
+typedef enum { SPLIT_QKV, SPLIT_GATE_UP, SPLIT_KINDS } split_kind;
+
+static const struct {
+    const char *fused;   /* the canonical stem the table rows give the fused tensor */
+    const char *part[3]; /* canonical stems, in row order */
+    int n;
+} SPLITS[] = {
+    [SPLIT_QKV] = { "attn_qkv", { "attn_q", "attn_k", "attn_v" }, 3 }, /* rows: heads·hd, kv_heads·hd twice */
+    [SPLIT_GATE_UP] = { "ffn_gate_up", { "ffn_gate", "ffn_up" }, 2 }, /* rows: hidden twice (gate first) */
+};
+
+/* When a family's fused tensors are split: GPT-2 keeps c_attn fused unless --split-qkv asks. */
+typedef enum { FUSED_NONE = 0, FUSED_ON_REQUEST, FUSED_SPLIT } fused_mode;
+
 /* "{L}" in a pattern stands for the layer index. */
 typedef struct {
     const char *hf, *canon;
@@ -52,6 +68,7 @@ static const name_row GPT2_NAMES[] = {
     { "h.{L}.attn.masked_bias", NULL, MAP_IGNORE }, /* mask fill value */
 };
 
+/* Llama's, shared by Mistral, Qwen2 and Phi-3 (which add QWEN2_NAMES, PHI3_NAMES). */
 static const name_row LLAMA_NAMES[] = {
     { "embed_tokens.weight", "tok_embd.weight", MAP_COPY },
     { "layers.{L}.input_layernorm.weight", "blk.{L}.attn_norm.weight", MAP_COPY },
@@ -66,6 +83,18 @@ static const name_row LLAMA_NAMES[] = {
     { "norm.weight", "out_norm.weight", MAP_COPY },
     { "lm_head.weight", "output.weight", MAP_CLASSIFIER },
     { "layers.{L}.self_attn.rotary_emb.inv_freq", NULL, MAP_IGNORE }, /* recomputed from rope_theta */
+};
+
+static const name_row QWEN2_NAMES[] = {
+    { "layers.{L}.self_attn.q_proj.bias", "blk.{L}.attn_q.bias", MAP_COPY },
+    { "layers.{L}.self_attn.k_proj.bias", "blk.{L}.attn_k.bias", MAP_COPY },
+    { "layers.{L}.self_attn.v_proj.bias", "blk.{L}.attn_v.bias", MAP_COPY },
+};
+
+/* Phi-3: Llama's layout with q|k|v and gate|up each fused into one matrix. */
+static const name_row PHI3_NAMES[] = {
+    { "layers.{L}.self_attn.qkv_proj.weight", "blk.{L}.attn_qkv.weight", MAP_COPY },
+    { "layers.{L}.mlp.gate_up_proj.weight", "blk.{L}.ffn_gate_up.weight", MAP_COPY },
 };
 
 /* ---- config.json ---------------------------------------------------------------------- */
@@ -185,6 +214,22 @@ static lmq_code llama_unsupported(json_t *cfg, const lmq_arch *a, lmq_err *err)
     return LMQ_OK;
 }
 
+/* Sliding-window attention (Mistral; Qwen2 and Phi-3 when enabled): every position attends to at
+ * most `window` positions, the same as full attention while the context is no longer than the
+ * window. The model's max_seq is capped at the window, so lmq never runs a context where the two
+ * differ; the note records it. */
+static lmq_code sliding_window(json_t *cfg, lmq_arch *a, int enabled, char *note, size_t cap, lmq_err *err)
+{
+    int window;
+    lmq_code c = cfg_int(cfg, "sliding_window", 0, &window, err);
+    if (c || !enabled || !window || window >= a->max_seq)
+        return c;
+    snprintf(note, cap, "sliding_window %d: max_seq capped from %d to the window (exact: no context runs past it)",
+             window, a->max_seq);
+    a->max_seq = window;
+    return LMQ_OK;
+}
+
 static lmq_code llama_config(json_t *cfg, lmq_arch *a, lmq_err *err)
 {
     lmq_code c;
@@ -207,22 +252,48 @@ static lmq_code llama_config(json_t *cfg, lmq_arch *a, lmq_err *err)
     return llama_unsupported(cfg, a, err);
 }
 
+/* Llama's config plus what the Llama-like families add: `window` names the flag that turns
+ * their sliding window on ("": always on; NULL: the family has none). */
+static lmq_code llama_like_config(json_t *cfg, const char *window, lmq_arch *a, char *note, size_t cap,
+                                  lmq_err *err)
+{
+    json_t *prf = json_object_get(cfg, "partial_rotary_factor");
+    if (prf && !json_is_null(prf) && !(json_is_number(prf) && json_number_value(prf) == 1.0))
+        return lmq_fail(err, LMQ_E_UNSUPPORTED, "config.json: partial_rotary_factor other than 1 is not supported");
+    lmq_code c = llama_config(cfg, a, err);
+    int enabled = 0;
+    if (!c && window)
+        c = window[0] ? cfg_bool(cfg, window, 0, &enabled, err) : (enabled = 1, LMQ_OK);
+    return c ? c : sliding_window(cfg, a, enabled, note, cap, err);
+}
+
 typedef struct {
     const char *model_type, *architecture, *prefix;
-    const name_row *names;
-    size_t n_names;
-    lmq_code (*config)(json_t *cfg, lmq_arch *a, lmq_err *err);
+    const name_row *names[2]; /* the family's table rows: the base table and its additions */
+    size_t n_names[2];
+    int llama_like;           /* config read by llama_like_config (else gpt2_config) */
+    const char *window;       /* llama_like_config's sliding-window flag */
     const char *notes;
-    const char *fused_qkv; /* the canonical name stem --split-qkv splits; NULL: q, k, v are separate */
+    fused_mode fused; /* what happens to SPLITS' fused stems */
 } hf_family;
 
+#define N_OF(t) (sizeof t / sizeof t[0])
 static const hf_family FAMILIES[] = {
-    { "gpt2", "GPT2LMHeadModel", "transformer.", GPT2_NAMES, sizeof GPT2_NAMES / sizeof GPT2_NAMES[0],
-      gpt2_config,
-      "gpt2 Conv1D weights (c_attn, attn.c_proj, c_fc, mlp.c_proj) transposed to [out, in]", "attn_qkv" },
-    { "llama", "LlamaForCausalLM", "model.", LLAMA_NAMES, sizeof LLAMA_NAMES / sizeof LLAMA_NAMES[0],
-      llama_config, "rope: half (HF rotate_half), q/k rows kept as stored", NULL },
+    { "gpt2", "GPT2LMHeadModel", "transformer.", { GPT2_NAMES }, { N_OF(GPT2_NAMES) }, 0, NULL,
+      "gpt2 Conv1D weights (c_attn, attn.c_proj, c_fc, mlp.c_proj) transposed to [out, in]", FUSED_ON_REQUEST },
+    { "llama", "LlamaForCausalLM", "model.", { LLAMA_NAMES }, { N_OF(LLAMA_NAMES) }, 1, NULL,
+      "rope: half (HF rotate_half), q/k rows kept as stored", FUSED_NONE },
+    { "mistral", "MistralForCausalLM", "model.", { LLAMA_NAMES }, { N_OF(LLAMA_NAMES) }, 1, "",
+      "mistral: Llama layout; rope: half (HF rotate_half), q/k rows kept as stored", FUSED_NONE },
+    { "qwen2", "Qwen2ForCausalLM", "model.", { LLAMA_NAMES, QWEN2_NAMES }, { N_OF(LLAMA_NAMES), N_OF(QWEN2_NAMES) },
+      1, "use_sliding_window", "qwen2: Llama layout with q/k/v biases; rope: half (HF rotate_half)", FUSED_NONE },
+    { "phi3", "Phi3ForCausalLM", "model.", { LLAMA_NAMES, PHI3_NAMES }, { N_OF(LLAMA_NAMES), N_OF(PHI3_NAMES) }, 1,
+      "",
+      "phi3: fused qkv_proj split by rows into attn_q, attn_k, attn_v and gate_up_proj into ffn_gate, ffn_up; "
+      "rope: half (HF rotate_half)",
+      FUSED_SPLIT },
 };
+#undef N_OF
 #define N_FAMILIES (sizeof FAMILIES / sizeof FAMILIES[0])
 
 static lmq_code pick_family(json_t *cfg, const hf_family **out, lmq_err *err)
@@ -244,10 +315,12 @@ static lmq_code pick_family(json_t *cfg, const hf_family **out, lmq_err *err)
         *out = f;
         return LMQ_OK;
     }
-    return lmq_fail(err, LMQ_E_UNSUPPORTED,
-                    "config.json: unsupported %s \"%s\" (lmq reads gpt2 / GPT2LMHeadModel and llama / "
-                    "LlamaForCausalLM)",
-                    mt ? "model_type" : "architecture", mt ? json_string_value(mt) : arch);
+    char known[256] = "";
+    for (size_t i = 0; i < N_FAMILIES; i++)
+        snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s / %s", i ? ", " : "",
+                 FAMILIES[i].model_type, FAMILIES[i].architecture);
+    return lmq_fail(err, LMQ_E_UNSUPPORTED, "config.json: unsupported %s \"%s\" (lmq reads %s)",
+                    mt ? "model_type" : "architecture", mt ? json_string_value(mt) : arch, known);
 }
 
 /* ---- name patterns ------------------------------------------------------------------------ */
@@ -431,6 +504,7 @@ static lmq_code open_source(hf_ctx *x, lmq_err *err)
 
 static lmq_code read_config(hf_ctx *x, lmq_model *m, lmq_err *err)
 {
+    char note[256] = "";
     json_error_t je;
     json_t *cfg = json_loadb((const char *)x->config.data, x->config.size, JSON_REJECT_DUPLICATES, &je);
     lmq_code c;
@@ -439,8 +513,11 @@ static lmq_code read_config(hf_ctx *x, lmq_model *m, lmq_err *err)
     else if (!json_is_object(cfg))
         c = lmq_fail(err, LMQ_E_FORMAT, "config.json: not a JSON object");
     else if (!(c = pick_family(cfg, &x->fam, err)))
-        c = x->fam->config(cfg, &m->arch, err);
+        c = x->fam->llama_like ? llama_like_config(cfg, x->fam->window, &m->arch, note, sizeof note, err)
+                               : gpt2_config(cfg, &m->arch, err);
     json_decref(cfg);
+    if (!c && note[0])
+        cv_note(m, "%s", note);
     return c ? lmq_err_prefix(err, "%s: ", x->dir) : LMQ_OK;
 }
 
@@ -449,9 +526,10 @@ static const name_row *lookup(const hf_ctx *x, const char *name, int *layer)
 {
     size_t plen = strlen(x->fam->prefix);
     const char *bare = strncmp(name, x->fam->prefix, plen) ? name : name + plen;
-    for (size_t i = 0; i < x->fam->n_names; i++)
-        if (pattern_match(x->fam->names[i].hf, bare, layer))
-            return &x->fam->names[i];
+    for (int t = 0; t < 2; t++)
+        for (size_t i = 0; i < x->fam->n_names[t]; i++)
+            if (pattern_match(x->fam->names[t][i].hf, bare, layer))
+                return &x->fam->names[t][i];
     return NULL;
 }
 
@@ -497,23 +575,33 @@ static lmq_code load_classifier(hf_ctx *x, lmq_plan *p, const st_file *f, const 
     return LMQ_OK;
 }
 
-/* --split-qkv: replaces the tensor just described, blk.L.attn_qkv.<suffix> [3·d(, d)], by its
- * three row blocks blk.L.attn_q / attn_k / attn_v.<suffix> (rows 0..d-1, d..2d-1, 2d..3d-1). */
-static lmq_code split_qkv(lmq_plan *p, int layer, const char *suffix, lmq_err *err)
+/* Replaces the tensor just described, a fused blk.L.<stem>.<suffix> (GPT-2's attn_qkv under
+ * --split-qkv, Phi-3's qkv_proj and gate_up_proj), by its row blocks blk.L.<part>.<suffix>, as
+ * many rows each as the architecture gives: q|k|v heads·hd, kv_heads·hd, kv_heads·hd (GPT-2: d
+ * each); gate|up hidden each. */
+static lmq_code split_rows(lmq_plan *p, int layer, split_kind k, const char *suffix, lmq_err *err)
 {
     const lmq_tensor fused = p->model.tensors[--p->model.n_tensors];
     lmq_source part = p->sources[p->model.n_tensors];
-    int64_t dims[LMQ_MAX_DIMS];
+    const lmq_arch *a = &p->model.arch;
+    const int64_t kv = (int64_t)a->dim / a->n_heads * a->n_kv_heads;
+    const int64_t rows[3] = { k == SPLIT_QKV ? a->dim : a->hidden_dim, k == SPLIT_QKV ? kv : a->hidden_dim, kv };
+    const int64_t cols = lmq_tensor_numel(&fused) / fused.shape[0];
+    int64_t total = 0;
+    for (int i = 0; i < SPLITS[k].n; i++)
+        total += rows[i];
+    if (fused.shape[0] != total)
+        return lmq_fail(err, LMQ_E_FORMAT, "tensor %s: %lld rows, but the %s it holds have %lld", part.origin,
+                        (long long)fused.shape[0], k == SPLIT_QKV ? "q, k, v" : "gate and up", (long long)total);
+    int64_t dims[LMQ_MAX_DIMS], row0 = 0;
     memcpy(dims, fused.shape, sizeof dims);
-    dims[0] /= 3;
-    if (fused.shape[0] % 3)
-        return lmq_fail(err, LMQ_E_FORMAT, "tensor %s: %lld rows do not split into q, k, v", part.origin,
-                        (long long)fused.shape[0]);
     lmq_code c = LMQ_OK;
-    for (int i = 0; i < 3 && !c; i++) {
+    for (int i = 0; i < SPLITS[k].n && !c; i++) {
         char name[LMQ_NAME_MAX];
-        snprintf(name, sizeof name, "blk.%d.attn_%c.%s", layer, "qkv"[i], suffix);
-        part.first = i * (lmq_tensor_numel(&fused) / 3);
+        snprintf(name, sizeof name, "blk.%d.%s.%s", layer, SPLITS[k].part[i], suffix);
+        dims[0] = rows[i];
+        part.first = row0 * cols;
+        row0 += rows[i];
         c = lmq_plan_add(p, name, fused.ndim, dims, &part, err);
     }
     return c;
@@ -553,10 +641,13 @@ static lmq_code load_weights(hf_ctx *x, lmq_plan *p, lmq_err *err)
             char canon[LMQ_NAME_MAX];
             pattern_expand(row->canon, layer, canon, sizeof canon);
             lmq_code c = load_tensor(x, p, f, t, canon, row->kind == MAP_TRANSPOSE, err);
-            char fused[LMQ_NAME_MAX];
-            const int n = x->split_qkv ? snprintf(fused, sizeof fused, "blk.%d.%s.", layer, x->fam->fused_qkv) : 0;
-            if (!c && n > 0 && !strncmp(canon, fused, (size_t)n))
-                c = split_qkv(p, layer, canon + n, err);
+            for (int k = 0; !c && k < SPLIT_KINDS; k++) {
+                char fused[LMQ_NAME_MAX];
+                const int n = snprintf(fused, sizeof fused, "blk.%d.%s.", layer, SPLITS[k].fused);
+                if (!strncmp(canon, fused, (size_t)n) &&
+                    (x->fam->fused == FUSED_SPLIT || (x->fam->fused == FUSED_ON_REQUEST && x->split_qkv)))
+                    c = split_rows(p, layer, (split_kind)k, canon + n, err);
+            }
             if (c)
                 return c;
         }
@@ -582,9 +673,10 @@ static void name_origin(const hf_ctx *x, const lmq_plan *p, lmq_err *err)
     for (int i = 0; i < m->n_tensors; i++)
         if (!strcmp(m->tensors[i].name, canon))
             snprintf(hf, sizeof hf, "%s", p->sources[i].origin);
-    for (size_t i = 0; i < x->fam->n_names && !hf[0]; i++) {
+    for (size_t k = 0; k < x->fam->n_names[0] + x->fam->n_names[1] && !hf[0]; k++) {
         int layer;
-        const name_row *r = &x->fam->names[i];
+        const int t = k >= x->fam->n_names[0];
+        const name_row *r = &x->fam->names[t][k - (t ? x->fam->n_names[0] : 0)];
         if (r->canon && pattern_match(r->canon, canon, &layer)) {
             char bare[LMQ_NAME_MAX];
             pattern_expand(r->hf, layer, bare, sizeof bare);
@@ -632,12 +724,12 @@ lmq_code lmq_convert_hf(const char *src, const lmq_convert_opts *opts, lmq_plan 
     lmq_code c;
     if ((c = open_source(&x, err)) || (c = read_config(&x, out, err)))
         goto done;
-    if (x.split_qkv && !x.fam->fused_qkv) {
+    if (x.split_qkv && x.fam->fused != FUSED_ON_REQUEST) {
         c = lmq_fail(err, LMQ_E_ARG, "%s: --split-qkv: nothing to split: q, k, v are separate already", src);
         goto done;
     }
     cv_note(out, "%s", x.fam->notes);
-    if (x.fam->fused_qkv)
+    if (x.fam->fused == FUSED_ON_REQUEST)
         cv_note(out, "%s",
                 x.split_qkv ? "fused c_attn split by rows into attn_q, attn_k, attn_v (--split-qkv)"
                             : "fused c_attn kept as attn_qkv (q|k|v rows)");

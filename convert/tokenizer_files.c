@@ -7,7 +7,7 @@
 
 #include "common/file.h"
 #include "convert/paths.h"
-#include "runtime/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 /* ---- tokenizer files ------------------------------------------------------------------- */
 
@@ -23,6 +23,7 @@ static const struct {
     { "vocab.json", LMQ_TOK_GPT2, "vocab.json", "merges.txt", 1 },
     { "merges.txt", LMQ_TOK_GPT2, "merges.txt", "vocab.json", 0 },
     { "tokenizer.json", LMQ_TOK_HF_JSON, "tokenizer.json", NULL, 1 },
+    { "tokenizer.model", LMQ_TOK_SPM, "tokenizer.model", NULL, 1 }, /* only where no tokenizer.json is */
     { ".bin", LMQ_TOK_LLAMA2C, "tokenizer.bin", NULL, 1 },
 };
 #define N_TOKENIZERS (sizeof TOKENIZERS / sizeof TOKENIZERS[0])
@@ -111,7 +112,8 @@ static lmq_code tokenizer_in_dir(lmq_model *m, const char *dir, const char *what
     if (path[0])
         return carry_tokenizer(m, path, TOK_LLAMA2C_ROW, err);
     return lmq_fail(err, LMQ_E_ARG,
-                    "%s: no tokenizer found (vocab.json + merges.txt, tokenizer.json, tokenizer.bin or tok*.bin); "
+                    "%s: no tokenizer found (vocab.json + merges.txt, tokenizer.json, tokenizer.model, tokenizer.bin or "
+                    "tok*.bin); "
                     "pass --tokenizer FILE",
                     what);
 }
@@ -129,7 +131,8 @@ static lmq_code carry_found(lmq_model *m, const char *dir, const char *what, con
         if (cv_ends_with(given, TOKENIZERS[k].suffix))
             return carry_tokenizer(m, given, k, err);
     return lmq_fail(err, LMQ_E_ARG,
-                    "%s: not a tokenizer lmq knows (vocab.json, merges.txt, tokenizer.json or a llama2.c .bin)", given);
+                    "%s: not a tokenizer lmq knows (vocab.json, merges.txt, tokenizer.json, tokenizer.model or a "
+                    "llama2.c .bin)", given);
 }
 
 /* The tokenizer is opened as generate and verify will open it, so that an artefact never

@@ -22,7 +22,8 @@ static const char *const family_names[] = { [LMQ_FAMILY_GPT2] = "gpt2", [LMQ_FAM
 static const char *const rope_names[] = { [LMQ_ROPE_NONE] = "none", [LMQ_ROPE_INTERLEAVED] = "interleaved",
                                           [LMQ_ROPE_HALF] = "half" };
 static const char *const tok_names[] = { [LMQ_TOK_NONE] = "none", [LMQ_TOK_LLAMA2C] = "llama2c",
-                                         [LMQ_TOK_GPT2] = "gpt2", [LMQ_TOK_HF_JSON] = "hf_json" };
+                                         [LMQ_TOK_GPT2] = "gpt2", [LMQ_TOK_HF_JSON] = "hf_json",
+                                         [LMQ_TOK_SPM] = "sentencepiece" };
 
 static const lmq_yf_field arch_fields[] = {
     YF_KEY("family", YF_ENUM, lmq_arch, family, YF_NAMES(family_names)),

@@ -213,6 +213,22 @@ static lmq_code gpt2_qkv(const lmq_model *m, int l, int64_t d, lmq_err *err)
     return LMQ_OK;
 }
 
+/* Llama q/k/v biases (Qwen2): none, or all three. */
+static lmq_code llama_qkv_bias(const lmq_model *m, int l, int64_t d, int64_t kv, lmq_err *err)
+{
+    static const char *const names[] = { "attn_q.bias", "attn_k.bias", "attn_v.bias" };
+    char n[LMQ_NAME_MAX];
+    int have = 0;
+    for (int i = 0; i < 3; i++)
+        have += (snprintf(n, sizeof n, "blk.%d.%s", l, names[i]), lmq_model_find(m, n) != NULL);
+    lmq_code c = LMQ_OK;
+    for (int i = 0; have && i < 3 && !c; i++) {
+        snprintf(n, sizeof n, "blk.%d.%s", l, names[i]);
+        c = expect(m, n, i ? kv : d, 0, err);
+    }
+    return c;
+}
+
 lmq_code lmq_model_validate(const lmq_model *m, lmq_err *err)
 {
     const lmq_arch *a = &m->arch;
@@ -249,6 +265,8 @@ lmq_code lmq_model_validate(const lmq_model *m, lmq_err *err)
             EXPECT(kv, d, "blk.%d.attn_k.weight", l);
             EXPECT(kv, d, "blk.%d.attn_v.weight", l);
             EXPECT(h, d, "blk.%d.ffn_gate.weight", l);
+            if ((c = llama_qkv_bias(m, l, d, kv, err)))
+                return c;
         }
     }
     EXPECT(d, 0, "out_norm.weight");

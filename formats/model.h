@@ -5,7 +5,8 @@
  * Canonical names (i = layer index):
  *   tok_embd.weight [vocab, dim]        pos_embd.weight [ctx, dim] (gpt2)
  *   blk.i.attn_norm.weight [dim]        blk.i.attn_norm.bias (gpt2)
- *   llama: blk.i.attn_q.weight [heads*hd, dim], attn_k / attn_v [kv_heads*hd, dim]
+ *   llama: blk.i.attn_q.weight [heads*hd, dim], attn_k / attn_v [kv_heads*hd, dim];
+ *          optional (Qwen2), all three or none: blk.i.attn_q.bias [heads*hd], attn_k / attn_v .bias
  *   gpt2:  blk.i.attn_qkv.weight [3*dim, dim] (q|k|v rows), blk.i.attn_qkv.bias [3*dim], or
  *          (lmq convert --split-qkv) blk.i.attn_q / attn_k / attn_v .weight [dim, dim] + .bias [dim]
  *   blk.i.attn_out.weight [dim, dim]    (+ .bias gpt2)
@@ -35,7 +36,13 @@ typedef enum { LMQ_FAMILY_GPT2 = 1, LMQ_FAMILY_LLAMA = 2 } lmq_family;
  * interleaved = (2i, 2i+1) as llama2.c; half = (i, i + hd/2) as Hugging Face's rotate_half. */
 typedef enum { LMQ_ROPE_NONE = 0, LMQ_ROPE_INTERLEAVED = 1, LMQ_ROPE_HALF = 2 } lmq_rope;
 
-typedef enum { LMQ_TOK_NONE = 0, LMQ_TOK_LLAMA2C = 1, LMQ_TOK_GPT2 = 2, LMQ_TOK_HF_JSON = 3 } lmq_tok_kind;
+typedef enum {
+    LMQ_TOK_NONE = 0,
+    LMQ_TOK_LLAMA2C = 1,
+    LMQ_TOK_GPT2 = 2,
+    LMQ_TOK_HF_JSON = 3,
+    LMQ_TOK_SPM = 4, /* SentencePiece tokenizer.model */
+} lmq_tok_kind;
 
 typedef struct {
     lmq_family family;

@@ -2,7 +2,7 @@
  * inside the text, in order, stripped and non-empty; the stream is built from exactly those
  * documents (llama2c: one BOS each; GPT-2: joined by <|endoftext|>). */
 #include "fuzz/fuzz_util.h"
-#include "runtime/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "verify/stream.h"
 
 static tok_tokenizer *toks[2];

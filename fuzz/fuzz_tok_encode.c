@@ -1,9 +1,9 @@
 /* Encoding arbitrary bytes with the fixture tokenizers (GPT-2 byte-level BPE and llama2.c's
  * tok512): text that is not UTF-8 is refused with LMQ_E_FORMAT; valid text gives ids inside
- * the vocabulary and decode(encode(x)) == x, as runtime/tokenizer.h promises for both kinds. */
+ * the vocabulary and decode(encode(x)) == x, as tokenizer/tokenizer.h promises for both kinds. */
 #include "fuzz/fuzz_util.h"
-#include "runtime/tokenizer.h"
-#include "runtime/unicode.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/unicode.h"
 
 static tok_tokenizer *toks[2];
 

@@ -2,7 +2,7 @@
  * one NUL byte (vocab first). What opens must encode a fixed text to ids inside the vocabulary
  * that decode back to the text (every byte has a token, and merges only join tokens). */
 #include "fuzz/fuzz_util.h"
-#include "runtime/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 static const char TEXT[] = "Once upon a time, the dog's 3 friends<|endoftext|> said \"hi\" \n\n caf\xc3\xa9 "
                            "\xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x98\x80";

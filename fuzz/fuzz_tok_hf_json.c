@@ -1,9 +1,11 @@
-/* Hugging Face tokenizer.json (byte-level BPE), which artefacts may carry: tok_open_hf_json on
- * raw bytes; what opens must encode a fixed text to ids inside the vocabulary that decode back
- * to the text, and must encode the input itself when it is UTF-8. */
+/* Hugging Face tokenizer.json (byte-level or SentencePiece-style BPE), which artefacts may carry:
+ * tok_open_hf_json on raw bytes; what opens must encode a fixed text and the input itself (when
+ * it is UTF-8) to ids inside the vocabulary that decode, or refuse the text with a clear error
+ * (a SentencePiece vocabulary without byte fallback or unknown token, text an NFC normalizer
+ * would change). */
 #include "fuzz/fuzz_util.h"
-#include "runtime/tokenizer.h"
-#include "runtime/unicode.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/unicode.h"
 
 static const char TEXT[] = "Once upon a time, the dog's 3 friends<|endoftext|> said \"hi\" \n\n caf\xc3\xa9 "
                            "\xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x98\x80";
@@ -13,7 +15,10 @@ static void encode(const tok_tokenizer *t, const char *text, size_t size, int ro
     int32_t *ids;
     size_t n;
     lmq_err err = { 0 };
-    FZ_CHECK(tok_encode(t, text, size, &ids, &n, &err) == LMQ_OK, "%s", err.msg);
+    lmq_code c = tok_encode(t, text, size, &ids, &n, &err);
+    FZ_CHECK(c == LMQ_OK || c == LMQ_E_FORMAT || c == LMQ_E_UNSUPPORTED, "%s", err.msg);
+    if (c)
+        return;
     for (size_t i = 0; i < n; i++)
         FZ_CHECK(ids[i] >= 0 && ids[i] < tok_vocab_size(t), "id %d", (int)ids[i]);
     char *back;

@@ -2,7 +2,7 @@
  * what opens must open again when told its own size and refuse one entry less, and must encode
  * a fixed text to ids inside the vocabulary that decode without error. */
 #include "fuzz/fuzz_util.h"
-#include "runtime/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 static const char TEXT[] = "Once upon a time, Lily saw a big dog. \"Hi!\" she said.\n\t 3.14 caf\xc3\xa9 "
                            "\xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x98\x80 <0x41> <s></s>";

@@ -400,6 +400,109 @@ static void bytelevel_seeds(void)
     json_decref(vocab);
 }
 
+/* The Llama-2 family's tokenizer.json (normalizer, byte fallback, BOS template) and Llama-3's
+ * (Split pattern + ByteLevel, ignore_merges), over small vocabularies. */
+static void hf_json_variant_seeds(void)
+{
+    json_t *sp_vocab = json_object();
+    static const char *const sp_pieces[] = { "<unk>", "<s>", "</s>", "\xe2\x96\x81", "a", "b", "\xe2\x96\x81" "a" };
+    for (int i = 0; i < 7; i++)
+        json_object_set_new(sp_vocab, sp_pieces[i], json_integer(i));
+    for (int b = 0; b < 256; b++) {
+        char name[8];
+        snprintf(name, sizeof name, "<0x%02X>", b);
+        json_object_set_new(sp_vocab, name, json_integer(7 + b));
+    }
+    json_t *root = json_pack(
+        "{s:[{s:i, s:s, s:b}], s:{s:s, s:[{s:s, s:s}, {s:s, s:{s:s}, s:s}]}, s:n, "
+        "s:{s:s, s:[{s:{s:s}}, {s:{s:s}}], s:{s:{s:s, s:[i], s:[s]}}}, "
+        "s:{s:s, s:s, s:b, s:b, s:o, s:[s]}}",
+        "added_tokens", "id", 2, "content", "</s>", "special", 1,
+        "normalizer", "type", "Sequence", "normalizers", "type", "Prepend", "prepend", "\xe2\x96\x81", "type",
+        "Replace", "pattern", "String", " ", "content", "\xe2\x96\x81", "pre_tokenizer",
+        "post_processor", "type", "TemplateProcessing", "single", "SpecialToken", "id", "<s>", "Sequence", "id", "A",
+        "special_tokens", "<s>", "id", "<s>", "ids", 1, "tokens", "<s>",
+        "model", "type", "BPE", "unk_token", "<unk>", "fuse_unk", 1, "byte_fallback", 1, "vocab", sp_vocab, "merges",
+        "\xe2\x96\x81 a");
+    char *s = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    put_text("tok_hf_json", "llama2.json", s);
+    free(s);
+    json_decref(root);
+
+    json_t *vocab = json_object();
+    char u[3] = { 0 };
+    for (int b = 0, next = 256; b < 256; b++) {
+        int printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+        int cp = printable ? b : next++;
+        u[0] = (char)(cp < 0x80 ? cp : 0xC0 | cp >> 6);
+        u[1] = (char)(cp < 0x80 ? 0 : 0x80 | (cp & 0x3F));
+        json_object_set_new(vocab, u, json_integer(b));
+    }
+    json_object_set_new(vocab, "he", json_integer(256));
+    root = json_pack(
+        "{s:[{s:i, s:s}], s:{s:s}, s:{s:s, s:[{s:s, s:{s:s}, s:s}, {s:s, s:b}]}, "
+        "s:{s:s, s:b, s:o, s:[s]}}",
+        "added_tokens", "id", 257, "content", "<|end_of_text|>", "normalizer", "type", "NFC",
+        "pre_tokenizer", "type", "Sequence", "pretokenizers", "type", "Split", "pattern", "Regex",
+        "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+        "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+", "behavior", "Isolated", "type", "ByteLevel", "use_regex", 0,
+        "model", "type", "BPE", "ignore_merges", 1, "vocab", vocab, "merges", "h e");
+    s = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    put_text("tok_hf_json", "llama3.json", s);
+    free(s);
+    json_decref(root);
+}
+
+/* A SentencePiece tokenizer.model (protobuf ModelProto) of a BPE model: pieces <unk>, <s>, </s>,
+ * the 256 byte pieces, "▁", "a", "▁a"; trainer_spec BPE with byte fallback; identity normalizer. */
+static size_t pb_field(uint8_t *o, unsigned field, unsigned wire, const void *p, size_t n, uint64_t v)
+{
+    size_t k = 0;
+    for (uint64_t key = (uint64_t)field << 3 | wire, x = key; k == 0 || x; x >>= 7)
+        o[k++] = (uint8_t)(x & 0x7F) | (x > 0x7F ? 0x80 : 0);
+    if (wire == 2)
+        for (uint64_t x = n, first = 1; first || x; x >>= 7, first = 0)
+            o[k++] = (uint8_t)(x & 0x7F) | (x > 0x7F ? 0x80 : 0);
+    if (wire == 2 || wire == 5) {
+        memcpy(o + k, p, n);
+        return k + n;
+    }
+    for (uint64_t x = v, first = 1; first || x; x >>= 7, first = 0)
+        o[k++] = (uint8_t)(x & 0x7F) | (x > 0x7F ? 0x80 : 0);
+    return k;
+}
+
+static void spm_model_seed(void)
+{
+    static uint8_t model[8192];
+    size_t n = 0;
+    for (int i = 0; i < 262; i++) {
+        char text[8];
+        static const int type_of_special[] = { 2, 3, 3 };
+        int type = i < 3 ? type_of_special[i] : i < 259 ? 6 : 1;
+        if (i < 3)
+            snprintf(text, sizeof text, "%s", (const char *[]){ "<unk>", "<s>", "</s>" }[i]);
+        else if (i < 259)
+            snprintf(text, sizeof text, "<0x%02X>", i - 3);
+        else
+            snprintf(text, sizeof text, "%s", (const char *[]){ "\xe2\x96\x81", "a", "\xe2\x96\x81" "a" }[i - 259]);
+        float score = i < 259 ? 0.0f : -(float)(i - 259);
+        uint8_t piece[32];
+        size_t k = pb_field(piece, 1, 2, text, strlen(text), 0);
+        k += pb_field(piece + k, 2, 5, &score, 4, 0); /* little-endian hosts only, like the rest */
+        k += pb_field(piece + k, 3, 0, NULL, 0, (uint64_t)type);
+        n += pb_field(model + n, 1, 2, piece, k, 0);
+    }
+    uint8_t spec[32], norm[32];
+    size_t ks = pb_field(spec, 3, 0, NULL, 0, 2); /* model_type BPE */
+    ks += pb_field(spec + ks, 35, 0, NULL, 0, 1); /* byte_fallback */
+    size_t kn = pb_field(norm, 1, 2, "identity", 8, 0);
+    kn += pb_field(norm + kn, 4, 0, NULL, 0, 0); /* remove_extra_whitespaces false */
+    n += pb_field(model + n, 2, 2, spec, ks, 0);
+    n += pb_field(model + n, 3, 2, norm, kn, 0);
+    put("tok_spm_model", "bpe.model", model, n);
+}
+
 /* Texts for the encoders and the P1 stream: words, contractions, numbers, whitespace runs,
  * multi-byte UTF-8, separators (with \r\n) and special tokens inside text. */
 static const char *const TEXTS[] = {
@@ -444,6 +547,8 @@ int main(int argc, char **argv)
     tokenizer_bin("tok-small.bin", extra, (int)(sizeof extra / sizeof extra[0]));
     tokenizer_bin("tok-bytes-only.bin", NULL, 0);
     bytelevel_seeds();
+    hf_json_variant_seeds();
+    spm_model_seed();
     text_seeds();
     return 0;
 }

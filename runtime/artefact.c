@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "formats/artefact.h"
-#include "runtime/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "schemes/scheme.h"
 
 /* The container has checked each tensor's size against its encoding's layout; what is left is

@@ -50,6 +50,9 @@ static lmq_code layer_init(rt_model *rm, const lmq_model *m, int l, lmq_err *err
 #define NAME(i, what) (snprintf(n[i], sizeof n[i], "blk.%d.%s", l, what), n[i])
 #define BIAS(what) (gpt2 ? NAME(1, what) : NULL)
     lmq_code c;
+    /* Llama q/k/v biases (Qwen2): all three or none, as lmq_model_validate checked */
+    const int qkv_bias = gpt2 || lmq_model_find(m, NAME(1, "attn_q.bias"));
+#define QKV_BIAS(what) (qkv_bias ? NAME(1, what) : NULL)
     L->fused_qkv = gpt2 && lmq_model_find(m, NAME(0, "attn_qkv.weight"));
     if ((c = vector(rm, m, NAME(0, "attn_norm.weight"), &L->attn_norm_w, err)) ||
         (c = vector(rm, m, NAME(0, "ffn_norm.weight"), &L->ffn_norm_w, err)) ||
@@ -62,10 +65,11 @@ static lmq_code layer_init(rt_model *rm, const lmq_model *m, int l, lmq_err *err
         return c;
     if (L->fused_qkv)
         return weight(rm, m, NAME(0, "attn_qkv.weight"), NAME(1, "attn_qkv.bias"), &L->attn_qkv, err);
-    if ((c = weight(rm, m, NAME(0, "attn_q.weight"), BIAS("attn_q.bias"), &L->attn_q, err)) ||
-        (c = weight(rm, m, NAME(0, "attn_k.weight"), BIAS("attn_k.bias"), &L->attn_k, err)))
+    if ((c = weight(rm, m, NAME(0, "attn_q.weight"), QKV_BIAS("attn_q.bias"), &L->attn_q, err)) ||
+        (c = weight(rm, m, NAME(0, "attn_k.weight"), QKV_BIAS("attn_k.bias"), &L->attn_k, err)))
         return c;
-    return weight(rm, m, NAME(0, "attn_v.weight"), BIAS("attn_v.bias"), &L->attn_v, err);
+    return weight(rm, m, NAME(0, "attn_v.weight"), QKV_BIAS("attn_v.bias"), &L->attn_v, err);
+#undef QKV_BIAS
 #undef BIAS
 #undef NAME
 }

@@ -19,7 +19,7 @@ typedef struct {
     const float *attn_norm_w, *attn_norm_b; /* b: GPT-2 only */
     int fused_qkv;                          /* GPT-2 as imported by default */
     rt_weight attn_qkv;                     /* fused q|k|v */
-    rt_weight attn_q, attn_k, attn_v;       /* otherwise (biases: GPT-2 only) */
+    rt_weight attn_q, attn_k, attn_v;       /* otherwise (biases: GPT-2, Qwen2) */
     rt_weight attn_out;
     const float *ffn_norm_w, *ffn_norm_b;
     rt_weight ffn_gate; /* Llama */

@@ -15,7 +15,7 @@
 #include "common/err.h"
 #include "formats/model.h"
 #include "runtime/kernels.h"
-#include "runtime/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 typedef struct {
     int max_new;       /* new tokens at most, >= 1 */

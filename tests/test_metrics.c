@@ -13,7 +13,7 @@
 #include "convert/convert.h"
 #include "formats/llama2c.h"
 #include "runtime/sample.h"
-#include "runtime/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "verify/metrics.h"
 #include "verify/stream.h"
 #include "tests/testutil.h"

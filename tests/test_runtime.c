@@ -15,7 +15,7 @@
 #include "runtime/artefact.h"
 #include "runtime/forward.h"
 #include "runtime/sample.h"
-#include "runtime/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "tests/testutil.h"
 
 #define STORIES "stories260K/stories260K.bin"

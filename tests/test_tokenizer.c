@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "common/file.h"
-#include "runtime/tokenizer.h"
-#include "runtime/unicode.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/unicode.h"
 #include "tests/testutil.h"
 #include "verify/stream.h"
 
@@ -708,7 +708,7 @@ START_TEST(hf_json_refusals)
         { "{\"model\": {\"type\": \"WordPiece\", \"vocab\": {}}}", LMQ_E_UNSUPPORTED },
         { "{\"pre_tokenizer\": {\"type\": \"Metaspace\"}, \"model\": {\"type\": \"BPE\"}}",
           LMQ_E_UNSUPPORTED },
-        { "{\"normalizer\": {\"type\": \"NFC\"}, \"pre_tokenizer\": {\"type\": \"ByteLevel\"}, "
+        { "{\"normalizer\": {\"type\": \"NFKC\"}, \"pre_tokenizer\": {\"type\": \"ByteLevel\"}, "
           "\"model\": {\"type\": \"BPE\"}}", LMQ_E_UNSUPPORTED },
         { "{\"pre_tokenizer\": {\"type\": \"ByteLevel\", \"add_prefix_space\": true}, "
           "\"model\": {\"type\": \"BPE\"}}", LMQ_E_UNSUPPORTED },
@@ -844,6 +844,25 @@ static char *decoded(const tok_tokenizer *t, const int32_t *ids, size_t n)
     ck_assert_msg(tok_decode(t, ids, n, &s, &len, &e) == LMQ_OK, "%s", e.msg);
     return s;
 }
+
+/* llama2.c's merge loop runs over BOS too: a vocabulary where BOS's piece followed by the dummy
+ * prefix is a piece merges BOS away. "a" -> <s> " " a; ("<s>", " ") makes "<s> " (score 5), the
+ * best pair, then ("<s> ", "a") makes nothing: [5, 4]. */
+START_TEST(llama2c_merges_over_bos)
+{
+    static const char *const pieces[] = { "<unk>", "<s>", "</s>", " ", "a", "<s> " };
+    static const float scores[] = { 0, 0, 0, -1, -2, 5 };
+    size_t size;
+    uint8_t *d = l2c_file(pieces, scores, 6, &size);
+    tok_tokenizer *t;
+    lmq_err e;
+    ck_assert_msg(tok_open_llama2c(d, size, 6, &t, &e) == LMQ_OK, "%s", e.msg);
+    assert_ids(t, "a", (const int32_t[]){ 5, 4 }, 2);
+    assert_ids(t, "", (const int32_t[]){ 1 }, 1);
+    tok_free(t);
+    free(d);
+}
+END_TEST
 
 /* Vocabularies trained by llama2.c's custom-tokenizer path: 105 pieces without byte pieces, and
  * 2048 whose ids 3..258 are ordinary characters; then byte pieces away from ids 3..258. Byte
@@ -1214,6 +1233,7 @@ int main(void)
     tcase_add_test(tc, hf_json_refusals);
     tcase_add_test(tc, llama2c_bad_files);
     tcase_add_test(tc, llama2c_custom_vocabularies);
+    tcase_add_test(tc, llama2c_merges_over_bos);
     tcase_add_test(tc, gpt2_bad_files);
     tcase_add_test(tc, documents);
     tcase_add_test(tc, stream_errors);

@@ -7,7 +7,7 @@
 #include "common/file.h"
 #include "runtime/artefact.h"
 #include "runtime/probe.h"
-#include "runtime/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "verify/stream.h"
 
 /* Tokens decoded one at a time to measure decode speed (fewer if the window is shorter); each

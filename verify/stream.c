@@ -6,7 +6,7 @@
 #include <xxhash.h>
 
 #include "common/file.h"
-#include "runtime/unicode.h"
+#include "tokenizer/unicode.h"
 
 #define SEPARATOR "<|endoftext|>"
 
@@ -85,7 +85,7 @@ lmq_code vf_stream_build(const tok_tokenizer *t, const char *text, size_t len, i
     if (nd == 0)
         return lmq_fail(err, LMQ_E_FORMAT,
                         "text holds no document (it is empty, whitespace or separators only)");
-    int joined = tok_kind(t) != LMQ_TOK_LLAMA2C;
+    int joined = tok_bos_id(t) < 0; /* a tokenizer that adds BOS starts each document with it */
     if (joined && nd > 1 && tok_eos_id(t) < 0) {
         free(docs);
         return lmq_fail(err, LMQ_E_FORMAT,

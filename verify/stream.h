@@ -8,7 +8,7 @@
 
 #include "common/err.h"
 #include "formats/model.h"
-#include "runtime/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 typedef struct {
     size_t off, len; /* bytes of the text */

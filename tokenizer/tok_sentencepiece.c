@@ -1,10 +1,12 @@
-/* llama2.c's tokenizer: tokenizer.bin, and encode(text, bos=1, eos=0) with the same result as
- * llama2.c's O(n^2) merge loop, computed with the heap-based engine. */
+/* SentencePiece-style BPE: llama2.c's tokenizer.bin, and the encoder it shares with
+ * tokenizer.model and SentencePiece tokenizer.json files. For llama2.c it gives what
+ * encode(text, bos=1, eos=0) gives (llama2.c's O(n^2) merge loop, computed with the heap-based
+ * engine); merges go by score (llama2.c, tokenizer.model) or by rank (tokenizer.json). */
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/tok_internal.h"
-#include "runtime/unicode.h"
+#include "tokenizer/tok_internal.h"
+#include "tokenizer/unicode.h"
 
 enum { L2C_UNK = 0, L2C_BOS = 1, L2C_EOS = 2, L2C_MIN_VOCAB = 3 };
 
@@ -103,41 +105,54 @@ lmq_code tok_open_llama2c(const uint8_t *data, size_t size, int vocab_size, tok_
     t->bytes = malloc(text_bytes ? text_bytes : 1);
     t->off = malloc(((size_t)n + 1) * sizeof *t->off);
     t->score = malloc((size_t)n * sizeof *t->score);
-    t->byte_piece = malloc((size_t)n * sizeof *t->byte_piece);
-    if (!t->bytes || !t->off || !t->score || !t->byte_piece) {
+    if (!t->bytes || !t->off || !t->score) {
         tok_free(t);
         return lmq_fail(err, LMQ_E_NOMEM, "tokenizer.bin: out of memory (%d tokens)", n);
     }
     size_t pos = 4, at = 0;
-    for (int b = 0; b < 256; b++)
-        t->byte_token[b] = -1;
     for (int i = 0; i < n; i++) {
         size_t len = (size_t)rd_i32(data + pos + 4);
         t->score[i] = rd_f32(data + pos);
         t->off[i] = at;
         memcpy(t->bytes + at, data + pos + 8, len);
-        t->byte_piece[i] = (int16_t)byte_piece(data + pos + 8, len);
-        if (t->byte_piece[i] >= 0 && t->byte_token[t->byte_piece[i]] < 0)
-            t->byte_token[t->byte_piece[i]] = i;
         at += len;
         pos += 8 + len;
     }
     t->off[n] = at;
+    t->unk_id = L2C_UNK;
+    t->prepend = TOK_PREPEND_ALWAYS;
+    if ((c = tok_sp_finish(t, "tokenizer.bin", err))) {
+        tok_free(t);
+        return c;
+    }
+    *out = t;
+    return LMQ_OK;
+}
+
+lmq_code tok_sp_finish(tok_tokenizer *t, const char *file, lmq_err *err)
+{
+    const int n = t->n_vocab;
+    t->sp = 1;
+    t->byte_piece = malloc((size_t)n * sizeof *t->byte_piece);
+    if (!t->byte_piece || tok_strmap_build(&t->pieces, t->bytes, t->off, n))
+        return lmq_fail(err, LMQ_E_NOMEM, "%s: out of memory (%d tokens)", file, n);
+    for (int b = 0; b < 256; b++)
+        t->byte_token[b] = -1;
+    for (int i = 0; i < n; i++) {
+        t->byte_piece[i] = (int16_t)byte_piece(t->bytes + t->off[i], t->off[i + 1] - t->off[i]);
+        if (t->byte_piece[i] >= 0 && t->byte_token[t->byte_piece[i]] < 0)
+            t->byte_token[t->byte_piece[i]] = i;
+    }
     t->byte_fallback = 1;
     for (int b = 0; b < 256; b++)
         t->byte_fallback &= t->byte_token[b] >= 0;
-    if (tok_strmap_build(&t->pieces, t->bytes, t->off, n)) {
-        tok_free(t);
-        return lmq_fail(err, LMQ_E_NOMEM, "tokenizer.bin: out of memory (%d tokens)", n);
-    }
     t->space_id = tok_strmap_get2(&t->pieces, (const uint8_t *)" ", 1, NULL, 0);
-    *out = t;
     return LMQ_OK;
 }
 
 /* llama2.c merges a pair when its concatenation is a token whose score beats the initial
  * best_score of -1e10 (so NaN and very low scores never merge); highest score first. */
-static int l2c_pair(const tok_tokenizer *t, int32_t a, int32_t b, int32_t *merged, double *key)
+static int score_pair(const tok_tokenizer *t, int32_t a, int32_t b, int32_t *merged, double *key)
 {
     int32_t id = tok_strmap_get2(&t->pieces, t->bytes + t->off[a], t->off[a + 1] - t->off[a],
                                  t->bytes + t->off[b], t->off[b + 1] - t->off[b]);
@@ -148,34 +163,73 @@ static int l2c_pair(const tok_tokenizer *t, int32_t a, int32_t b, int32_t *merge
     return 1;
 }
 
-lmq_code tok_llama2c_encode(const tok_tokenizer *t, const uint8_t *text, size_t len, tok_ids *out,
+/* Code points as pieces from s[0..n) onto out: a code point that is not a piece becomes its
+ * UTF-8 bytes' "<0xHH>" pieces when the vocabulary has byte fallback, else unk_id, as
+ * SentencePiece encoded the model's training data (such text is not an error). */
+static lmq_code code_points(const tok_tokenizer *t, const uint8_t *s, size_t n, tok_ids *out,
                             lmq_err *err)
 {
-    lmq_code c = tok_ids_reserve(out, len + 2, err);
-    if (c)
-        return c;
-    out->v[out->n++] = L2C_BOS;
-    if (len > 0) {
-        if (t->space_id < 0)
-            return lmq_fail(err, LMQ_E_FORMAT,
-                            "tokenizer.bin has no \" \" token for the dummy prefix");
-        out->v[out->n++] = t->space_id;
-    }
-    for (size_t i = 0; i < len;) {
+    for (size_t i = 0; i < n;) {
         uint32_t cp;
-        size_t k = (size_t)tok_utf8_decode(text + i, len - i, &cp); /* valid: checked by caller */
-        int32_t id = tok_strmap_get2(&t->pieces, text + i, k, NULL, 0);
-        if (id >= 0)
+        size_t k = (size_t)tok_utf8_decode(s + i, n - i, &cp); /* valid: checked by tok_encode */
+        int32_t id = tok_strmap_get2(&t->pieces, s + i, k, NULL, 0);
+        if (id >= 0) {
             out->v[out->n++] = id;
-        else if (t->byte_fallback)
+        } else if (t->byte_fallback) {
             for (size_t j = 0; j < k; j++)
-                out->v[out->n++] = t->byte_token[text[i + j]];
-        else
-            out->v[out->n++] = L2C_UNK; /* as SentencePiece without byte fallback */
+                out->v[out->n++] = t->byte_token[s[i + j]];
+        } else if (t->unk_id < 0) {
+            return lmq_fail(err, LMQ_E_FORMAT,
+                            "text has U+%04X at byte %zu, which the vocabulary lacks (no byte "
+                            "fallback, no unknown token)", (unsigned)cp, i);
+        } else if (!(t->fuse_unk && out->n > 0 && out->v[out->n - 1] == t->unk_id)) {
+            out->v[out->n++] = t->unk_id;
+        }
         i += k;
     }
-    tok_bpe_work w = { 0 };
-    c = tok_bpe_merge(&w, t, l2c_pair, out->v, &out->n, err);
-    tok_bpe_work_free(&w);
+    return LMQ_OK;
+}
+
+static int prepends(const tok_tokenizer *t, const uint8_t *s, size_t n, int first)
+{
+    switch (t->prepend) {
+    case TOK_PREPEND_ALWAYS:
+        return n > 0;
+    case TOK_PREPEND_META:
+        return n > 0 && s[0] != ' ';
+    case TOK_PREPEND_META_FIRST:
+        return n > 0 && s[0] != ' ' && first;
+    default:
+        return 0;
+    }
+}
+
+/* The dummy prefix, code points as pieces, then merges; with split_words (Metaspace split) each
+ * word, a space and what follows it up to the next space, is merged on its own. */
+lmq_code tok_sp_segment(const tok_tokenizer *t, const uint8_t *s, size_t n, int first,
+                        tok_bpe_work *w, tok_ids *out, lmq_err *err)
+{
+    lmq_code c = tok_ids_reserve(out, n + 1, err);
+    int pre = prepends(t, s, n, first);
+    if (!c && pre && t->space_id < 0 && !t->byte_fallback)
+        c = lmq_fail(err, LMQ_E_FORMAT, "the vocabulary has no \" \" piece for the dummy prefix");
+    tok_pair_fn pair = t->score ? score_pair : tok_rank_pair;
+    for (size_t i = 0; !c && i < n;) {
+        size_t j = n;
+        if (t->split_words)
+            for (j = pre ? i : i + 1; j < n && s[j] != ' '; j++)
+                ;
+        /* llama2.c merges over BOS too (SentencePiece adds BOS after encoding) */
+        size_t at = out->n - (i == 0 && first && t->kind == LMQ_TOK_LLAMA2C && out->n > 0);
+        if (pre)
+            out->v[out->n++] = t->space_id >= 0 ? t->space_id : t->byte_token[' '];
+        pre = 0;
+        if ((c = code_points(t, s + i, j - i, out, err)))
+            break;
+        size_t m = out->n - at;
+        c = tok_bpe_merge(w, t, pair, out->v + at, &m, err);
+        out->n = at + m;
+        i = j;
+    }
     return c;
 }

@@ -1,4 +1,4 @@
-#include "runtime/unicode.h"
+#include "tokenizer/unicode.h"
 
 tok_uni_class tok_uni_classify(uint32_t cp)
 {
@@ -15,6 +15,21 @@ tok_uni_class tok_uni_classify(uint32_t cp)
             return tok_uni_ranges[mid].cls;
     }
     return TOK_UNI_OTHER;
+}
+
+int tok_uni_nfc_stable(uint32_t cp)
+{
+    size_t lo = 0, hi = tok_uni_n_nfc_unstable;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (cp < tok_uni_nfc_unstable[mid].lo)
+            hi = mid;
+        else if (cp > tok_uni_nfc_unstable[mid].hi)
+            lo = mid + 1;
+        else
+            return 0;
+    }
+    return 1;
 }
 
 int tok_utf8_decode(const uint8_t *s, size_t n, uint32_t *cp)

@@ -5,7 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Values are fixed: tools/gen_unicode.py writes them into runtime/unicode_tables.c. */
+/* Values are fixed: tools/gen_unicode.py writes them into tokenizer/unicode_tables.c. */
 typedef enum {
     TOK_UNI_OTHER = 0,  /* neither of the below, unassigned code points included */
     TOK_UNI_LETTER = 1, /* general category L* (\p{L}) */
@@ -25,6 +25,17 @@ extern const tok_uni_range tok_uni_ranges[];
 extern const size_t tok_uni_n_ranges;
 
 tok_uni_class tok_uni_classify(uint32_t cp);
+
+/* Sorted disjoint ranges of the code points NFC normalisation may change a string at (generated:
+ * see tools/gen_unicode.py). Text with none of them is already in NFC. */
+typedef struct {
+    uint32_t lo, hi; /* inclusive */
+} tok_uni_span;
+extern const tok_uni_span tok_uni_nfc_unstable[];
+extern const size_t tok_uni_n_nfc_unstable;
+
+/* 1 when cp is in none of tok_uni_nfc_unstable's ranges. */
+int tok_uni_nfc_stable(uint32_t cp);
 
 /* Decodes one code point from s[0..n) as strict UTF-8 (no overlong forms, no surrogates, at
  * most U+10FFFF). Returns its length in bytes (1-4), or 0 when the bytes there are invalid. */

@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/tok_internal.h"
+#include "tokenizer/tok_internal.h"
 
 #define NONE UINT32_MAX
 
@@ -265,4 +265,14 @@ lmq_code tok_ids_push(tok_ids *a, int32_t id, lmq_err *err)
     if (!c)
         a->v[a->n++] = id;
     return c;
+}
+
+int tok_rank_pair(const tok_tokenizer *t, int32_t a, int32_t b, int32_t *merged, double *key)
+{
+    const tok_pair_slot *s = tok_pairmap_get(&t->merges, a, b);
+    if (!s)
+        return 0;
+    *merged = s->merged;
+    *key = s->rank;
+    return 1;
 }

@@ -1,14 +1,18 @@
-/* GPT-2 byte-level BPE: vocab.json + merges.txt or a Hugging Face tokenizer.json, GPT-2's
- * pre-tokeniser, rank-ordered merges, special tokens matched inside text. */
+/* Hugging Face tokenizer files, BPE with rank-ordered merges: GPT-2's vocab.json + merges.txt,
+ * and tokenizer.json, byte-level (GPT-2, Llama-3, Qwen2 pre-tokenisers) or SentencePiece-style
+ * (Llama-2 family: byte fallback, "▁" for spaces); special tokens matched inside text. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/tok_internal.h"
-#include "runtime/unicode.h"
+#include "tokenizer/tok_internal.h"
+#include "tokenizer/unicode.h"
 
-#define EOT_TEXT "<|endoftext|>"
+#define SP_SPACE "\xE2\x96\x81" /* U+2581, SentencePiece's stand-in for a space */
+
+/* Added tokens that end a document (the joiner of P1's GPT-2-style streams). */
+static const char *const EOS_TEXTS[] = { "<|endoftext|>", "</s>", "<|end_of_text|>" };
 
 /* GPT-2's bytes_to_unicode(): printable Latin-1 bytes stand for themselves, the other 68 are
  * given code points 256, 257, ... in byte order. */
@@ -38,11 +42,15 @@ static size_t utf8_put(uint32_t cp, uint8_t *o)
 typedef struct {
     const char *content;
     int32_t id;
+    int lstrip, rstrip;
 } bl_added;
 
 typedef struct {
     const char *file; /* for messages */
     tok_tokenizer *t;
+    int sp;               /* SentencePiece-style: keys hold " " for U+2581, no byte alphabet */
+    uint8_t *scratch[2];  /* sp: merge halves with U+2581 replaced */
+    size_t scratch_cap[2];
     int n;
     const char **key;     /* per id: its string in the model vocabulary, or NULL */
     const char **added;   /* per id: its added-token content, or NULL */
@@ -60,6 +68,23 @@ static void bl_free(bl_build *b)
     free(b->arena);
     free(b->aoff);
     tok_strmap_free(&b->map);
+    free(b->scratch[0]);
+    free(b->scratch[1]);
+}
+
+/* sp: s[0..n) with each U+2581 replaced by " " into o (at least n bytes); the new length. */
+static size_t sp_text(const char *s, size_t n, uint8_t *o)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (n - i >= 3 && !memcmp(s + i, SP_SPACE, 3)) {
+            o[k++] = ' ';
+            i += 2;
+        } else {
+            o[k++] = (uint8_t)s[i];
+        }
+    }
+    return k;
 }
 
 static lmq_code nomem(const bl_build *b, lmq_err *err)
@@ -72,6 +97,8 @@ static lmq_code nomem(const bl_build *b, lmq_err *err)
 static size_t token_bytes(const bl_build *b, const char *s, uint8_t *o)
 {
     size_t n = strlen(s), k = 0;
+    if (b->sp)
+        return sp_text(s, n, o);
     for (size_t i = 0; i < n;) {
         uint32_t cp;
         int len = tok_utf8_decode((const uint8_t *)s + i, n - i, &cp);
@@ -150,7 +177,10 @@ static lmq_code bl_vocab(bl_build *b, json_t *vocab, const bl_added *add, int n_
         t->off[id] = bt;
         if (b->key[id]) {
             size_t len = strlen(b->key[id]);
-            memcpy(b->arena + at, b->key[id], len);
+            if (b->sp)
+                len = sp_text(b->key[id], len, b->arena + at);
+            else
+                memcpy(b->arena + at, b->key[id], len);
             at += len;
         }
         bt += token_bytes(b, b->added[id] ? b->added[id] : b->key[id], t->bytes + bt);
@@ -159,6 +189,8 @@ static lmq_code bl_vocab(bl_build *b, json_t *vocab, const bl_added *add, int n_
     t->off[b->n] = bt;
     if (tok_strmap_build(&b->map, b->arena, b->aoff, b->n))
         return nomem(b, err);
+    if (b->sp)
+        return tok_sp_finish(t, b->file, err);
     for (int byte = 0; byte < 256; byte++) {
         uint8_t u[4];
         size_t ul = utf8_put(b->cp_of[byte], u);
@@ -176,16 +208,32 @@ static lmq_code bl_merge(bl_build *b, const char *a, size_t na, const char *c, s
                          int32_t rank, const char *where, lmq_err *err)
 {
     const uint8_t *ua = (const uint8_t *)a, *uc = (const uint8_t *)c;
+    if (b->sp) { /* the keys hold " " for U+2581: look the halves up the same way */
+        const char *half[2] = { a, c };
+        size_t len[2] = { na, nc };
+        for (int h = 0; h < 2; h++) {
+            if (b->scratch_cap[h] < len[h] + 1) {
+                uint8_t *p = realloc(b->scratch[h], len[h] + 1);
+                if (!p)
+                    return nomem(b, err);
+                b->scratch[h] = p;
+                b->scratch_cap[h] = len[h] + 1;
+            }
+            len[h] = sp_text(half[h], len[h], b->scratch[h]);
+        }
+        ua = b->scratch[0], na = len[0];
+        uc = b->scratch[1], nc = len[1];
+    }
     int32_t ia = tok_strmap_get2(&b->map, ua, na, NULL, 0);
     int32_t ic = tok_strmap_get2(&b->map, uc, nc, NULL, 0);
     int32_t im = tok_strmap_get2(&b->map, ua, na, uc, nc);
     if (ia < 0 || ic < 0)
         return lmq_fail(err, LMQ_E_FORMAT, "%s: %s: token \"%.*s\" is not in the vocabulary",
-                        b->file, where, (int)(ia < 0 ? na : nc), ia < 0 ? a : c);
+                        b->file, where, (int)(ia < 0 ? na : nc), (const char *)(ia < 0 ? ua : uc));
     if (im < 0)
         return lmq_fail(err, LMQ_E_FORMAT,
                         "%s: %s: the merged token \"%.*s%.*s\" is not in the vocabulary", b->file,
-                        where, (int)na, a, (int)nc, c);
+                        where, (int)na, (const char *)ua, (int)nc, (const char *)uc);
     tok_pairmap_put(&b->t->merges, ia, ic, rank, im);
     return LMQ_OK;
 }
@@ -201,7 +249,7 @@ static lmq_code bl_merge_line(bl_build *b, const char *s, size_t n, int32_t rank
     return bl_merge(b, s, (size_t)(sp - s), sp + 1, (size_t)(s + n - sp - 1), rank, where, err);
 }
 
-static lmq_code bl_special(tok_tokenizer *t, const char *content, int32_t id)
+static lmq_code bl_special(tok_tokenizer *t, const char *content, int32_t id, int lstrip, int rstrip)
 {
     tok_special *s = realloc(t->special, ((size_t)t->n_special + 1) * sizeof *s);
     if (!s)
@@ -212,11 +260,18 @@ static lmq_code bl_special(tok_tokenizer *t, const char *content, int32_t id)
     if (!copy)
         return LMQ_E_NOMEM;
     memcpy(copy, content, n + 1);
-    t->special[t->n_special++] = (tok_special){ copy, n, id };
+    t->special[t->n_special++] = (tok_special){ copy, n, id, lstrip, rstrip };
     t->special_first[copy[0] >> 3] |= (uint8_t)(1u << (copy[0] & 7));
-    if (strcmp(content, EOT_TEXT) == 0)
-        t->eos_id = id;
     return LMQ_OK;
+}
+
+/* The end-of-text token: the first of EOS_TEXTS among the special tokens. */
+static void bl_eos(tok_tokenizer *t)
+{
+    for (size_t i = 0; i < sizeof EOS_TEXTS / sizeof EOS_TEXTS[0] && t->eos_id < 0; i++)
+        for (int k = 0; k < t->n_special; k++)
+            if (!strcmp((const char *)t->special[k].text, EOS_TEXTS[i]))
+                t->eos_id = t->special[k].id;
 }
 
 static lmq_code bl_begin(bl_build *b, const char *file, lmq_tok_kind kind, lmq_err *err)
@@ -235,10 +290,12 @@ static lmq_code bl_begin(bl_build *b, const char *file, lmq_tok_kind kind, lmq_e
 /* Ends a build: on success hands the tokenizer over, otherwise frees it. */
 static lmq_code bl_end(bl_build *b, lmq_code c, tok_tokenizer **out)
 {
-    if (c)
+    if (c) {
         tok_free(b->t);
-    else
+    } else {
+        bl_eos(b->t);
         *out = b->t;
+    }
     bl_free(b);
     return c;
 }
@@ -271,8 +328,8 @@ lmq_code tok_open_gpt2(const uint8_t *vocab_json, size_t vocab_size, const uint8
     if (!vocab)
         return bl_end(&b, LMQ_E_FORMAT, out);
     c = bl_vocab(&b, vocab, NULL, 0, err);
-    json_t *eot = c ? NULL : json_object_get(vocab, EOT_TEXT);
-    if (eot && bl_special(b.t, EOT_TEXT, (int32_t)json_integer_value(eot)))
+    json_t *eot = c ? NULL : json_object_get(vocab, EOS_TEXTS[0]);
+    if (eot && bl_special(b.t, EOS_TEXTS[0], (int32_t)json_integer_value(eot), 0, 0))
         c = nomem(&b, err);
     json_decref(vocab);
     b.file = "merges.txt";
@@ -309,25 +366,121 @@ static int true_field(json_t *o, const char *name)
     return json_is_true(json_object_get(o, name));
 }
 
-/* Accepts what GPT-2's own tokenizer.json says and rejects what would change the result. */
-static lmq_code hf_check_pipeline(json_t *root, json_t *model, lmq_err *err)
+static const char *type_of(json_t *o)
+{
+    const char *t = str_field(o, "type");
+    return t ? t : "(no type)";
+}
+
+static int null_or_absent(json_t *v) { return !v || json_is_null(v); }
+
+/* The Llama-2 family's normalizer: Prepend("▁") then Replace(" " -> "▁"). */
+static int llama_normalizer(json_t *norm)
+{
+    json_t *list = json_object_get(norm, "normalizers");
+    if (strcmp(type_of(norm), "Sequence") || json_array_size(list) != 2)
+        return 0;
+    json_t *p = json_array_get(list, 0), *r = json_array_get(list, 1);
+    const char *from = str_field(json_object_get(r, "pattern"), "String");
+    return !strcmp(type_of(p), "Prepend") && !strcmp(type_of(r), "Replace") &&
+           str_field(p, "prepend") && !strcmp(str_field(p, "prepend"), SP_SPACE) && from &&
+           !strcmp(from, " ") && str_field(r, "content") && !strcmp(str_field(r, "content"), SP_SPACE);
+}
+
+/* Metaspace: "▁" for spaces, the prefix by prepend_scheme (older files: add_prefix_space). */
+static lmq_code hf_metaspace(json_t *pre, tok_tokenizer *t, lmq_err *err)
+{
+    static const struct {
+        const char *name;
+        tok_prepend prepend;
+    } SCHEMES[] = { { "always", TOK_PREPEND_META }, { "first", TOK_PREPEND_META_FIRST },
+                    { "never", TOK_PREPEND_NEVER } };
+    const char *rep = str_field(pre, "replacement"), *scheme = str_field(pre, "prepend_scheme");
+    if (!rep || strcmp(rep, SP_SPACE))
+        return lmq_fail(err, LMQ_E_UNSUPPORTED, "tokenizer.json: Metaspace replacement other than U+2581");
+    t->prepend = json_is_false(json_object_get(pre, "add_prefix_space")) ? TOK_PREPEND_NEVER : TOK_PREPEND_META;
+    size_t i = 0;
+    while (scheme && i < sizeof SCHEMES / sizeof SCHEMES[0] && strcmp(scheme, SCHEMES[i].name))
+        i++;
+    if (scheme && i == sizeof SCHEMES / sizeof SCHEMES[0])
+        return lmq_fail(err, LMQ_E_UNSUPPORTED, "tokenizer.json: Metaspace prepend_scheme \"%.40s\"", scheme);
+    if (scheme)
+        t->prepend = SCHEMES[i].prepend;
+    t->split_words = !json_is_false(json_object_get(pre, "split")); /* Hugging Face's default: split */
+    return LMQ_OK;
+}
+
+/* Sequence[Split(Llama-3 or Qwen2 pattern, Isolated), ByteLevel(no prefix space, no regex)]. */
+static lmq_code hf_split_bytelevel(json_t *pre, tok_tokenizer *t, lmq_err *err)
+{
+    json_t *list = json_object_get(pre, "pretokenizers");
+    json_t *split = json_array_get(list, 0), *bl = json_array_get(list, 1);
+    if (json_array_size(list) != 2 || strcmp(type_of(split), "Split") || strcmp(type_of(bl), "ByteLevel"))
+        return lmq_fail(err, LMQ_E_UNSUPPORTED,
+                        "tokenizer.json: pre_tokenizer Sequence other than [Split, ByteLevel]");
+    const char *regex = str_field(json_object_get(split, "pattern"), "Regex");
+    const char *behavior = str_field(split, "behavior");
+    if (!regex || !tok_split_pattern(regex, &t->pretok))
+        return lmq_fail(err, LMQ_E_UNSUPPORTED,
+                        "tokenizer.json: Split pattern %.120s (lmq implements Llama-3's and Qwen2's)",
+                        regex ? regex : "(not a Regex)");
+    if (!behavior || strcmp(behavior, "Isolated") || true_field(split, "invert"))
+        return lmq_fail(err, LMQ_E_UNSUPPORTED, "tokenizer.json: Split behavior other than Isolated");
+    if (true_field(bl, "add_prefix_space") || true_field(bl, "use_regex"))
+        return lmq_fail(err, LMQ_E_UNSUPPORTED,
+                        "tokenizer.json: ByteLevel after Split with add_prefix_space or its own regex");
+    return LMQ_OK;
+}
+
+/* The normalizer and pre-tokenizer lmq implements: none + GPT-2's ByteLevel; none +
+ * [Split, ByteLevel] (Llama-3, Qwen2); Llama's Prepend/Replace normalizer + none, or none +
+ * Metaspace (SentencePiece-style). Anything else is refused by name. */
+static lmq_code hf_pre(json_t *root, bl_build *b, lmq_err *err)
+{
+    tok_tokenizer *t = b->t;
+    json_t *norm = json_object_get(root, "normalizer"), *pre = json_object_get(root, "pre_tokenizer");
+    if (!null_or_absent(norm) && !strcmp(type_of(norm), "NFC")) {
+        t->nfc = 1; /* the identity on the text lmq accepts: see tok_encode */
+    } else if (!null_or_absent(norm)) {
+        if (!llama_normalizer(norm))
+            return lmq_fail(err, LMQ_E_UNSUPPORTED,
+                            "tokenizer.json: normalizer %s (lmq reads none, NFC, or Llama's Sequence[Prepend "
+                            "\"\\u2581\", Replace \" \" -> \"\\u2581\"])", type_of(norm));
+        if (!null_or_absent(pre))
+            return lmq_fail(err, LMQ_E_UNSUPPORTED,
+                            "tokenizer.json: pre_tokenizer %s after Llama's normalizer", type_of(pre));
+        b->sp = 1;
+        t->prepend = TOK_PREPEND_ALWAYS;
+        return LMQ_OK;
+    }
+    const char *pt = type_of(pre);
+    if (null_or_absent(pre))
+        return lmq_fail(err, LMQ_E_UNSUPPORTED, "tokenizer.json: neither a normalizer nor a pre_tokenizer");
+    if (!strcmp(pt, "Metaspace")) {
+        if (t->nfc)
+            return lmq_fail(err, LMQ_E_UNSUPPORTED, "tokenizer.json: NFC normalizer before Metaspace");
+        b->sp = 1;
+        return hf_metaspace(pre, t, err);
+    }
+    if (!strcmp(pt, "Sequence"))
+        return hf_split_bytelevel(pre, t, err);
+    if (strcmp(pt, "ByteLevel"))
+        return lmq_fail(err, LMQ_E_UNSUPPORTED,
+                        "tokenizer.json: pre_tokenizer %s (lmq reads ByteLevel, Metaspace, "
+                        "Sequence[Split, ByteLevel])", pt);
+    if (true_field(pre, "add_prefix_space") || json_is_false(json_object_get(pre, "use_regex")))
+        return lmq_fail(err, LMQ_E_UNSUPPORTED,
+                        "tokenizer.json: ByteLevel with add_prefix_space or without its regex");
+    t->pretok = TOK_PRE_GPT2;
+    return LMQ_OK;
+}
+
+/* The BPE model's options: what changes the result is implemented or refused. */
+static lmq_code hf_model(json_t *model, bl_build *b, lmq_err *err)
 {
     const char *type = str_field(model, "type");
     if (type && strcmp(type, "BPE") != 0)
         return lmq_fail(err, LMQ_E_UNSUPPORTED, "tokenizer.json: model type %s (only BPE)", type);
-    json_t *norm = json_object_get(root, "normalizer");
-    if (norm && !json_is_null(norm))
-        return lmq_fail(err, LMQ_E_UNSUPPORTED, "tokenizer.json: a normalizer (%s)",
-                        str_field(norm, "type") ? str_field(norm, "type") : "?");
-    json_t *pre = json_object_get(root, "pre_tokenizer");
-    const char *pt = str_field(pre, "type");
-    if (!pt || strcmp(pt, "ByteLevel") != 0)
-        return lmq_fail(err, LMQ_E_UNSUPPORTED,
-                        "tokenizer.json: pre_tokenizer %s (only GPT-2's ByteLevel)", pt ? pt : "none");
-    json_t *use_regex = json_object_get(pre, "use_regex");
-    if (true_field(pre, "add_prefix_space") || json_is_false(use_regex))
-        return lmq_fail(err, LMQ_E_UNSUPPORTED,
-                        "tokenizer.json: ByteLevel with add_prefix_space or without its regex");
     static const char *const off_fields[] = { "dropout", "continuing_subword_prefix",
                                               "end_of_word_suffix" };
     for (size_t i = 0; i < sizeof off_fields / sizeof off_fields[0]; i++) {
@@ -336,9 +489,73 @@ static lmq_code hf_check_pipeline(json_t *root, json_t *model, lmq_err *err)
             return lmq_fail(err, LMQ_E_UNSUPPORTED, "tokenizer.json: model.%s is set",
                             off_fields[i]);
     }
-    if (true_field(model, "ignore_merges") || true_field(model, "byte_fallback"))
+    if (!b->sp && true_field(model, "byte_fallback"))
         return lmq_fail(err, LMQ_E_UNSUPPORTED,
-                        "tokenizer.json: model.ignore_merges / byte_fallback are not supported");
+                        "tokenizer.json: model.byte_fallback with a byte-level pre_tokenizer");
+    if (b->sp && true_field(model, "ignore_merges"))
+        return lmq_fail(err, LMQ_E_UNSUPPORTED,
+                        "tokenizer.json: model.ignore_merges with a SentencePiece-style vocabulary");
+    b->t->ignore_merges = true_field(model, "ignore_merges");
+    b->t->fuse_unk = b->sp && true_field(model, "fuse_unk");
+    return LMQ_OK;
+}
+
+/* post_processor: nothing, ByteLevel, or TemplateProcessing whose single-text template is an
+ * optional special token (BOS) then the text, alone or in a Sequence with ByteLevel. */
+static lmq_code hf_post(json_t *pp, tok_tokenizer *t, lmq_err *err)
+{
+    if (null_or_absent(pp) || !strcmp(type_of(pp), "ByteLevel"))
+        return LMQ_OK;
+    if (!strcmp(type_of(pp), "Sequence")) {
+        json_t *list = json_object_get(pp, "processors");
+        lmq_code c = json_is_array(list) ? LMQ_OK
+                                         : lmq_fail(err, LMQ_E_FORMAT, "tokenizer.json: post_processor Sequence without processors");
+        for (size_t i = 0; !c && i < json_array_size(list); i++)
+            if (!strcmp(type_of(json_array_get(list, i)), "Sequence"))
+                c = lmq_fail(err, LMQ_E_UNSUPPORTED, "tokenizer.json: nested post_processor Sequence");
+            else
+                c = hf_post(json_array_get(list, i), t, err);
+        return c;
+    }
+    if (strcmp(type_of(pp), "TemplateProcessing"))
+        return lmq_fail(err, LMQ_E_UNSUPPORTED, "tokenizer.json: post_processor %s", type_of(pp));
+    json_t *single = json_object_get(pp, "single");
+    size_t n = json_array_size(single), i = 0;
+    json_t *first = json_object_get(json_array_get(single, 0), "SpecialToken");
+    if (first) {
+        const char *name = str_field(first, "id");
+        json_t *ids = json_object_get(json_object_get(json_object_get(pp, "special_tokens"), name ? name : ""), "ids");
+        if (json_array_size(ids) != 1 || !json_is_integer(json_array_get(ids, 0)) ||
+            json_integer_value(json_array_get(ids, 0)) < 0 || json_integer_value(json_array_get(ids, 0)) >= INT32_MAX)
+            return lmq_fail(err, LMQ_E_FORMAT,
+                            "tokenizer.json: post_processor special token %.60s has no single id in special_tokens",
+                            name ? name : "?");
+        t->bos_id = (int32_t)json_integer_value(json_array_get(ids, 0));
+        i = 1;
+    }
+    if (n != i + 1 || !json_object_get(json_array_get(single, i), "Sequence"))
+        return lmq_fail(err, LMQ_E_UNSUPPORTED,
+                        "tokenizer.json: post_processor template other than [special token] then the text");
+    return LMQ_OK;
+}
+
+/* The pieces lmq needs after the vocabulary: the unknown token, BOS in range, ignore_merges' map. */
+static lmq_code hf_finish(json_t *model, bl_build *b, lmq_err *err)
+{
+    tok_tokenizer *t = b->t;
+    if (t->bos_id >= t->n_vocab)
+        return lmq_fail(err, LMQ_E_FORMAT, "tokenizer.json: post_processor BOS id %d outside the vocabulary",
+                        (int)t->bos_id);
+    if (!true_field(model, "byte_fallback"))
+        t->byte_fallback = 0; /* "<0xHH>" pieces may be there without the model using them */
+    const char *unk = str_field(model, "unk_token");
+    if (b->sp && unk) {
+        t->unk_id = tok_strmap_get2(&b->map, (const uint8_t *)unk, strlen(unk), NULL, 0);
+        if (t->unk_id < 0)
+            return lmq_fail(err, LMQ_E_FORMAT, "tokenizer.json: unk_token \"%.60s\" is not in the vocabulary", unk);
+    }
+    if (t->ignore_merges && tok_strmap_build(&t->pieces, t->bytes, t->off, t->n_vocab))
+        return nomem(b, err);
     return LMQ_OK;
 }
 
@@ -366,13 +583,13 @@ static lmq_code hf_added(json_t *root, bl_added **out, int *n_out, lmq_err *err)
                             "tokenizer.json: added_tokens[%zu] needs a non-empty content and an id",
                             i);
         }
-        if (true_field(e, "lstrip") || true_field(e, "rstrip") || true_field(e, "single_word")) {
+        if (true_field(e, "single_word")) {
             free(a);
-            return lmq_fail(err, LMQ_E_UNSUPPORTED,
-                            "tokenizer.json: added token \"%.60s\" uses lstrip/rstrip/single_word",
+            return lmq_fail(err, LMQ_E_UNSUPPORTED, "tokenizer.json: added token \"%.60s\" uses single_word",
                             content);
         }
-        a[i] = (bl_added){ content, (int32_t)json_integer_value(id) };
+        a[i] = (bl_added){ content, (int32_t)json_integer_value(id), true_field(e, "lstrip"),
+                           true_field(e, "rstrip") };
     }
     *out = a;
     *n_out = (int)n;
@@ -424,16 +641,18 @@ lmq_code tok_open_hf_json(const uint8_t *json, size_t size, tok_tokenizer **out,
     int n_add = 0;
     if (!json_is_object(model))
         c = lmq_fail(err, LMQ_E_FORMAT, "tokenizer.json: no \"model\" object");
-    if (!c)
-        c = hf_check_pipeline(root, model, err);
+    if (!c && !(c = hf_pre(root, &b, err)) && !(c = hf_model(model, &b, err)))
+        c = hf_post(json_object_get(root, "post_processor"), b.t, err);
     if (!c)
         c = hf_added(root, &add, &n_add, err);
     if (!c)
         c = bl_vocab(&b, json_object_get(model, "vocab"), add, n_add, err);
     if (!c)
         c = hf_merges(&b, json_object_get(model, "merges"), err);
+    if (!c)
+        c = hf_finish(model, &b, err);
     for (int i = 0; !c && i < n_add; i++)
-        if (bl_special(b.t, add[i].content, add[i].id))
+        if (bl_special(b.t, add[i].content, add[i].id, add[i].lstrip, add[i].rstrip))
             c = nomem(&b, err);
     free(add);
     json_decref(root);
@@ -442,117 +661,30 @@ lmq_code tok_open_hf_json(const uint8_t *json, size_t size, tok_tokenizer **out,
 
 /* ---- encoding ---- */
 
-static int bl_pair(const tok_tokenizer *t, int32_t a, int32_t b, int32_t *merged, double *key)
-{
-    const tok_pair_slot *s = tok_pairmap_get(&t->merges, a, b);
-    if (!s)
-        return 0;
-    *merged = s->merged;
-    *key = s->rank;
-    return 1;
-}
-
-static tok_uni_class class_at(const uint8_t *s, size_t n, size_t i, size_t *len)
-{
-    uint32_t cp;
-    *len = (size_t)tok_utf8_decode(s + i, n - i, &cp);
-    return tok_uni_classify(cp);
-}
-
-/* The end of the run of class `cls` that starts at s[i]. */
-static size_t run_end(const uint8_t *s, size_t n, size_t i, tok_uni_class cls)
-{
-    size_t k;
-    while (i < n && class_at(s, n, i, &k) == cls)
-        i += k;
-    return i;
-}
-
-/* The end of the pre-token starting at s[i], by GPT-2's pattern
- *   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
- * with the regex's first-alternative-that-matches semantics. */
-static size_t pretoken_end(const uint8_t *s, size_t n, size_t i)
-{
-    if (s[i] == '\'' && i + 1 < n) {
-        uint8_t c1 = s[i + 1], c2 = i + 2 < n ? s[i + 2] : 0;
-        if (c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd')
-            return i + 2;
-        if (((c1 == 'r' || c1 == 'v') && c2 == 'e') || (c1 == 'l' && c2 == 'l'))
-            return i + 3;
-    }
-    size_t k;
-    tok_uni_class cls = class_at(s, n, i, &k);
-    if (s[i] == ' ' && i + 1 < n) { /* " ?" belongs to a following letter/number/other run */
-        size_t k2;
-        tok_uni_class next = class_at(s, n, i + 1, &k2);
-        if (next != TOK_UNI_SPACE)
-            return run_end(s, n, i + 1 + k2, next);
-    }
-    if (cls != TOK_UNI_SPACE)
-        return run_end(s, n, i + k, cls);
-    size_t last = i, j = i + k; /* last: where the run's final character starts */
-    while (j < n && class_at(s, n, j, &k) == TOK_UNI_SPACE) {
-        last = j;
-        j += k;
-    }
-    /* \s+(?!\S) backs off one character to leave it to the next word; \s+ takes a lone one */
-    return j < n && last > i ? last : j;
-}
-
-static lmq_code encode_segment(const tok_tokenizer *t, const uint8_t *s, size_t n,
+/* Pre-tokens, each as bytes through the byte alphabet, then merged by rank; with ignore_merges
+ * a pre-token that is a vocabulary entry is taken whole. */
+lmq_code tok_bytelevel_segment(const tok_tokenizer *t, const uint8_t *s, size_t n,
                                tok_bpe_work *w, tok_ids *out, lmq_err *err)
 {
     for (size_t i = 0; i < n;) {
-        size_t e = pretoken_end(s, n, i);
+        size_t e = tok_pretoken_end(t->pretok, s, n, i);
         lmq_code c = tok_ids_reserve(out, e - i, err);
         if (c)
             return c;
         int32_t *sym = out->v + out->n;
         size_t m = e - i;
-        for (size_t j = 0; j < m; j++)
-            sym[j] = t->byte_token[s[i + j]];
-        if ((c = tok_bpe_merge(w, t, bl_pair, sym, &m, err)))
-            return c;
+        int32_t whole = t->ignore_merges ? tok_strmap_get2(&t->pieces, s + i, m, NULL, 0) : -1;
+        if (whole >= 0) {
+            sym[0] = whole;
+            m = 1;
+        } else {
+            for (size_t j = 0; j < m; j++)
+                sym[j] = t->byte_token[s[i + j]];
+            if ((c = tok_bpe_merge(w, t, tok_rank_pair, sym, &m, err)))
+                return c;
+        }
         out->n += m;
         i = e;
     }
     return LMQ_OK;
-}
-
-/* The longest special token at s[i..n), or NULL. */
-static const tok_special *special_at(const tok_tokenizer *t, const uint8_t *s, size_t n, size_t i)
-{
-    if (!(t->special_first[s[i] >> 3] & (1u << (s[i] & 7))))
-        return NULL;
-    const tok_special *best = NULL;
-    for (int k = 0; k < t->n_special; k++) {
-        const tok_special *sp = &t->special[k];
-        if (sp->len <= n - i && memcmp(s + i, sp->text, sp->len) == 0 && (!best || sp->len > best->len))
-            best = sp;
-    }
-    return best;
-}
-
-lmq_code tok_bytelevel_encode(const tok_tokenizer *t, const uint8_t *text, size_t len,
-                              tok_ids *out, lmq_err *err)
-{
-    tok_bpe_work w = { 0 };
-    lmq_code c = LMQ_OK;
-    size_t seg = 0;
-    for (size_t i = 0; !c && i < len;) {
-        const tok_special *sp = special_at(t, text, len, i);
-        if (!sp) {
-            i++;
-            continue;
-        }
-        c = encode_segment(t, text + seg, i - seg, &w, out, err);
-        if (!c)
-            c = tok_ids_push(out, sp->id, err);
-        i += sp->len;
-        seg = i;
-    }
-    if (!c)
-        c = encode_segment(t, text + seg, len - seg, &w, out, err);
-    tok_bpe_work_free(&w);
-    return c;
 }

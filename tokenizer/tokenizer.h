@@ -1,5 +1,7 @@
-/* Tokenizers: llama2.c's SentencePiece-BPE (tokenizer.bin) and GPT-2's byte-level BPE
- * (vocab.json + merges.txt, or a Hugging Face tokenizer.json with a byte-level BPE model).
+/* Tokenizers: llama2.c's SentencePiece-BPE (tokenizer.bin), SentencePiece's tokenizer.model
+ * (BPE), GPT-2's byte-level BPE (vocab.json + merges.txt), and Hugging Face tokenizer.json
+ * files of the GPT-2, Llama-3 / Qwen2 (Split + ByteLevel) and Llama-2 (SentencePiece BPE with
+ * byte fallback) kinds.
  *
  * Constructors take the files' bytes, not paths: tokenizer files travel inside the artefact
  * (lmq_file). A tokenizer is immutable once opened; encode and decode may run concurrently on
@@ -32,30 +34,53 @@ lmq_code tok_open_llama2c(const uint8_t *data, size_t size, int vocab_size, tok_
 lmq_code tok_open_gpt2(const uint8_t *vocab_json, size_t vocab_size, const uint8_t *merges_txt,
                        size_t merges_size, tok_tokenizer **out, lmq_err *err);
 
-/* Hugging Face tokenizer.json whose model is byte-level BPE (GPT-2 style): model.vocab,
- * model.merges ("a b" strings or [a, b] pairs) and added_tokens, which are recognised inside
- * text. Other models, normalizers and pre-tokenisers give LMQ_E_UNSUPPORTED. */
+/* Hugging Face tokenizer.json with a BPE model: model.vocab, model.merges ("a b" strings or
+ * [a, b] pairs, in rank order) and added_tokens, which are split out of text first (matched
+ * literally, longest first; lstrip / rstrip take the whitespace before / after them; single_word
+ * is refused). The pipelines read:
+ *   GPT-2:   pre_tokenizer ByteLevel (its own regex, no prefix space);
+ *   Llama-3, Qwen2: pre_tokenizer Sequence[Split(their pattern, Isolated), ByteLevel(no
+ *            regex)], model.ignore_merges honoured;
+ *   Llama-2 family (SentencePiece BPE): normalizer Sequence[Prepend "▁", Replace " " -> "▁"]
+ *            (every segment between added tokens gets the prefix), or pre_tokenizer Metaspace
+ *            (prepend_scheme always / first / never, split); byte_fallback, unk_token, fuse_unk.
+ * post_processor: none, ByteLevel, or TemplateProcessing [special token] + text (that token is
+ * BOS, put first by tok_encode). Other models, normalizers, pre-tokenisers, patterns and
+ * templates give LMQ_E_UNSUPPORTED naming the component. */
 lmq_code tok_open_hf_json(const uint8_t *json, size_t size, tok_tokenizer **out, lmq_err *err);
 
+/* SentencePiece's tokenizer.model (protobuf ModelProto) of a BPE model with the identity
+ * normalizer: pieces with their scores and types, unk/bos/eos ids, add_dummy_prefix,
+ * byte_fallback. Encoded as llama2.c's tokenizer is (merges by score; only normal pieces are
+ * merged into). Unigram models, other normalizers and user-defined pieces give
+ * LMQ_E_UNSUPPORTED. */
+lmq_code tok_open_spm_model(const uint8_t *data, size_t size, tok_tokenizer **out, lmq_err *err);
+
 /* Opens the tokenizer a model carries, chosen by m->arch.tokenizer: "tokenizer.bin" (with
- * m->arch.vocab_size entries), "vocab.json" + "merges.txt", or "tokenizer.json". */
+ * m->arch.vocab_size entries), "vocab.json" + "merges.txt", "tokenizer.json" or
+ * "tokenizer.model". */
 lmq_code tok_open_model(const lmq_model *m, tok_tokenizer **out, lmq_err *err);
 
 void tok_free(tok_tokenizer *t);
 
 lmq_tok_kind tok_kind(const tok_tokenizer *t); /* the kind it was opened as */
 int tok_vocab_size(const tok_tokenizer *t);    /* ids are 0..vocab_size-1 */
-int tok_bos_id(const tok_tokenizer *t);        /* llama2c: 1 (tok_encode adds it); gpt2: -1 */
-int tok_eos_id(const tok_tokenizer *t);        /* llama2c: 2; gpt2: <|endoftext|>, or -1 */
+int tok_bos_id(const tok_tokenizer *t);        /* what tok_encode puts first (llama2c: 1), or -1 */
+int tok_eos_id(const tok_tokenizer *t);        /* llama2c: 2; json: <|endoftext|>, </s> or
+                                                  <|end_of_text|>; or -1 */
 
-/* Encodes text[0..len) into a malloc'd array (*ids, *n; free() it).
+/* Encodes text[0..len) into a malloc'd array (*ids, *n; free() it). BOS first when the
+ * tokenizer has one (tok_bos_id); special tokens are split out of the text first, and each
+ * stretch between them is encoded on its own.
  * llama2c: exactly llama2.c's encode(text, bos=1, eos=0): BOS, the dummy-prefix " " when the
  *   text is not empty, code points as tokens, then merges of the adjacent pair with the
  *   highest-scoring concatenation, leftmost on ties. A code point that is not a piece becomes
  *   its UTF-8 bytes' "<0xHH>" tokens when the vocabulary has byte fallback, else one <unk>
  *   (id 0), as SentencePiece encoded the model's training data: such text is not an error, and
- *   does not decode back to itself.
- * gpt2: GPT-2's pre-tokeniser and rank-ordered merges, special tokens recognised; no BOS.
+ *   does not decode back to itself. tokenizer.model: the same. SentencePiece-style
+ *   tokenizer.json: the same with merges by rank and its prefix rule (tok_open_hf_json).
+ * byte-level (gpt2, tokenizer.json): the pre-tokeniser (GPT-2's, Llama-3's or Qwen2's), then
+ *   rank-ordered merges within each pre-token.
  * Text that is not valid UTF-8 gives LMQ_E_FORMAT naming the byte offset. */
 lmq_code tok_encode(const tok_tokenizer *t, const char *text, size_t len, int32_t **ids,
                     size_t *n, lmq_err *err);
