@@ -20,7 +20,7 @@ ifeq ($(SAN),fuzz)
 CFLAGS  += -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 endif
 
-STAGES  := common formats schemes convert calibrate quantize runtime verify
+STAGES  := common formats schemes convert calibrate quantize runtime verify export
 LIB_SRC := $(foreach d,$(STAGES),$(wildcard $(d)/*.c))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TOOL_SRC := $(wildcard tools/*.c)
