@@ -588,6 +588,39 @@ static const name_row *hf_reverse(const hf_family *f, const char *canon, int pre
     return NULL;
 }
 
+static const hf_family *family_of(lmq_family family)
+{
+    /* Each family's config reader sets arch.family: the model_type names it. */
+    static const struct {
+        lmq_family family;
+        const char *model_type;
+    } by_family[] = { { LMQ_FAMILY_GPT2, "gpt2" }, { LMQ_FAMILY_LLAMA, "llama" } };
+    for (size_t i = 0; i < sizeof by_family / sizeof by_family[0]; i++)
+        for (size_t k = 0; by_family[i].family == family && k < N_FAMILIES; k++)
+            if (!strcmp(FAMILIES[k].model_type, by_family[i].model_type))
+                return &FAMILIES[k];
+    return NULL;
+}
+
+const char *lmq_hf_architecture(lmq_family family, const char **model_type)
+{
+    const hf_family *f = family_of(family);
+    if (model_type)
+        *model_type = f ? f->model_type : NULL;
+    return f ? f->architecture : NULL;
+}
+
+lmq_code lmq_hf_name(lmq_family family, const char *canon, char *out, size_t cap, int *transpose, lmq_err *err)
+{
+    const hf_family *f = family_of(family);
+    const name_row *r = f ? hf_reverse(f, canon, 1, out, cap) : NULL;
+    if (!r)
+        return lmq_fail(err, LMQ_E_UNSUPPORTED, "tensor %s has no Hugging Face %s name", canon,
+                        f ? f->architecture : "(unknown family)");
+    *transpose = r->kind == MAP_TRANSPOSE;
+    return LMQ_OK;
+}
+
 /* Adds the source tensor's name to a validation error about a canonical tensor. */
 static void name_origin(const hf_ctx *x, const lmq_plan *p, lmq_err *err)
 {
@@ -681,37 +714,3 @@ done:
     return c;
 }
 
-/* ---- the tables read backwards (export/) ------------------------------------------------- */
-
-static const hf_family *family_of(lmq_family family)
-{
-    /* Each family's config reader sets arch.family: the model_type names it. */
-    static const struct {
-        lmq_family family;
-        const char *model_type;
-    } by_family[] = { { LMQ_FAMILY_GPT2, "gpt2" }, { LMQ_FAMILY_LLAMA, "llama" } };
-    for (size_t i = 0; i < sizeof by_family / sizeof by_family[0]; i++)
-        for (size_t k = 0; by_family[i].family == family && k < N_FAMILIES; k++)
-            if (!strcmp(FAMILIES[k].model_type, by_family[i].model_type))
-                return &FAMILIES[k];
-    return NULL;
-}
-
-const char *lmq_hf_architecture(lmq_family family, const char **model_type)
-{
-    const hf_family *f = family_of(family);
-    if (model_type)
-        *model_type = f ? f->model_type : NULL;
-    return f ? f->architecture : NULL;
-}
-
-lmq_code lmq_hf_name(lmq_family family, const char *canon, char *out, size_t cap, int *transpose, lmq_err *err)
-{
-    const hf_family *f = family_of(family);
-    const name_row *r = f ? hf_reverse(f, canon, 1, out, cap) : NULL;
-    if (!r)
-        return lmq_fail(err, LMQ_E_UNSUPPORTED, "tensor %s has no Hugging Face %s name", canon,
-                        f ? f->architecture : "(unknown family)");
-    *transpose = r->kind == MAP_TRANSPOSE;
-    return LMQ_OK;
-}

@@ -27,4 +27,12 @@ int rt_audit_values(const lmq_container *c, lmq_issue_fn fn, void *ctx);
  * for a stats file (which describes a model's architecture without carrying it). */
 int rt_audit_tokenizer(const lmq_container *c, const lmq_manifest *man, lmq_issue_fn fn, void *ctx);
 
+/* The built-in checks of lmq audit on one artefact, in order, each problem reported through fn
+ * with the check's name: "open" (header, index, manifest checksum: nothing else runs when it
+ * fails), "parse" (the manifest), "checksum" (every tensor and the whole file), "manifest" (against
+ * the index), "values", "files" (carried-file names), "tokenizer". Returns how many problems
+ * were found: 0 when the artefact passed. */
+typedef void (*rt_audit_fn)(void *ctx, const char *check, const char *tensor, lmq_code code, const char *msg);
+int rt_audit_artefact(const char *path, rt_audit_fn fn, void *ctx);
+
 #endif

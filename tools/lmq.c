@@ -20,7 +20,7 @@ static const struct {
     { "audit", cmd_audit, "audit PATH [...] [--format text|json|junit] [--output FILE]  checksums, manifest and loader checks" },
     { "synth", cmd_synth, "synth --shape SHAPE -o DIR [--seed S]       a real-shape checkpoint of random weights" },
     { "outliers", cmd_outliers, "outliers IN.lmq -o OUT.lmq [--channels 4] [--factor 30] [--seed 1]  a test model with activation outliers" },
-    { "export", cmd_export, "export A.lmq --to TARGET -o OUT               another tool's format (compressed-tensors)" },
+    { "export", cmd_export, "export A.lmq --to TARGET -o OUT             another tool's format (compressed-tensors)" },
     { "probe", cmd_probe, "probe [--mib N] [--threads N] [--json]      this machine's memory read bandwidth" },
 };
 
