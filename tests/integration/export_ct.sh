@@ -29,7 +29,8 @@ run 0 "$LMQ" export "$tmp/h.lmq" --to compressed-tensors -o "$tmp/hf"
 has "(no quantization_config, 0 config groups)"
 grep -qF quantization_config "$tmp/hf/config.json" && fail "float export has a quantization_config"
 "$LMQ" convert "$tmp/hf" -o "$tmp/back.lmq" --tokenizer "$tmp/hf/tokenizer.bin" >/dev/null
-"$LMQ" verify "$tmp/h.lmq" "$tmp/back.lmq" --text "$FIX/text/tinystories-valid.txt" --ctx 64 >"$tmp/v"
+head -c 30000 "$FIX/text/tinystories-valid.txt" >"$tmp/text.txt" # a part: the comparison needs no more
+"$LMQ" verify "$tmp/h.lmq" "$tmp/back.lmq" --text "$tmp/text.txt" --ctx 64 >"$tmp/v"
 a=$(awk '$1 == "h.lmq" {print $7}' "$tmp/v"); b=$(awk '$1 == "back.lmq" {print $7 " " $10}' "$tmp/v")
 [ -n "$a" ] && [ "$b" = "$a 0" ] || { cat "$tmp/v" >&2; fail "the round trip changed the model: PPL $a, then PPL KL $b"; }
 
