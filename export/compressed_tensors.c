@@ -190,15 +190,111 @@ static lmq_code plan_item(ct_ctx *x, const lmq_tensor *t, ct_item *it, lmq_err *
     return it->group < 0 ? LMQ_E_UNSUPPORTED : LMQ_OK;
 }
 
-static ct_entry *add_entry(ct_ctx *x, ct_entry_kind kind, int item, const char *suffix, int64_t d0, int64_t d1)
+/* ---- the bytes of each entry: out holds the entry's size, zeroed ------------------------- */
+
+/* A float tensor as stored, rows permuted (rope) or the matrix transposed (Conv1D). */
+static void put_float(const ct_item *it, uint8_t *out, uint32_t *codes)
+{
+    (void)codes;
+    const size_t es = lmq_encoding_of(it->t->q.dtype)->bits / 8;
+    const int64_t rows = it->L.rows, cols = it->L.cols;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++) {
+            const int64_t to = it->transpose ? c * rows + r : r * cols + c;
+            memcpy(out + (size_t)to * es, it->t->raw + (size_t)(src_row(it, r) * cols + c) * es, es);
+        }
+}
+
+/* Output row r's codes, as stored (offset by 2^(bits-1)). */
+static void row_codes(const ct_item *it, int64_t r, uint32_t *codes)
+{
+    const unsigned bits = code_bits(it);
+    q_unpack(it->t->raw + it->L.code_offset, (uint64_t)(src_row(it, r) * it->L.cols) * bits, codes,
+             (size_t)it->L.cols, bits);
+}
+
+/* weight_packed: pack_factor codes per little-endian int32, code i in bits [bits·i, ...). */
+static void put_packed(const ct_item *it, uint8_t *out, uint32_t *codes)
+{
+    const unsigned bits = code_bits(it);
+    const int64_t cols = it->L.cols, pf = pack_factor(it), words = (cols + pf - 1) / pf;
+    for (int64_t r = 0; r < it->L.rows; r++) {
+        row_codes(it, r, codes);
+        for (int64_t w = 0; w < words; w++) {
+            uint32_t v = 0;
+            for (int64_t c = w * pf; c < cols && c < (w + 1) * pf; c++)
+                v |= codes[c] << (bits * (unsigned)(c - w * pf));
+            put_le32(out + 4 * (size_t)(r * words + w), v);
+        }
+    }
+}
+
+/* int-quantized weight: int8 two's complement, lmq's offset-binary code XOR 0x80. */
+static void put_int8(const ct_item *it, uint8_t *out, uint32_t *codes)
+{
+    for (int64_t r = 0; r < it->L.rows; r++) {
+        row_codes(it, r, codes);
+        for (int64_t c = 0; c < it->L.cols; c++)
+            out[r * it->L.cols + c] = (uint8_t)(codes[c] ^ 0x80u);
+    }
+}
+
+/* weight_scale: the stored fp16 scales, rows permuted with their weights. */
+static void put_scale(const ct_item *it, uint8_t *out, uint32_t *codes)
+{
+    (void)codes;
+    const int64_t per_row = scale_cols(it);
+    for (int64_t r = 0; r < (it->t->q.gran == LMQ_GRAN_TENSOR ? 1 : it->L.rows); r++)
+        memcpy(out + 2 * (size_t)(r * per_row), it->t->raw + 2 * (size_t)(src_row(it, r) * per_row),
+               2 * (size_t)per_row);
+}
+
+/* weight_zero_point: packed along the rows, pack_factor rows per int32. */
+static void put_zero(const ct_item *it, uint8_t *out, uint32_t *codes)
+{
+    (void)codes;
+    const unsigned bits = code_bits(it);
+    const int64_t pf = pack_factor(it), groups = it->L.groups_per_row;
+    for (int64_t r = 0; r < it->L.rows; r++)
+        for (int64_t g = 0; g < groups; g++) {
+            uint8_t *w = out + 4 * (size_t)((r / pf) * groups + g);
+            const uint32_t v = (uint32_t)w[0] | (uint32_t)w[1] << 8 | (uint32_t)w[2] << 16 | (uint32_t)w[3] << 24;
+            put_le32(w, v | (uint32_t)zero_at(it, src_row(it, r), g) << (bits * (unsigned)(r % pf)));
+        }
+}
+
+/* weight_shape: [out, in] as little-endian int64. */
+static void put_shape(const ct_item *it, uint8_t *out, uint32_t *codes)
+{
+    (void)codes;
+    const int64_t dims[2] = { it->L.rows, it->L.cols };
+    for (int k = 0; k < 16; k++)
+        out[k] = (uint8_t)((uint64_t)dims[k / 8] >> 8 * (k % 8));
+}
+
+/* Each kind of entry: its name after the module's, its dtype (floats keep the tensor's), and
+ * what writes its bytes. */
+static const struct {
+    const char *suffix;
+    st_dtype dtype;
+    void (*put)(const ct_item *it, uint8_t *out, uint32_t *codes);
+} KINDS[] = {
+    [E_FLOAT] = { "", ST_F32, put_float },
+    [E_PACKED] = { ".weight_packed", ST_I32, put_packed },
+    [E_INT8] = { ".weight", ST_I8, put_int8 },
+    [E_SCALE] = { ".weight_scale", ST_F16, put_scale },
+    [E_ZERO] = { ".weight_zero_point", ST_I32, put_zero },
+    [E_SHAPE] = { ".weight_shape", ST_I64, put_shape },
+};
+
+static void add_entry(ct_ctx *x, ct_entry_kind kind, int item, int64_t d0, int64_t d1)
 {
     ct_entry *e = &x->entries[x->n_entries++];
     e->kind = kind;
     e->item = item;
-    snprintf(e->name, sizeof e->name, "%s%s", x->items[item].hf, suffix);
+    snprintf(e->name, sizeof e->name, "%s%s", x->items[item].hf, KINDS[kind].suffix);
     e->shape[0] = d0;
     e->shape[1] = d1;
-    return e;
 }
 
 static st_dtype float_dtype(lmq_dtype d)
@@ -217,110 +313,36 @@ static lmq_code plan_entries(ct_ctx *x, st_out **outs, lmq_err *err)
         const ct_item *it = &x->items[i];
         const lmq_tensor *t = it->t;
         if (it->group < 0) {
-            ct_entry *e = add_entry(x, E_FLOAT, i, "", t->shape[0], t->ndim == 2 ? t->shape[1] : 0);
-            if (it->transpose) {
-                e->shape[0] = t->shape[1];
-                e->shape[1] = t->shape[0];
-            }
+            const int64_t d0 = t->shape[0], d1 = t->ndim == 2 ? t->shape[1] : 0;
+            add_entry(x, E_FLOAT, i, it->transpose ? d1 : d0, it->transpose ? d0 : d1);
             continue;
         }
         const int64_t rows = it->L.rows, cols = it->L.cols, pf = pack_factor(it);
         if (x->w8a8)
-            add_entry(x, E_INT8, i, ".weight", rows, cols);
+            add_entry(x, E_INT8, i, rows, cols);
         else
-            add_entry(x, E_PACKED, i, ".weight_packed", rows, (cols + pf - 1) / pf);
-        add_entry(x, E_SCALE, i, ".weight_scale", t->q.gran == LMQ_GRAN_TENSOR ? 1 : rows, scale_cols(it));
+            add_entry(x, E_PACKED, i, rows, (cols + pf - 1) / pf);
+        add_entry(x, E_SCALE, i, t->q.gran == LMQ_GRAN_TENSOR ? 1 : rows, scale_cols(it));
         if (t->q.asym)
-            add_entry(x, E_ZERO, i, ".weight_zero_point", (rows + pf - 1) / pf, scale_cols(it));
+            add_entry(x, E_ZERO, i, (rows + pf - 1) / pf, scale_cols(it));
         if (!x->w8a8)
-            add_entry(x, E_SHAPE, i, ".weight_shape", 2, 0);
+            add_entry(x, E_SHAPE, i, 2, 0);
     }
-    static const st_dtype dtypes[] = { [E_PACKED] = ST_I32, [E_INT8] = ST_I8, [E_SCALE] = ST_F16,
-                                       [E_ZERO] = ST_I32, [E_SHAPE] = ST_I64 };
     for (int k = 0; k < x->n_entries; k++) {
         ct_entry *e = &x->entries[k];
         const lmq_tensor *t = x->items[e->item].t;
-        const int tensor_scale = e->kind == E_SCALE && t->q.gran == LMQ_GRAN_TENSOR;
+        const int tensor_scale = e->kind == E_SCALE && t->q.gran == LMQ_GRAN_TENSOR; /* shape [1] */
         (*outs)[k] = (st_out){ .name = e->name,
-                               .dtype = e->kind == E_FLOAT ? float_dtype(t->q.dtype) : dtypes[e->kind],
+                               .dtype = e->kind == E_FLOAT ? float_dtype(t->q.dtype) : KINDS[e->kind].dtype,
                                .ndim = e->shape[1] && !tensor_scale ? 2 : 1,
                                .shape = e->shape };
     }
     return LMQ_OK;
 }
 
-/* ---- the bytes of each entry ------------------------------------------------------------- */
-
-/* Fills out (size bytes, zeroed) with entry e. */
-static void produce(const ct_ctx *x, const ct_entry *e, uint8_t *out, uint32_t *codes)
-{
-    const ct_item *it = &x->items[e->item];
-    const lmq_tensor *t = it->t;
-    const lmq_layout *L = &it->L;
-    const int64_t rows = L->rows, cols = L->cols;
-    switch (e->kind) {
-    case E_FLOAT: {
-        const size_t es = lmq_encoding_of(t->q.dtype)->bits / 8;
-        for (int64_t r = 0; r < rows; r++)
-            for (int64_t c = 0; c < cols; c++) {
-                const int64_t to = it->transpose ? c * rows + r : r * cols + c;
-                memcpy(out + (size_t)to * es, t->raw + (size_t)(src_row(it, r) * cols + c) * es, es);
-            }
-        return;
-    }
-    case E_PACKED:
-    case E_INT8: {
-        const unsigned bits = code_bits(it);
-        const int64_t pf = pack_factor(it), words = (cols + pf - 1) / pf;
-        for (int64_t r = 0; r < rows; r++) {
-            q_unpack(t->raw + L->code_offset, (uint64_t)(src_row(it, r) * cols) * bits, codes, (size_t)cols, bits);
-            for (int64_t c = 0; c < cols; c++) {
-                if (e->kind == E_INT8) /* offset binary to two's complement */
-                    out[r * cols + c] = (uint8_t)(codes[c] ^ 0x80u);
-                else
-                    codes[c] <<= bits * (unsigned)(c % pf);
-            }
-            for (int64_t w = 0; w < words && e->kind == E_PACKED; w++) {
-                uint32_t v = 0;
-                for (int64_t c = w * pf; c < cols && c < (w + 1) * pf; c++)
-                    v |= codes[c];
-                put_le32(out + 4 * (size_t)(r * words + w), v);
-            }
-        }
-        return;
-    }
-    case E_SCALE: {
-        const int64_t per_row = scale_cols(it);
-        for (int64_t r = 0; r < (t->q.gran == LMQ_GRAN_TENSOR ? 1 : rows); r++)
-            memcpy(out + 2 * (size_t)(r * per_row), t->raw + 2 * (size_t)(src_row(it, r) * per_row),
-                   2 * (size_t)per_row);
-        return;
-    }
-    case E_ZERO: {
-        const unsigned bits = code_bits(it);
-        const int64_t pf = pack_factor(it), groups = L->groups_per_row;
-        for (int64_t r = 0; r < rows; r++)
-            for (int64_t g = 0; g < groups; g++) {
-                uint8_t *w = out + 4 * (size_t)((r / pf) * groups + g);
-                uint32_t v = (uint32_t)(w[0] | w[1] << 8 | w[2] << 16 | (uint32_t)w[3] << 24);
-                put_le32(w, v | (uint32_t)zero_at(it, src_row(it, r), g) << (bits * (unsigned)(r % pf)));
-            }
-        return;
-    }
-    case E_SHAPE: {
-        const int64_t dims[2] = { rows, cols };
-        for (int k = 0; k < 16; k++)
-            out[k] = (uint8_t)((uint64_t)dims[k / 8] >> 8 * (k % 8));
-        return;
-    }
-    }
-}
-
 static size_t entry_bytes(const st_out *o)
 {
-    static const int widths[ST_DTYPE_COUNT] = { [ST_F32] = 4, [ST_F16] = 2, [ST_BF16] = 2, [ST_I32] = 4,
-                                                [ST_I8] = 1, [ST_I64] = 8 };
-    size_t n = (size_t)widths[o->dtype];
+    size_t n = (size_t)st_dtype_bits(o->dtype) / 8;
     for (int k = 0; k < o->ndim; k++)
         n *= (size_t)o->shape[k];
     return n;
@@ -344,7 +366,7 @@ static lmq_code write_weights(const ct_ctx *x, const st_out *outs, const char *p
     for (int k = 0; k < x->n_entries && !c; k++) {
         const size_t n = entry_bytes(&outs[k]);
         memset(buf, 0, n);
-        produce(x, &x->entries[k], buf, codes);
+        KINDS[x->entries[k].kind].put(&x->items[x->entries[k].item], buf, codes);
         if ((c = st_stream_write_raw(&s, buf, n, err)))
             st_stream_abort(&s);
     }
