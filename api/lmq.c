@@ -175,7 +175,7 @@ int lmq_audit(const char *path, lmq_audit_report **out, lmq_status *st)
     *out = calloc(1, sizeof **out);
     if (!*out)
         return fail(LMQ_E_NOMEM, "out of memory", st);
-    rt_audit_artefact(path, on_problem, *out);
+    rt_audit_artefact(path, on_problem, *out, NULL);
     if ((*out)->nomem) {
         lmq_audit_free(*out);
         *out = NULL;

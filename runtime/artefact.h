@@ -30,9 +30,10 @@ int rt_audit_tokenizer(const lmq_container *c, const lmq_manifest *man, lmq_issu
 /* The built-in checks of lmq audit on one artefact, in order, each problem reported through fn
  * with the check's name: "open" (header, index, manifest checksum: nothing else runs when it
  * fails), "parse" (the manifest), "checksum" (every tensor and the whole file), "manifest" (against
- * the index), "values", "files" (carried-file names), "tokenizer". Returns how many problems
- * were found: 0 when the artefact passed. */
+ * the index), "values", "files" (carried-file names), "tokenizer". *n_entries (when not NULL)
+ * gets the number of index entries, -1 when the artefact did not open. Returns how many
+ * problems were found: 0 when the artefact passed. lmq audit and the public API both run it. */
 typedef void (*rt_audit_fn)(void *ctx, const char *check, const char *tensor, lmq_code code, const char *msg);
-int rt_audit_artefact(const char *path, rt_audit_fn fn, void *ctx);
+int rt_audit_artefact(const char *path, rt_audit_fn fn, void *ctx, int *n_entries);
 
 #endif

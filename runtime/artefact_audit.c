@@ -1,5 +1,5 @@
-/* lmq audit's built-in checks on one artefact, for callers other than the command (the public
- * API, include/lmq.h). */
+/* lmq audit's built-in checks on one artefact, in the library so that the command and the
+ * public API (include/lmq.h) run the same ones. */
 #include "runtime/artefact.h"
 
 typedef struct {
@@ -57,13 +57,16 @@ static const struct {
     { "files", files },        { "tokenizer", tokenizer },
 };
 
-int rt_audit_artefact(const char *path, rt_audit_fn fn, void *ctx)
+int rt_audit_artefact(const char *path, rt_audit_fn fn, void *ctx, int *n_entries)
 {
     run r = { fn, ctx, "open", 0 };
     lmq_container c;
     lmq_manifest man;
     lmq_err err = { 0 };
-    if (lmq_container_open(&c, path, &err)) {
+    const int opened = lmq_container_open(&c, path, &err) == LMQ_OK;
+    if (n_entries)
+        *n_entries = opened ? c.n_tensors : -1;
+    if (!opened) {
         issue(&r, NULL, err.code, err.msg);
         return r.n;
     }

@@ -40,14 +40,6 @@ typedef struct {
     int worst; /* -1: passed */
 } artefact;
 
-typedef struct {
-    artefact *a;
-    const char *check; /* the check running, named in its problems */
-    kind check_kind;
-    const lmq_container *c;
-    const lmq_manifest *man; /* NULL when the manifest does not parse */
-} audit;
-
 static char *dup_or_null(const char *s)
 {
     return s ? strdup(s) : NULL;
@@ -69,63 +61,13 @@ static void add(artefact *a, kind k, const char *check, const char *tensor, cons
         a->worst = (int)k;
 }
 
-/* The kind is the running check's, except that a file that cannot be read is an I/O problem and
- * a tensor blob the checksum pass cannot even decode is damage to the format. */
-static void report(void *ctx, const char *tensor, lmq_code code, const char *msg)
-{
-    audit *au = ctx;
-    kind k = au->check_kind;
-    if (code == LMQ_E_IO || code == LMQ_E_NOMEM)
-        k = K_IO;
-    else if (k == K_CHECKSUM && code != LMQ_E_CHECKSUM)
-        k = K_FORMAT;
-    add(au->a, k, au->check, tensor, msg);
-}
-
-/* Every tensor checksum (zstd decoded) and the whole-file checksum. */
-static void check_checksums(audit *au)
-{
-    int before = au->a->n;
-    lmq_err err = { 0 };
-    if (lmq_container_verify(au->c, report, au, &err) && au->a->n == before)
-        report(au, NULL, err.code, err.msg); /* failed before checking any tensor */
-}
-
-/* The manifest against the index (keys, types and enum values were checked by the parse). */
-static void check_manifest(audit *au)
-{
-    if (au->man)
-        lmq_manifest_check(au->man, au->c->tensors, au->c->n_tensors, au->c->version, report, au);
-}
-
-/* What a loader checks of the stored numbers (runtime/artefact.h). */
-static void check_values(audit *au)
-{
-    rt_audit_values(au->c, report, au);
-}
-
-/* Carried-file names: plain names only. */
-static void check_files(audit *au)
-{
-    lmq_container_check_files(au->c, report, au);
-}
-
-/* The carried tokenizer opens as generate and verify open it. */
-static void check_tokenizer(audit *au)
-{
-    if (au->man)
-        rt_audit_tokenizer(au->c, au->man, report, au);
-}
-
-/* Policy checks (manifests/ policies) become rows here. */
+/* The kind of each built-in check's problems (runtime/artefact.h: rt_audit_artefact). */
 static const struct {
-    const char *name;
+    const char *check;
     kind k;
-    void (*run)(audit *);
-} checks[] = {
-    { "checksum", K_CHECKSUM, check_checksums }, { "manifest", K_MANIFEST, check_manifest },
-    { "values", K_VALUES, check_values },        { "files", K_VALUES, check_files },
-    { "tokenizer", K_VALUES, check_tokenizer },
+} check_kinds[] = {
+    { "open", K_FORMAT },      { "parse", K_FORMAT },  { "checksum", K_CHECKSUM }, { "manifest", K_MANIFEST },
+    { "values", K_VALUES },    { "files", K_VALUES },  { "tokenizer", K_VALUES },
 };
 
 /* An error from opening or parsing, without the "path: " its message may start with. */
@@ -135,33 +77,29 @@ static const char *unprefixed(const char *msg, const char *path)
     return !strncmp(msg, path, n) && !strncmp(msg + n, ": ", 2) ? msg + n + 2 : msg;
 }
 
+/* The kind is the check's, except that a file that cannot be read (or memory that runs out) is
+ * an I/O problem, an artefact that fails to open on a checksum is a checksum problem, and a
+ * tensor blob the checksum pass cannot even decode is damage to the format. */
+static void report(void *ctx, const char *check, const char *tensor, lmq_code code, const char *msg)
+{
+    artefact *a = ctx;
+    kind k = K_FORMAT;
+    for (size_t i = 0; i < sizeof check_kinds / sizeof check_kinds[0]; i++)
+        if (!strcmp(check, check_kinds[i].check))
+            k = check_kinds[i].k;
+    if (code == LMQ_E_IO || code == LMQ_E_NOMEM)
+        k = K_IO;
+    else if (!strcmp(check, "open") && code == LMQ_E_CHECKSUM)
+        k = K_CHECKSUM;
+    else if (k == K_CHECKSUM && code != LMQ_E_CHECKSUM)
+        k = K_FORMAT;
+    add(a, k, check, tensor, strcmp(check, "open") ? msg : unprefixed(msg, a->path));
+}
+
 static void audit_file(artefact *a)
 {
-    lmq_container c;
-    lmq_manifest man;
-    lmq_err err = { 0 };
-    if (lmq_container_open(&c, a->path, &err)) {
-        kind k = err.code == LMQ_E_IO || err.code == LMQ_E_NOMEM ? K_IO
-                 : err.code == LMQ_E_CHECKSUM                    ? K_CHECKSUM
-                                                                 : K_FORMAT;
-        add(a, k, "open", NULL, unprefixed(err.msg, a->path));
-        return;
-    }
-    a->opened = 1;
-    a->n_tensors = c.n_tensors;
-    audit au = { .a = a, .c = &c };
-    if (lmq_manifest_parse(c.manifest, c.manifest_size, &man, &err) == LMQ_OK)
-        au.man = &man;
-    else
-        add(a, err.code == LMQ_E_NOMEM ? K_IO : K_FORMAT, "parse", NULL, err.msg); /* "manifest: <key>: ..." */
-    for (size_t i = 0; i < sizeof checks / sizeof checks[0]; i++) {
-        au.check = checks[i].name;
-        au.check_kind = checks[i].k;
-        checks[i].run(&au);
-    }
-    if (au.man)
-        lmq_manifest_free(&man);
-    lmq_container_close(&c);
+    rt_audit_artefact(a->path, report, a, &a->n_tensors);
+    a->opened = a->n_tensors >= 0;
 }
 
 /* ---- the artefacts named on the command line ---- */
