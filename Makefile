@@ -6,7 +6,8 @@ BUILD   ?= build
 CC      ?= cc
 OPT     ?= -O2
 PKGS    := libzstd libxxhash yaml-0.1 jansson
-CFLAGS  += -std=c11 $(OPT) -g -Wall -Wextra -Werror -pthread -I. \
+# -fPIC: the same objects make liblmq.a and liblmq.so (make install).
+CFLAGS  += -std=c11 $(OPT) -g -fPIC -Wall -Wextra -Werror -pthread -I. \
            -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -ffp-contract=off
 LDLIBS  += -lzstd -lxxhash -lyaml -ljansson -lm -pthread
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lm)
@@ -20,7 +21,7 @@ ifeq ($(SAN),fuzz)
 CFLAGS  += -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 endif
 
-STAGES  := common formats schemes tokenizer convert calibrate quantize runtime verify audit
+STAGES  := common formats schemes tokenizer convert calibrate quantize runtime verify audit export api
 LIB_SRC := $(foreach d,$(STAGES),$(wildcard $(d)/*.c))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TOOL_SRC := $(wildcard tools/*.c)
@@ -52,7 +53,7 @@ TEST_SRC := $(filter-out tests/test_cuda.c,$(TEST_SRC))
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 endif
 
-.PHONY: all deps check check-asan check-golden bench demo expected clean cuda-status fuzz fuzz-smoke fuzz-build
+.PHONY: all deps check check-asan check-golden bench demo expected clean cuda-status fuzz fuzz-smoke fuzz-build install
 all: cuda-status $(BUILD)/lmq lmq
 
 cuda-status:
@@ -73,6 +74,30 @@ $(BUILD)/liblmq.a: $(LIB_OBJ) $(CUDA_OBJ)
 
 $(BUILD)/lmq: $(TOOL_OBJ) $(BUILD)/liblmq.a
 	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(BUILD)/liblmq.a $(LDLIBS)
+
+# The library to link (include/lmq.h, README "Use as a library"): the shared object from the
+# same objects as the archive; the man page from the command's own --help texts; lmq.pc with
+# the dependencies for static links (Requires.private / Libs.private).
+PREFIX  ?= /usr/local
+VERSION := $(shell sed -n 's/.*LMQ_TOOL_VERSION "lmq \(.*\)".*/\1/p' formats/manifest.h)
+
+$(BUILD)/liblmq.so: $(LIB_OBJ) $(CUDA_OBJ)
+	$(CC) $(LDFLAGS) -shared -Wl,-soname,liblmq.so -o $@ $^ $(LDLIBS)
+
+$(BUILD)/lmq.1: $(BUILD)/lmq tools/gen_man.sh
+	bash tools/gen_man.sh $(BUILD)/lmq $(VERSION) > $@.tmp && mv $@.tmp $@
+
+install: $(BUILD)/lmq $(BUILD)/liblmq.a $(BUILD)/liblmq.so $(BUILD)/lmq.1
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig \
+	  $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 755 $(BUILD)/lmq $(DESTDIR)$(PREFIX)/bin/lmq
+	install -m 644 $(BUILD)/liblmq.a $(DESTDIR)$(PREFIX)/lib/liblmq.a
+	install -m 755 $(BUILD)/liblmq.so $(DESTDIR)$(PREFIX)/lib/liblmq.so
+	install -m 644 include/lmq.h $(DESTDIR)$(PREFIX)/include/lmq.h
+	install -m 644 $(BUILD)/lmq.1 $(DESTDIR)$(PREFIX)/share/man/man1/lmq.1
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' -e 's|@REQUIRES@|$(PKGS)|' \
+	  -e 's|@LIBS@|$(filter-out -lzstd -lxxhash -lyaml -ljansson,$(LDLIBS))|' lmq.pc.in \
+	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/lmq.pc
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -143,7 +168,7 @@ bench: $(BUILD)/lmq $(BUILD)/bench/bench_runtime $(BUILD)/bench/bench_linear
 	LMQ=$(BUILD)/lmq BUILD=$(BUILD) bash bench/bench.sh
 
 # Debian packages the build needs; a no-op when they are installed.
-DEB_PKGS := build-essential pkg-config libzstd-dev libyaml-dev libxxhash-dev libjansson-dev check
+DEB_PKGS := build-essential pkg-config libzstd-dev libyaml-dev libxxhash-dev libjansson-dev check man-db
 deps:
 	@missing=$$(for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ]; then \

@@ -33,6 +33,15 @@ lmq_code lmq_convert_plan(const char *src, const lmq_convert_opts *opts, lmq_pla
 /* The plan with every tensor loaded: fills out (initialised here; freed again on failure). */
 lmq_code lmq_convert(const char *src, const lmq_convert_opts *opts, lmq_model *out, lmq_err *err);
 
+/* The import's name tables read backwards, for writing Hugging Face checkpoints (export/):
+ * family's architecture ("GPT2LMHeadModel"), with its model_type in *model_type when not NULL;
+ * NULL for an unknown family. */
+const char *lmq_hf_architecture(lmq_family family, const char **model_type);
+/* The Hugging Face checkpoint name of canonical tensor canon ("model.layers.0.mlp.up_proj.weight";
+ * lm_head unprefixed), with *transpose = 1 when HF stores it [in, out] (GPT-2 Conv1D).
+ * LMQ_E_UNSUPPORTED, naming the tensor, when the family has none (GPT-2's split attn_q). */
+lmq_code lmq_hf_name(lmq_family family, const char *canon, char *out, size_t cap, int *transpose, lmq_err *err);
+
 /* The Hugging Face importer behind lmq_convert_plan, for a directory, a .safetensors file or an
  * index.json. */
 lmq_code lmq_convert_hf(const char *src, const lmq_convert_opts *opts, lmq_plan *out, lmq_err *err);

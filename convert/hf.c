@@ -662,6 +662,57 @@ static lmq_code load_weights(hf_ctx *x, lmq_plan *p, lmq_err *err)
     return LMQ_OK;
 }
 
+/* The checkpoint name of canonical tensor canon in family f (family prefix when prefixed; never
+ * on the classifier, which HF keeps outside the base model); its row, or NULL (out untouched). */
+static const name_row *hf_reverse(const hf_family *f, const char *canon, int prefixed, char *out, size_t cap)
+{
+    for (int t = 0; t < 2; t++)
+        for (size_t i = 0; i < f->n_names[t]; i++) {
+            int layer;
+            const name_row *r = &f->names[t][i];
+            if (r->canon && pattern_match(r->canon, canon, &layer)) {
+                char bare[LMQ_NAME_MAX];
+                pattern_expand(r->hf, layer, bare, sizeof bare);
+                snprintf(out, cap, "%s%s", prefixed && r->kind != MAP_CLASSIFIER ? f->prefix : "", bare);
+                return r;
+            }
+        }
+    return NULL;
+}
+
+static const hf_family *family_of(lmq_family family)
+{
+    /* Each family's config reader sets arch.family: the model_type names it. */
+    static const struct {
+        lmq_family family;
+        const char *model_type;
+    } by_family[] = { { LMQ_FAMILY_GPT2, "gpt2" }, { LMQ_FAMILY_LLAMA, "llama" } };
+    for (size_t i = 0; i < sizeof by_family / sizeof by_family[0]; i++)
+        for (size_t k = 0; by_family[i].family == family && k < N_FAMILIES; k++)
+            if (!strcmp(FAMILIES[k].model_type, by_family[i].model_type))
+                return &FAMILIES[k];
+    return NULL;
+}
+
+const char *lmq_hf_architecture(lmq_family family, const char **model_type)
+{
+    const hf_family *f = family_of(family);
+    if (model_type)
+        *model_type = f ? f->model_type : NULL;
+    return f ? f->architecture : NULL;
+}
+
+lmq_code lmq_hf_name(lmq_family family, const char *canon, char *out, size_t cap, int *transpose, lmq_err *err)
+{
+    const hf_family *f = family_of(family);
+    const name_row *r = f ? hf_reverse(f, canon, 1, out, cap) : NULL;
+    if (!r)
+        return lmq_fail(err, LMQ_E_UNSUPPORTED, "tensor %s has no Hugging Face %s name", canon,
+                        f ? f->architecture : "(unknown family)");
+    *transpose = r->kind == MAP_TRANSPOSE;
+    return LMQ_OK;
+}
+
 /* Adds the source tensor's name to a validation error about a canonical tensor. */
 static void name_origin(const hf_ctx *x, const lmq_plan *p, lmq_err *err)
 {
@@ -673,16 +724,8 @@ static void name_origin(const hf_ctx *x, const lmq_plan *p, lmq_err *err)
     for (int i = 0; i < m->n_tensors; i++)
         if (!strcmp(m->tensors[i].name, canon))
             snprintf(hf, sizeof hf, "%s", p->sources[i].origin);
-    for (size_t k = 0; k < x->fam->n_names[0] + x->fam->n_names[1] && !hf[0]; k++) {
-        int layer;
-        const int t = k >= x->fam->n_names[0];
-        const name_row *r = &x->fam->names[t][k - (t ? x->fam->n_names[0] : 0)];
-        if (r->canon && pattern_match(r->canon, canon, &layer)) {
-            char bare[LMQ_NAME_MAX];
-            pattern_expand(r->hf, layer, bare, sizeof bare);
-            snprintf(hf, sizeof hf, "%s%s", x->prefixed && r->kind != MAP_CLASSIFIER ? x->fam->prefix : "", bare);
-        }
-    }
+    if (!hf[0])
+        hf_reverse(x->fam, canon, x->prefixed, hf, sizeof hf);
     if (hf[0]) {
         size_t n = strlen(err->msg);
         snprintf(err->msg + n, sizeof err->msg - n, " (checkpoint tensor %s)", hf);
@@ -762,3 +805,4 @@ done:
         lmq_plan_free(plan);
     return c;
 }
+

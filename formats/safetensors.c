@@ -417,7 +417,7 @@ lmq_code st_stream_open(st_stream *s, const char *path, const st_out *ts, int n,
 {
     memset(s, 0, sizeof *s);
     for (int i = 0; i < n; i++) {
-        if ((unsigned)ts[i].dtype >= ST_DTYPE_COUNT || !DTYPES[ts[i].dtype].encode)
+        if ((unsigned)ts[i].dtype >= ST_DTYPE_COUNT || DTYPES[ts[i].dtype].bits % 8)
             return lmq_fail(err, LMQ_E_ARG, "%s: tensor %s: cannot write dtype %s", path, ts[i].name,
                             st_dtype_name(ts[i].dtype));
         if (ts[i].ndim < 0 || ts[i].ndim > ST_MAX_DIMS)
@@ -460,6 +460,9 @@ lmq_code st_stream_write(st_stream *s, const float *values, size_t n, lmq_err *e
             return lmq_fail(err, LMQ_E_ARG, "%s: more values than the tensors hold", s->file.path);
         const st_out *t = &s->tensors[s->next];
         const int bytes = DTYPES[t->dtype].bits / 8;
+        if (!DTYPES[t->dtype].encode)
+            return lmq_fail(err, LMQ_E_ARG, "%s: tensor %s: %s takes stored bytes, not values", s->file.path,
+                            t->name, st_dtype_name(t->dtype));
         size_t k = sizeof buf / (size_t)bytes;
         if (k > n)
             k = n;
@@ -471,6 +474,29 @@ lmq_code st_stream_write(st_stream *s, const float *values, size_t n, lmq_err *e
             return c;
         values += k;
         n -= k;
+        s->left -= k;
+        stream_advance(s);
+    }
+    return LMQ_OK;
+}
+
+lmq_code st_stream_write_raw(st_stream *s, const void *bytes, size_t n, lmq_err *err)
+{
+    const uint8_t *p = bytes;
+    while (n) {
+        if (s->next >= s->n)
+            return lmq_fail(err, LMQ_E_ARG, "%s: more bytes than the tensors hold", s->file.path);
+        const st_out *t = &s->tensors[s->next];
+        const size_t width = (size_t)DTYPES[t->dtype].bits / 8;
+        const size_t k = n / width < s->left ? n / width : (size_t)s->left;
+        if (k < s->left && n % width)
+            return lmq_fail(err, LMQ_E_ARG, "%s: tensor %s: %zu bytes are not whole %s values", s->file.path,
+                            t->name, n, st_dtype_name(t->dtype));
+        lmq_code c = lmq_atomic_write(&s->file, p, k * width, err);
+        if (c)
+            return c;
+        p += k * width;
+        n -= k * width;
         s->left -= k;
         stream_advance(s);
     }

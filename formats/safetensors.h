@@ -79,10 +79,12 @@ lmq_code st_readable(const st_file *f, const st_tensor *t, lmq_err *err);
 void st_decode(st_dtype dtype, const uint8_t *src, float *out, size_t n);
 int st_dtype_bits(st_dtype t);
 
-/* A tensor to write: data is fp32 and is rounded to dtype (round-to-nearest-even). */
+/* A tensor to write: data is fp32 and is rounded to dtype (round-to-nearest-even). Tensors of
+ * other whole-byte dtypes (I32, I8, ...) are written from their stored bytes instead
+ * (st_stream_write_raw; data unused). */
 typedef struct {
     const char *name;
-    st_dtype dtype; /* ST_F32, ST_F16 or ST_BF16 */
+    st_dtype dtype; /* ST_F32, ST_F16 or ST_BF16 from values; any whole-byte dtype from bytes */
     int ndim;
     const int64_t *shape;
     const float *data;
@@ -107,6 +109,8 @@ typedef struct {
 
 lmq_code st_stream_open(st_stream *s, const char *path, const st_out *tensors, int n, lmq_err *err);
 lmq_code st_stream_write(st_stream *s, const float *values, size_t n, lmq_err *err);
+/* The same for stored bytes: n bytes, little-endian, whole values of the tensors due (any dtype). */
+lmq_code st_stream_write_raw(st_stream *s, const void *bytes, size_t n, lmq_err *err);
 lmq_code st_stream_commit(st_stream *s, lmq_err *err);
 /* Abandons the file: nothing appears at path. */
 void st_stream_abort(st_stream *s);

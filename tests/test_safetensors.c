@@ -319,9 +319,42 @@ START_TEST(write_round_trip)
         }
     }
     st_close(&f);
+    /* Integer dtypes take stored bytes, not values; sub-byte dtypes are not written at all. */
     const st_out bad = { "i", ST_I32, 1, shape, v };
     ck_assert_int_eq(st_write(path, &bad, 1, &err), LMQ_E_ARG);
-    ck_assert_ptr_nonnull(strstr(err.msg, "cannot write dtype I32"));
+    ck_assert_ptr_nonnull(strstr(err.msg, "takes stored bytes, not values"));
+    const st_out f4 = { "i", ST_F4, 1, shape, v };
+    ck_assert_int_eq(st_write(path, &f4, 1, &err), LMQ_E_ARG);
+    ck_assert_ptr_nonnull(strstr(err.msg, "cannot write dtype F4"));
+}
+END_TEST
+
+/* Stored bytes of any whole-byte dtype: written in pieces that cross tensors, read back as is;
+ * a piece that is not whole values, or one too many, is refused. */
+START_TEST(write_raw_bytes)
+{
+    const int64_t s3[1] = { 3 }, s2[2] = { 1, 2 };
+    const st_out ts[2] = { { "w", ST_I32, 1, s3, NULL }, { "b", ST_I8, 2, s2, NULL } };
+    const uint8_t bytes[14] = { 1, 0, 0, 0x80, 2, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x7f, 0x80 };
+    char path[512];
+    snprintf(path, sizeof path, "%s/raw.safetensors", test_tmpdir());
+    lmq_err err;
+    st_stream s;
+    ck_assert_int_eq(st_stream_open(&s, path, ts, 2, &err), LMQ_OK);
+    ck_assert_int_eq(st_stream_write_raw(&s, bytes, 6, &err), LMQ_E_ARG); /* 1.5 I32 values */
+    ck_assert_ptr_nonnull(strstr(err.msg, "not whole I32 values"));
+    ck_assert_int_eq(st_stream_write_raw(&s, bytes, 4, &err), LMQ_OK);
+    ck_assert_int_eq(st_stream_write_raw(&s, bytes + 4, 9, &err), LMQ_OK); /* runs into "b" */
+    ck_assert_int_eq(st_stream_write_raw(&s, bytes + 13, 1, &err), LMQ_OK);
+    ck_assert_int_eq(st_stream_write_raw(&s, bytes, 1, &err), LMQ_E_ARG);
+    ck_assert_int_eq(st_stream_commit(&s, &err), LMQ_OK);
+    st_file f;
+    ck_assert_int_eq(st_open(path, &f, &err), LMQ_OK);
+    ck_assert_int_eq(f.tensors[0].dtype, ST_I32);
+    ck_assert_int_eq(f.tensors[1].dtype, ST_I8);
+    ck_assert_uint_eq(f.data_size, sizeof bytes);
+    ck_assert_mem_eq(f.data, bytes, sizeof bytes);
+    st_close(&f);
 }
 END_TEST
 
@@ -436,6 +469,7 @@ int main(void)
     tcase_add_test(tc, valid_layout);
     tcase_add_test(tc, f16_bf16_decode);
     tcase_add_test(tc, write_round_trip);
+    tcase_add_test(tc, write_raw_bytes);
     tcase_add_test(tc, truncation_and_corruption);
     tcase_add_test(tc, missing_file);
     tcase_add_test(tc, open_mem_matches_open);

@@ -16,5 +16,6 @@ int cmd_synth(int argc, char **argv);
 int cmd_probe(int argc, char **argv);
 int cmd_outliers(int argc, char **argv);
 int cmd_budget(int argc, char **argv);
+int cmd_export(int argc, char **argv);
 
 #endif

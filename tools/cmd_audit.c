@@ -9,8 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "audit/diff.h"
-#include "audit/policy.h"
+#include "audit/audit.h"
 #include "common/file.h"
 #include "formats/container.h"
 #include "formats/manifest.h"
@@ -44,23 +43,6 @@ typedef struct {
     int worst; /* -1: passed */
 } artefact;
 
-/* What the user asked for beyond the built-in checks. */
-typedef struct {
-    lmq_policy **policies;
-    int n_policies;
-    const char *expect; /* an expected manifest, or a folder of them; NULL: none */
-} rules;
-
-typedef struct {
-    artefact *a;
-    const char *check; /* the check running, named in its problems */
-    kind check_kind;
-    const lmq_container *c;
-    const lmq_manifest *man;  /* NULL when the manifest does not parse */
-    lmq_audit_subject subject; /* its doc is NULL when the manifest does not parse */
-    const rules *rules;
-} audit;
-
 static char *dup_or_null(const char *s)
 {
     return s ? strdup(s) : NULL;
@@ -82,98 +64,14 @@ static void add(artefact *a, kind k, const char *check, const char *tensor, cons
         a->worst = (int)k;
 }
 
-/* The kind is the running check's, except that a file that cannot be read is an I/O problem and
- * a tensor blob the checksum pass cannot even decode is damage to the format. */
-static void report(void *ctx, const char *tensor, lmq_code code, const char *msg)
-{
-    audit *au = ctx;
-    kind k = au->check_kind;
-    if (code == LMQ_E_IO || code == LMQ_E_NOMEM)
-        k = K_IO;
-    else if (k == K_CHECKSUM && code != LMQ_E_CHECKSUM)
-        k = K_FORMAT;
-    add(au->a, k, au->check, tensor, msg);
-}
-
-/* Every tensor checksum (zstd decoded) and the whole-file checksum. */
-static void check_checksums(audit *au)
-{
-    int before = au->a->n;
-    lmq_err err = { 0 };
-    if (lmq_container_verify(au->c, report, au, &err) && au->a->n == before)
-        report(au, NULL, err.code, err.msg); /* failed before checking any tensor */
-}
-
-/* The built-in base policy: the manifest against the index (keys, types and enum values were
- * checked by the parse). */
-static void check_manifest(audit *au)
-{
-    if (au->man)
-        lmq_policy_check_base(&au->subject, report, au);
-}
-
-/* Every --policy, in the order given. */
-static void check_policies(audit *au)
-{
-    for (int i = 0; au->man && i < au->rules->n_policies; i++)
-        lmq_policy_check(au->rules->policies[i], &au->subject, report, au);
-}
-
-static void expect_difference(void *ctx, const char *tensor, const char *key, const char *a, const char *b)
-{
-    audit *au = ctx;
-    char msg[512];
-    snprintf(msg, sizeof msg, "%s: expected %s, found %s", key, b, a);
-    add(au->a, K_POLICY, au->check, tensor, msg);
-}
-
-/* The manifest against its expected manifest (--expect), by lmq diff's engine at tolerance 0. */
-static void check_expect(audit *au)
-{
-    if (!au->man || !au->rules->expect)
-        return;
-    char path[4096];
-    lmq_expect_path(au->rules->expect, au->a->path, path, sizeof path);
-    lmq_mdoc want;
-    lmq_err err = { 0 };
-    if (lmq_mdoc_load(path, &want, &err)) {
-        /* a missing expected manifest is the artefact failing the rule; a broken one, bad input */
-        add(au->a, err.code == LMQ_E_IO ? K_POLICY : err.code == LMQ_E_NOMEM ? K_IO : K_FORMAT, au->check, NULL,
-            err.msg);
-        return;
-    }
-    lmq_mdoc_diff(au->subject.doc, &want, 0, expect_difference, au);
-    lmq_mdoc_free(&want);
-}
-
-/* What a loader checks of the stored numbers (runtime/artefact.h). */
-static void check_values(audit *au)
-{
-    rt_audit_values(au->c, report, au);
-}
-
-/* Carried-file names: plain names only. */
-static void check_files(audit *au)
-{
-    lmq_container_check_files(au->c, report, au);
-}
-
-/* The carried tokenizer opens as generate and verify open it. */
-static void check_tokenizer(audit *au)
-{
-    if (au->man)
-        rt_audit_tokenizer(au->c, au->man, report, au);
-}
-
+/* The kind of each check's problems (audit/audit.h: lmq_audit_artefact). */
 static const struct {
-    const char *name;
+    const char *check;
     kind k;
-    void (*run)(audit *);
-} checks[] = {
-    { "checksum", K_CHECKSUM, check_checksums }, { "manifest", K_MANIFEST, check_manifest },
-    { "values", K_VALUES, check_values },        { "files", K_VALUES, check_files },
-    { "tokenizer", K_VALUES, check_tokenizer },  { "policy", K_POLICY, check_policies },
-    { "expect", K_POLICY, check_expect },
+} check_kinds[] = {
+    { "open", K_FORMAT },   { "parse", K_FORMAT },   { "checksum", K_CHECKSUM }, { "manifest", K_MANIFEST },
+    { "values", K_VALUES }, { "files", K_VALUES },   { "tokenizer", K_VALUES },  { "policy", K_POLICY },
+    { "expect", K_POLICY },
 };
 
 /* An error from opening or parsing, without the "path: " its message may start with. */
@@ -183,34 +81,30 @@ static const char *unprefixed(const char *msg, const char *path)
     return !strncmp(msg, path, n) && !strncmp(msg + n, ": ", 2) ? msg + n + 2 : msg;
 }
 
-static void audit_file(artefact *a, const rules *ru)
+/* The kind is the check's, except that a file that cannot be read (or memory that runs out) is
+ * an I/O problem, an artefact that fails to open on a checksum is a checksum problem, a tensor
+ * blob the checksum pass cannot even decode is damage to the format, and so is an expected
+ * manifest that is not one (a rule broken comes as LMQ_E_RECIPE). */
+static void report(void *ctx, const char *check, const char *tensor, lmq_code code, const char *msg)
 {
-    lmq_container c;
-    lmq_mdoc doc;
-    lmq_err err = { 0 };
-    if (lmq_container_open(&c, a->path, &err)) {
-        kind k = err.code == LMQ_E_IO || err.code == LMQ_E_NOMEM ? K_IO
-                 : err.code == LMQ_E_CHECKSUM                    ? K_CHECKSUM
-                                                                 : K_FORMAT;
-        add(a, k, "open", NULL, unprefixed(err.msg, a->path));
-        return;
-    }
-    a->opened = 1;
-    a->n_tensors = c.n_tensors;
-    audit au = { .a = a, .c = &c, .rules = ru, .subject = { .path = a->path, .format_version = c.version } };
-    if (lmq_mdoc_from_container(&c, &doc, &err) == LMQ_OK) {
-        au.man = &doc.man;
-        au.subject.doc = &doc;
-    } else
-        add(a, err.code == LMQ_E_NOMEM ? K_IO : K_FORMAT, "parse", NULL, err.msg); /* "manifest: <key>: ..." */
-    for (size_t i = 0; i < sizeof checks / sizeof checks[0]; i++) {
-        au.check = checks[i].name;
-        au.check_kind = checks[i].k;
-        checks[i].run(&au);
-    }
-    if (au.man)
-        lmq_mdoc_free(&doc);
-    lmq_container_close(&c);
+    artefact *a = ctx;
+    kind k = K_FORMAT;
+    for (size_t i = 0; i < sizeof check_kinds / sizeof check_kinds[0]; i++)
+        if (!strcmp(check, check_kinds[i].check))
+            k = check_kinds[i].k;
+    if (code == LMQ_E_IO || code == LMQ_E_NOMEM)
+        k = K_IO;
+    else if (!strcmp(check, "open") && code == LMQ_E_CHECKSUM)
+        k = K_CHECKSUM;
+    else if ((k == K_CHECKSUM && code != LMQ_E_CHECKSUM) || (k == K_POLICY && code != LMQ_E_RECIPE))
+        k = K_FORMAT;
+    add(a, k, check, tensor, strcmp(check, "open") ? msg : unprefixed(msg, a->path));
+}
+
+static void audit_file(artefact *a, const lmq_audit_rules *ru)
+{
+    lmq_audit_artefact(a->path, ru, report, a, &a->n_tensors);
+    a->opened = a->n_tensors >= 0;
 }
 
 /* ---- the artefacts named on the command line ---- */
@@ -552,7 +446,7 @@ int cmd_audit(int argc, char **argv)
         rc = 2;
     }
     /* A policy that does not load is bad input to this command, like an unknown option. */
-    rules ru = { policies, 0, expect };
+    lmq_audit_rules ru = { policies, 0, expect };
     for (int i = 0; rc < 0 && i < pl.n; i++) {
         lmq_err err = { 0 };
         if (lmq_policy_load(pl.v[i], &policies[ru.n_policies], &err)) {

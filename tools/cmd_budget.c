@@ -10,6 +10,7 @@
 #include <jansson.h>
 
 #include "convert/synth.h"
+#include "formats/artefact.h"
 #include "formats/container.h"
 #include "formats/manifest.h"
 #include "runtime/budget.h"

@@ -22,6 +22,7 @@ static const struct {
     { "synth", cmd_synth, "synth --shape SHAPE -o DIR [--seed S]       a real-shape checkpoint of random weights" },
     { "outliers", cmd_outliers, "outliers IN.lmq -o OUT.lmq [--channels 4] [--factor 30] [--seed 1]  a test model with activation outliers" },
     { "budget", cmd_budget, "budget MODEL.lmq|--shape S --memory 80GiB [--ctx N] [--kv fp16|int8]  KV-cache sizing" },
+    { "export", cmd_export, "export A.lmq --to TARGET -o OUT             another tool's format (compressed-tensors)" },
     { "probe", cmd_probe, "probe [--device cpu|cuda] [--mib N] [--threads N] [--json]  memory (or device copy) bandwidth" },
 };
 

@@ -1,0 +1,613 @@
+#include "export/compressed_tensors.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common/file.h"
+#include "convert/convert.h"
+#include "formats/encoding.h"
+#include "formats/model.h"
+#include "formats/safetensors.h"
+#include "runtime/artefact.h"
+#include "schemes/pack.h"
+#include "schemes/scheme.h"
+
+#define HF_NAME_MAX (2 * LMQ_NAME_MAX)
+
+/* One scheme of config_groups: a weight encoding and the activations of the layer reading it. */
+typedef struct {
+    lmq_qparams q;
+    lmq_act act;
+} ct_scheme;
+
+/* One tensor of the artefact as it is written. */
+typedef struct {
+    const lmq_tensor *t;
+    char hf[HF_NAME_MAX]; /* HF tensor name; for a quantised weight, its module's name */
+    int transpose;        /* float Conv1D weight: written [in, out] */
+    int rope_heads;       /* > 0: q/k rows go from interleaved to rotate_half order, per head */
+    int group;            /* config group, -1 when written as floats */
+    lmq_layout L;
+} ct_item;
+
+/* What each safetensors entry holds, and the function that produces its bytes. */
+typedef enum { E_FLOAT, E_PACKED, E_INT8, E_SCALE, E_ZERO, E_SHAPE } ct_entry_kind;
+
+typedef struct {
+    ct_entry_kind kind;
+    int item;
+    char name[HF_NAME_MAX + 32];
+    int64_t shape[2];
+} ct_entry;
+
+typedef struct {
+    lmq_model m;
+    ct_item *items;
+    int n_items;
+    ct_scheme schemes[16];
+    int n_schemes;
+    int w8a8; /* int-quantized: the quantised modules have int8 activations */
+    ct_entry *entries;
+    int n_entries;
+} ct_ctx;
+
+/* The source row of output row r: rotate_half order (i, i + hd/2) from llama2.c's interleaved
+ * (2i, 2i+1), as HF's own Llama conversion permutes q and k. */
+static int64_t src_row(const ct_item *it, int64_t r)
+{
+    if (!it->rope_heads)
+        return r;
+    const int64_t hd = it->L.rows / it->rope_heads, half = hd / 2, j = r % hd;
+    return r - j + 2 * (j % half) + j / half;
+}
+
+static unsigned code_bits(const ct_item *it)
+{
+    return lmq_encoding_of(it->t->q.dtype)->bits;
+}
+
+/* Codes per int32 word: compressed-tensors' pack_factor. */
+static int64_t pack_factor(const ct_item *it)
+{
+    return 32 / code_bits(it);
+}
+
+static int64_t scale_cols(const ct_item *it)
+{
+    return it->t->q.gran == LMQ_GRAN_TENSOR ? 1 : it->L.groups_per_row;
+}
+
+static uint16_t le16(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | p[1] << 8);
+}
+
+static void put_le32(uint8_t *p, uint32_t v)
+{
+    for (int k = 0; k < 4; k++)
+        p[k] = (uint8_t)(v >> 8 * k);
+}
+
+/* The stored zero point of scale group g of row r (asymmetric tensors). */
+static int zero_at(const ct_item *it, int64_t r, int64_t g)
+{
+    return (int16_t)le16(it->t->raw + it->L.zero_offset + 2 * (size_t)(r * it->L.groups_per_row + g));
+}
+
+/* ---- planning: names, schemes, what cannot be written ------------------------------------ */
+
+static int is_linear(const lmq_tensor *t)
+{
+    return t->ndim == 2 && strcmp(t->name, "tok_embd.weight") && strcmp(t->name, "pos_embd.weight");
+}
+
+static int scheme_index(ct_ctx *x, const lmq_tensor *t, lmq_err *err)
+{
+    const ct_scheme s = { t->q, t->act };
+    for (int i = 0; i < x->n_schemes; i++)
+        if (!memcmp(&x->schemes[i].q, &s.q, sizeof s.q) && x->schemes[i].act.scheme == s.act.scheme &&
+            x->schemes[i].act.gran == s.act.gran)
+            return i;
+    if (x->n_schemes == (int)(sizeof x->schemes / sizeof x->schemes[0])) {
+        lmq_fail(err, LMQ_E_UNSUPPORTED, "tensor %s: more than %d distinct schemes", t->name, x->n_schemes);
+        return -1;
+    }
+    x->schemes[x->n_schemes] = s;
+    return x->n_schemes++;
+}
+
+/* Checks that t's grid is one compressed-tensors holds exactly. */
+static lmq_code check_quantised(const ct_item *it, lmq_err *err)
+{
+    const lmq_tensor *t = it->t;
+    const lmq_encoding *e = lmq_encoding_of(t->q.dtype);
+    char d[64];
+    q_describe(&t->q, d, sizeof d);
+    if (!is_linear(t))
+        return lmq_fail(err, LMQ_E_UNSUPPORTED, "tensor %s is %s: compressed-tensors quantises Linear modules "
+                        "only (keep embeddings float in the recipe)", t->name, d);
+    if (!e->integer)
+        return lmq_fail(err, LMQ_E_UNSUPPORTED, "tensor %s is %s: only integer encodings are exported", t->name, d);
+    if (t->q.asym && t->q.gran == LMQ_GRAN_TENSOR)
+        return lmq_fail(err, LMQ_E_UNSUPPORTED, "tensor %s is %s: pack-quantized stores zero points per channel "
+                        "or group only", t->name, d);
+    if (t->act.scheme != LMQ_ACT_NONE && (t->q.dtype != LMQ_T_INT8 || t->q.asym))
+        return lmq_fail(err, LMQ_E_UNSUPPORTED, "tensor %s is %s with int8 activations: int-quantized holds "
+                        "symmetric int8 weights only", t->name, d);
+    if (!t->q.asym)
+        return LMQ_OK;
+    /* lmq stores int16 zero points; the format packs them in `bits` bits, offset like the codes. */
+    const int zmax = (1 << e->bits) - 1;
+    for (int64_t r = 0; r < it->L.rows; r++)
+        for (int64_t g = 0; g < it->L.groups_per_row; g++) {
+            const int z = zero_at(it, r, g);
+            if (z < 0 || z > zmax)
+                return lmq_fail(err, LMQ_E_UNSUPPORTED, "tensor %s: row %lld group %lld: zero point %d is "
+                                "outside 0..%d, which %u-bit packed zero points cannot hold", t->name,
+                                (long long)r, (long long)g, z, zmax, e->bits);
+        }
+    return LMQ_OK;
+}
+
+static lmq_code plan_item(ct_ctx *x, const lmq_tensor *t, ct_item *it, lmq_err *err)
+{
+    const lmq_arch *a = &x->m.arch;
+    memset(it, 0, sizeof *it);
+    it->t = t;
+    it->group = -1;
+    lmq_code c = lmq_hf_name(a->family, t->name, it->hf, sizeof it->hf, &it->transpose, err);
+    if (c)
+        return a->family == LMQ_FAMILY_GPT2 ? lmq_err_prefix(err, "GPT-2 artefacts with split q/k/v cannot be "
+                                                             "exported (HF's GPT-2 has one c_attn): ")
+                                            : c;
+    const int64_t rows = t->ndim == 2 ? t->shape[0] : 1, cols = t->shape[t->ndim - 1];
+    if ((c = lmq_layout_of(&t->q, rows, cols, &it->L, err)))
+        return lmq_err_prefix(err, "tensor %s: ", t->name);
+    if (a->rope == LMQ_ROPE_INTERLEAVED && t->ndim == 2) {
+        const size_t n = strlen(t->name);
+        if (n > 14 && !strcmp(t->name + n - 14, ".attn_q.weight"))
+            it->rope_heads = a->n_heads;
+        else if (n > 14 && !strcmp(t->name + n - 14, ".attn_k.weight"))
+            it->rope_heads = a->n_kv_heads;
+    }
+    if (t->q.gran == LMQ_GRAN_NONE) {
+        if (t->q.dtype != LMQ_T_F32 && t->q.dtype != LMQ_T_F16 && t->q.dtype != LMQ_T_BF16)
+            return lmq_fail(err, LMQ_E_UNSUPPORTED, "tensor %s is %s: only fp32, fp16, bf16 and integer "
+                            "encodings are exported", t->name, lmq_encoding_of(t->q.dtype)->name);
+        if (t->act.scheme != LMQ_ACT_NONE)
+            return lmq_fail(err, LMQ_E_UNSUPPORTED, "tensor %s: int8 activations on a float weight cannot be "
+                            "expressed", t->name);
+        return LMQ_OK;
+    }
+    if ((c = check_quantised(it, err)))
+        return c;
+    it->hf[strlen(it->hf) - strlen(".weight")] = '\0'; /* the module */
+    it->group = scheme_index(x, t, err);
+    return it->group < 0 ? LMQ_E_UNSUPPORTED : LMQ_OK;
+}
+
+/* ---- the bytes of each entry: out holds the entry's size, zeroed ------------------------- */
+
+/* A float tensor as stored, rows permuted (rope) or the matrix transposed (Conv1D). */
+static void put_float(const ct_item *it, uint8_t *out, uint32_t *codes)
+{
+    (void)codes;
+    const size_t es = lmq_encoding_of(it->t->q.dtype)->bits / 8;
+    const int64_t rows = it->L.rows, cols = it->L.cols;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++) {
+            const int64_t to = it->transpose ? c * rows + r : r * cols + c;
+            memcpy(out + (size_t)to * es, it->t->raw + (size_t)(src_row(it, r) * cols + c) * es, es);
+        }
+}
+
+/* Output row r's codes, as stored (offset by 2^(bits-1)). */
+static void row_codes(const ct_item *it, int64_t r, uint32_t *codes)
+{
+    const unsigned bits = code_bits(it);
+    q_unpack(it->t->raw + it->L.code_offset, (uint64_t)(src_row(it, r) * it->L.cols) * bits, codes,
+             (size_t)it->L.cols, bits);
+}
+
+/* weight_packed: pack_factor codes per little-endian int32, code i in bits [bits·i, ...). */
+static void put_packed(const ct_item *it, uint8_t *out, uint32_t *codes)
+{
+    const unsigned bits = code_bits(it);
+    const int64_t cols = it->L.cols, pf = pack_factor(it), words = (cols + pf - 1) / pf;
+    for (int64_t r = 0; r < it->L.rows; r++) {
+        row_codes(it, r, codes);
+        for (int64_t w = 0; w < words; w++) {
+            uint32_t v = 0;
+            for (int64_t c = w * pf; c < cols && c < (w + 1) * pf; c++)
+                v |= codes[c] << (bits * (unsigned)(c - w * pf));
+            put_le32(out + 4 * (size_t)(r * words + w), v);
+        }
+    }
+}
+
+/* int-quantized weight: int8 two's complement, lmq's offset-binary code XOR 0x80. */
+static void put_int8(const ct_item *it, uint8_t *out, uint32_t *codes)
+{
+    for (int64_t r = 0; r < it->L.rows; r++) {
+        row_codes(it, r, codes);
+        for (int64_t c = 0; c < it->L.cols; c++)
+            out[r * it->L.cols + c] = (uint8_t)(codes[c] ^ 0x80u);
+    }
+}
+
+/* weight_scale: the stored fp16 scales, rows permuted with their weights. */
+static void put_scale(const ct_item *it, uint8_t *out, uint32_t *codes)
+{
+    (void)codes;
+    const int64_t per_row = scale_cols(it);
+    for (int64_t r = 0; r < (it->t->q.gran == LMQ_GRAN_TENSOR ? 1 : it->L.rows); r++)
+        memcpy(out + 2 * (size_t)(r * per_row), it->t->raw + 2 * (size_t)(src_row(it, r) * per_row),
+               2 * (size_t)per_row);
+}
+
+/* weight_zero_point: packed along the rows, pack_factor rows per int32. */
+static void put_zero(const ct_item *it, uint8_t *out, uint32_t *codes)
+{
+    (void)codes;
+    const unsigned bits = code_bits(it);
+    const int64_t pf = pack_factor(it), groups = it->L.groups_per_row;
+    for (int64_t r = 0; r < it->L.rows; r++)
+        for (int64_t g = 0; g < groups; g++) {
+            uint8_t *w = out + 4 * (size_t)((r / pf) * groups + g);
+            const uint32_t v = (uint32_t)w[0] | (uint32_t)w[1] << 8 | (uint32_t)w[2] << 16 | (uint32_t)w[3] << 24;
+            put_le32(w, v | (uint32_t)zero_at(it, src_row(it, r), g) << (bits * (unsigned)(r % pf)));
+        }
+}
+
+/* weight_shape: [out, in] as little-endian int64. */
+static void put_shape(const ct_item *it, uint8_t *out, uint32_t *codes)
+{
+    (void)codes;
+    const int64_t dims[2] = { it->L.rows, it->L.cols };
+    for (int k = 0; k < 16; k++)
+        out[k] = (uint8_t)((uint64_t)dims[k / 8] >> 8 * (k % 8));
+}
+
+/* Each kind of entry: its name after the module's, its dtype (floats keep the tensor's), and
+ * what writes its bytes. */
+static const struct {
+    const char *suffix;
+    st_dtype dtype;
+    void (*put)(const ct_item *it, uint8_t *out, uint32_t *codes);
+} KINDS[] = {
+    [E_FLOAT] = { "", ST_F32, put_float },
+    [E_PACKED] = { ".weight_packed", ST_I32, put_packed },
+    [E_INT8] = { ".weight", ST_I8, put_int8 },
+    [E_SCALE] = { ".weight_scale", ST_F16, put_scale },
+    [E_ZERO] = { ".weight_zero_point", ST_I32, put_zero },
+    [E_SHAPE] = { ".weight_shape", ST_I64, put_shape },
+};
+
+static void add_entry(ct_ctx *x, ct_entry_kind kind, int item, int64_t d0, int64_t d1)
+{
+    ct_entry *e = &x->entries[x->n_entries++];
+    e->kind = kind;
+    e->item = item;
+    snprintf(e->name, sizeof e->name, "%s%s", x->items[item].hf, KINDS[kind].suffix);
+    e->shape[0] = d0;
+    e->shape[1] = d1;
+}
+
+static st_dtype float_dtype(lmq_dtype d)
+{
+    return d == LMQ_T_F16 ? ST_F16 : d == LMQ_T_BF16 ? ST_BF16 : ST_F32;
+}
+
+/* The safetensors entries, in the artefact's tensor order; *outs describes them for the writer. */
+static lmq_code plan_entries(ct_ctx *x, st_out **outs, lmq_err *err)
+{
+    x->entries = calloc((size_t)x->n_items * 4 + 1, sizeof *x->entries);
+    *outs = calloc((size_t)x->n_items * 4 + 1, sizeof **outs);
+    if (!x->entries || !*outs)
+        return lmq_fail(err, LMQ_E_NOMEM, "out of memory");
+    for (int i = 0; i < x->n_items; i++) {
+        const ct_item *it = &x->items[i];
+        const lmq_tensor *t = it->t;
+        if (it->group < 0) {
+            const int64_t d0 = t->shape[0], d1 = t->ndim == 2 ? t->shape[1] : 0;
+            add_entry(x, E_FLOAT, i, it->transpose ? d1 : d0, it->transpose ? d0 : d1);
+            continue;
+        }
+        const int64_t rows = it->L.rows, cols = it->L.cols, pf = pack_factor(it);
+        if (x->w8a8)
+            add_entry(x, E_INT8, i, rows, cols);
+        else
+            add_entry(x, E_PACKED, i, rows, (cols + pf - 1) / pf);
+        add_entry(x, E_SCALE, i, t->q.gran == LMQ_GRAN_TENSOR ? 1 : rows, scale_cols(it));
+        if (t->q.asym)
+            add_entry(x, E_ZERO, i, (rows + pf - 1) / pf, scale_cols(it));
+        if (!x->w8a8)
+            add_entry(x, E_SHAPE, i, 2, 0);
+    }
+    for (int k = 0; k < x->n_entries; k++) {
+        ct_entry *e = &x->entries[k];
+        const lmq_tensor *t = x->items[e->item].t;
+        const int tensor_scale = e->kind == E_SCALE && t->q.gran == LMQ_GRAN_TENSOR; /* shape [1] */
+        (*outs)[k] = (st_out){ .name = e->name,
+                               .dtype = e->kind == E_FLOAT ? float_dtype(t->q.dtype) : KINDS[e->kind].dtype,
+                               .ndim = e->shape[1] && !tensor_scale ? 2 : 1,
+                               .shape = e->shape };
+    }
+    return LMQ_OK;
+}
+
+static size_t entry_bytes(const st_out *o)
+{
+    size_t n = (size_t)st_dtype_bits(o->dtype) / 8;
+    for (int k = 0; k < o->ndim; k++)
+        n *= (size_t)o->shape[k];
+    return n;
+}
+
+static lmq_code write_weights(const ct_ctx *x, const st_out *outs, const char *path, lmq_err *err)
+{
+    int64_t max_cols = 1;
+    size_t max_bytes = 1;
+    for (int i = 0; i < x->n_items; i++)
+        if (x->items[i].L.cols > max_cols)
+            max_cols = x->items[i].L.cols;
+    for (int k = 0; k < x->n_entries; k++)
+        if (entry_bytes(&outs[k]) > max_bytes)
+            max_bytes = entry_bytes(&outs[k]);
+    uint8_t *buf = malloc(max_bytes);
+    uint32_t *codes = malloc((size_t)max_cols * sizeof *codes);
+    st_stream s;
+    lmq_code c = !buf || !codes ? lmq_fail(err, LMQ_E_NOMEM, "out of memory")
+                                : st_stream_open(&s, path, outs, x->n_entries, err);
+    for (int k = 0; k < x->n_entries && !c; k++) {
+        const size_t n = entry_bytes(&outs[k]);
+        memset(buf, 0, n);
+        KINDS[x->entries[k].kind].put(&x->items[x->entries[k].item], buf, codes);
+        if ((c = st_stream_write_raw(&s, buf, n, err)))
+            st_stream_abort(&s);
+    }
+    if (!c)
+        c = st_stream_commit(&s, err);
+    free(buf);
+    free(codes);
+    return c;
+}
+
+/* ---- config.json ------------------------------------------------------------------------- */
+
+/* A float as the shortest decimal that reads back as the same float (1e-05, not
+ * 9.9999997473787516e-06); config.json is dumped with 9 significant digits. */
+static json_t *json_float(float f)
+{
+    char buf[32];
+    for (int p = 1; p <= 9; p++) {
+        snprintf(buf, sizeof buf, "%.*g", p, (double)f);
+        if ((float)strtod(buf, NULL) == f)
+            break;
+    }
+    return json_real(strtod(buf, NULL));
+}
+
+static json_t *json_token(int id)
+{
+    return id < 0 ? json_null() : json_integer(id);
+}
+
+static json_t *quant_args(const ct_scheme *s)
+{
+    static const char *const strategy[] = { [LMQ_GRAN_TENSOR] = "tensor", [LMQ_GRAN_CHANNEL] = "channel",
+                                            [LMQ_GRAN_GROUP] = "group" };
+    json_t *w = json_object();
+    json_object_set_new(w, "num_bits", json_integer(lmq_encoding_of(s->q.dtype)->bits));
+    json_object_set_new(w, "type", json_string("int"));
+    json_object_set_new(w, "symmetric", json_boolean(!s->q.asym));
+    json_object_set_new(w, "strategy", json_string(strategy[s->q.gran]));
+    json_object_set_new(w, "group_size", s->q.gran == LMQ_GRAN_GROUP ? json_integer(s->q.group) : json_null());
+    json_object_set_new(w, "dynamic", json_false());
+    json_object_set_new(w, "actorder", json_null());
+    json_object_set_new(w, "observer", json_string("minmax"));
+    return w;
+}
+
+/* lmq's activations: int8, symmetric, the max taken per token or per call, at run time. */
+static json_t *act_args(lmq_act a)
+{
+    json_t *in = json_object();
+    json_object_set_new(in, "num_bits", json_integer(8));
+    json_object_set_new(in, "type", json_string("int"));
+    json_object_set_new(in, "symmetric", json_true());
+    json_object_set_new(in, "strategy", json_string(lmq_act_gran_names[a.gran]));
+    json_object_set_new(in, "dynamic", json_true());
+    json_object_set_new(in, "observer", json_null());
+    return in;
+}
+
+static json_t *quantization_config(const ct_ctx *x)
+{
+    json_t *qc = json_object(), *groups = json_object(), *ignore = json_array();
+    for (int g = 0; g < x->n_schemes; g++) {
+        json_t *grp = json_object(), *targets = json_array();
+        for (int i = 0; i < x->n_items && x->n_schemes > 1; i++)
+            if (x->items[i].group == g)
+                json_array_append_new(targets, json_string(x->items[i].hf));
+        if (x->n_schemes == 1)
+            json_array_append_new(targets, json_string("Linear"));
+        json_object_set_new(grp, "targets", targets);
+        json_object_set_new(grp, "weights", quant_args(&x->schemes[g]));
+        json_object_set_new(grp, "input_activations",
+                            x->schemes[g].act.scheme == LMQ_ACT_NONE ? json_null() : act_args(x->schemes[g].act));
+        json_object_set_new(grp, "output_activations", json_null());
+        char key[32];
+        snprintf(key, sizeof key, "group_%d", g);
+        json_object_set_new(groups, key, grp);
+    }
+    for (int i = 0; i < x->n_items; i++)
+        if (x->items[i].group < 0 && is_linear(x->items[i].t)) {
+            char module[HF_NAME_MAX];
+            snprintf(module, sizeof module, "%.*s", (int)(strlen(x->items[i].hf) - strlen(".weight")),
+                     x->items[i].hf);
+            json_array_append_new(ignore, json_string(module));
+        }
+    if (x->m.arch.tied_embedding) /* lm_head is the float embedding */
+        json_array_append_new(ignore, json_string("lm_head"));
+    json_object_set_new(qc, "quant_method", json_string("compressed-tensors"));
+    json_object_set_new(qc, "format", json_string(x->w8a8 ? "int-quantized" : "pack-quantized"));
+    json_object_set_new(qc, "quantization_status", json_string("compressed"));
+    json_object_set_new(qc, "config_groups", groups);
+    json_object_set_new(qc, "ignore", ignore);
+    json_object_set_new(qc, "kv_cache_scheme", json_null());
+    return qc;
+}
+
+static json_t *config_json(const ct_ctx *x)
+{
+    const lmq_arch *a = &x->m.arch;
+    const char *model_type;
+    const char *arch = lmq_hf_architecture(a->family, &model_type);
+    json_t *cfg = json_object();
+    json_object_set_new(cfg, "architectures", json_pack("[s]", arch));
+    json_object_set_new(cfg, "model_type", json_string(model_type));
+    json_object_set_new(cfg, "vocab_size", json_integer(a->vocab_size));
+    if (a->family == LMQ_FAMILY_GPT2) {
+        json_object_set_new(cfg, "n_embd", json_integer(a->dim));
+        json_object_set_new(cfg, "n_layer", json_integer(a->n_layers));
+        json_object_set_new(cfg, "n_head", json_integer(a->n_heads));
+        json_object_set_new(cfg, "n_inner", json_integer(a->hidden_dim));
+        json_object_set_new(cfg, "n_positions", json_integer(a->max_seq));
+        json_object_set_new(cfg, "n_ctx", json_integer(a->max_seq));
+        json_object_set_new(cfg, "activation_function", json_string("gelu_new"));
+        json_object_set_new(cfg, "layer_norm_epsilon", json_float(a->norm_eps));
+    } else {
+        json_object_set_new(cfg, "hidden_size", json_integer(a->dim));
+        json_object_set_new(cfg, "intermediate_size", json_integer(a->hidden_dim));
+        json_object_set_new(cfg, "num_hidden_layers", json_integer(a->n_layers));
+        json_object_set_new(cfg, "num_attention_heads", json_integer(a->n_heads));
+        json_object_set_new(cfg, "num_key_value_heads", json_integer(a->n_kv_heads));
+        json_object_set_new(cfg, "max_position_embeddings", json_integer(a->max_seq));
+        json_object_set_new(cfg, "rms_norm_eps", json_float(a->norm_eps));
+        json_object_set_new(cfg, "rope_theta", json_float(a->rope_theta));
+        json_object_set_new(cfg, "hidden_act", json_string("silu"));
+        json_object_set_new(cfg, "attention_bias", json_false());
+        json_object_set_new(cfg, "mlp_bias", json_false());
+    }
+    json_object_set_new(cfg, "tie_word_embeddings", json_boolean(a->tied_embedding));
+    json_object_set_new(cfg, "bos_token_id", json_token(a->bos_id));
+    json_object_set_new(cfg, "eos_token_id", json_token(a->eos_id));
+    /* The dtype a loader computes in: the scales' (fp16) when quantised, else the first
+     * matrix's. */
+    lmq_dtype dtype = LMQ_T_F16;
+    for (int i = 0; i < x->n_items && !x->n_schemes; i++)
+        if (x->items[i].t->ndim == 2) {
+            dtype = x->items[i].t->q.dtype;
+            break;
+        }
+    json_object_set_new(cfg, "torch_dtype", json_string(dtype == LMQ_T_F16    ? "float16"
+                                                        : dtype == LMQ_T_BF16 ? "bfloat16"
+                                                                              : "float32"));
+    if (x->n_schemes)
+        json_object_set_new(cfg, "quantization_config", quantization_config(x));
+    return cfg;
+}
+
+static lmq_code write_bytes(const char *path, const void *p, size_t n, lmq_err *err)
+{
+    lmq_atomic a;
+    lmq_code c = lmq_atomic_open(&a, path, err);
+    if (!c && (c = lmq_atomic_write(&a, p, n, err)))
+        lmq_atomic_abort(&a);
+    return c ? c : lmq_atomic_commit(&a, err);
+}
+
+static lmq_code write_config(const ct_ctx *x, const char *path, lmq_err *err)
+{
+    json_t *cfg = config_json(x);
+    char *text = json_dumps(cfg, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
+    json_decref(cfg);
+    if (!text)
+        return lmq_fail(err, LMQ_E_NOMEM, "out of memory");
+    lmq_code c = write_bytes(path, text, strlen(text), err);
+    free(text);
+    return c;
+}
+
+/* ---- the export ---------------------------------------------------------------------------- */
+
+static lmq_code plan(ct_ctx *x, lmq_err *err)
+{
+    if (!lmq_hf_architecture(x->m.arch.family, NULL))
+        return lmq_fail(err, LMQ_E_UNSUPPORTED, "no Hugging Face architecture for this model family");
+    x->items = calloc((size_t)x->m.n_tensors + 1, sizeof *x->items);
+    if (!x->items)
+        return lmq_fail(err, LMQ_E_NOMEM, "out of memory");
+    int acts = 0;
+    for (int i = 0; i < x->m.n_tensors; i++) {
+        lmq_code c = plan_item(x, &x->m.tensors[i], &x->items[x->n_items], err);
+        if (c)
+            return c;
+        acts += x->items[x->n_items].group >= 0 && x->m.tensors[i].act.scheme != LMQ_ACT_NONE;
+        x->n_items++;
+    }
+    int quantised = 0;
+    for (int i = 0; i < x->n_items; i++)
+        quantised += x->items[i].group >= 0;
+    if (acts && acts != quantised)
+        return lmq_fail(err, LMQ_E_UNSUPPORTED, "%d of %d quantised modules have int8 activations: one file holds "
+                        "one format (int-quantized for W8A8, pack-quantized for weight-only)", acts, quantised);
+    x->w8a8 = acts > 0;
+    return LMQ_OK;
+}
+
+static lmq_code join(char *out, size_t cap, const char *dir, const char *name, lmq_err *err)
+{
+    if ((size_t)snprintf(out, cap, "%s/%s", dir, name) >= cap)
+        return lmq_fail(err, LMQ_E_ARG, "%s/%s: path too long", dir, name);
+    return LMQ_OK;
+}
+
+static lmq_code export_dir(ct_ctx *x, const char *in_path, const char *out_dir, lmq_err *err)
+{
+    st_out *outs = NULL;
+    char path[4096];
+    lmq_code c = plan(x, err);
+    if (!c)
+        c = plan_entries(x, &outs, err);
+    if (!c && mkdir(out_dir, 0777) && errno != EEXIST)
+        c = lmq_fail(err, LMQ_E_IO, "%s: cannot create the directory: %s", out_dir, strerror(errno));
+    /* Nothing written may replace the artefact being read. */
+    if (!c && !(c = join(path, sizeof path, out_dir, "model.safetensors", err)) &&
+        !(c = lmq_output_check(path, &in_path, 1, err)))
+        c = write_weights(x, outs, path, err);
+    if (!c && !(c = join(path, sizeof path, out_dir, "config.json", err)) &&
+        !(c = lmq_output_check(path, &in_path, 1, err)))
+        c = write_config(x, path, err);
+    for (int i = 0; i < x->m.n_files && !c; i++)
+        if (!(c = join(path, sizeof path, out_dir, x->m.files[i].name, err)) &&
+            !(c = lmq_output_check(path, &in_path, 1, err)))
+            c = write_bytes(path, x->m.files[i].data, x->m.files[i].size, err);
+    free(outs);
+    return c;
+}
+
+lmq_code ct_export(const char *in_path, const char *out_dir, ct_summary *sum, lmq_err *err)
+{
+    ct_ctx x;
+    memset(&x, 0, sizeof x);
+    lmq_code c = rt_load_artefact(in_path, &x.m, err);
+    if (c)
+        return c;
+    c = export_dir(&x, in_path, out_dir, err);
+    if (!c && sum) {
+        *sum = (ct_summary){ .groups = x.n_schemes,
+                             .format = !x.n_schemes ? NULL : x.w8a8 ? "int-quantized" : "pack-quantized" };
+        for (int i = 0; i < x.n_items; i++)
+            *(x.items[i].group >= 0 ? &sum->quantized : &sum->plain) += 1;
+    }
+    free(x.items);
+    free(x.entries);
+    lmq_model_free(&x.m);
+    return c ? lmq_err_prefix(err, "%s: ", in_path) : LMQ_OK;
+}
