@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "convert/synth.h"
+#include "formats/artefact.h"
 #include "formats/container.h"
 #include "formats/manifest.h"
 #include "runtime/budget.h"

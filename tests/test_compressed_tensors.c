@@ -13,6 +13,7 @@
 
 #include "common/fp.h"
 #include "convert/convert.h"
+#include "formats/artefact.h"
 #include "formats/container.h"
 #include "export/compressed_tensors.h"
 #include "formats/safetensors.h"

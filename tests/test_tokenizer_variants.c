@@ -10,6 +10,7 @@
 
 #include "common/file.h"
 #include "convert/convert.h"
+#include "formats/artefact.h"
 #include "formats/container.h"
 #include "runtime/artefact.h"
 #include "tests/testutil.h"
