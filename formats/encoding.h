@@ -14,7 +14,12 @@
  *   codes        rows × cols codes of `bits` bits, packed densely across rows and groups, least
  *                significant bit first (schemes/pack.h), the last byte zero-padded.
  * A group is `group` consecutive weights along a row; a row shorter than `group` is one group,
- * and when cols % group != 0 the last group of each row is shorter. */
+ * and when cols % group != 0 the last group of each row is shorter.
+ *
+ * Block encodings (block != 0: GGUF's Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, imported from GGUF
+ * files) store instead each row as cols / block blocks of block_bytes bytes, exactly as
+ * ggml lays them out (scales and codes inside each block); cols must be a multiple of block,
+ * granularity none. */
 #ifndef LMQ_ENCODING_H
 #define LMQ_ENCODING_H
 
@@ -32,6 +37,8 @@ typedef struct {
     unsigned grans;      /* allowed granularities: bit (1u << lmq_gran) each */
     int integer;         /* integer codes on a scaled grid; asymmetric (int16 zero points) allowed */
     float fmax;          /* float codes: the largest finite value */
+    unsigned block;      /* block encodings: weights per block (0: scales-then-codes layout) */
+    unsigned block_bytes;
 } lmq_encoding;
 
 /* The table, indexed by lmq_dtype. */

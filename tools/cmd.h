@@ -14,5 +14,6 @@ int cmd_generate(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 int cmd_probe(int argc, char **argv);
 int cmd_outliers(int argc, char **argv);
+int cmd_export(int argc, char **argv);
 
 #endif

@@ -1,0 +1,381 @@
+/* lmq_gguf_load, lmq_gguf_convert: a GGUF file as an lmq model, encodings kept (convert/gguf.h). */
+#include "convert/gguf.h"
+
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "common/stats.h"
+#include "formats/container.h"
+#include "formats/gguf.h"
+#include "formats/manifest.h"
+#include "schemes/scheme.h"
+
+/* ggml type -> lmq encoding. Q8_0 and Q4_0 are lmq's symmetric g32 rows, re-laid out; the
+ * block types keep their bytes. */
+static const struct {
+    uint32_t ggml;
+    lmq_qparams q;
+} kept[] = {
+    { GGML_F32, { .dtype = LMQ_T_F32 } },
+    { GGML_F16, { .dtype = LMQ_T_F16 } },
+    { GGML_BF16, { .dtype = LMQ_T_BF16 } },
+    { GGML_Q8_0, { .dtype = LMQ_T_INT8, .gran = LMQ_GRAN_GROUP, .group = 32 } },
+    { GGML_Q4_0, { .dtype = LMQ_T_INT4, .gran = LMQ_GRAN_GROUP, .group = 32 } },
+    { GGML_Q4_1, { .dtype = LMQ_T_Q4_1 } },
+    { GGML_Q5_0, { .dtype = LMQ_T_Q5_0 } },
+    { GGML_Q5_1, { .dtype = LMQ_T_Q5_1 } },
+    { GGML_Q4_K, { .dtype = LMQ_T_Q4_K } },
+    { GGML_Q5_K, { .dtype = LMQ_T_Q5_K } },
+    { GGML_Q6_K, { .dtype = LMQ_T_Q6_K } },
+};
+
+/* Q8_0 / Q4_0 blocks as lmq's int8 / int4 symmetric g32 layout: the scales (each block's d),
+ * then the codes packed along rows (Q8_0: qs + 128 as offset binary; Q4_0: the nibbles). */
+static void from_q8_0_or_q4_0(const lmq_layout *L, unsigned bits, const uint8_t *src, uint8_t *dst)
+{
+    const unsigned bb = bits == 8 ? 34 : 18;
+    memset(dst, 0, L->bytes);
+    for (int64_t r = 0; r < L->rows; r++)
+        for (int64_t g = 0; g < L->groups_per_row; g++) {
+            const uint8_t *b = src + (size_t)(r * L->groups_per_row + g) * bb;
+            memcpy(dst + (size_t)(r * L->groups_per_row + g) * 2, b, 2);
+            const size_t e0 = (size_t)(r * L->cols + g * 32);
+            for (int j = 0; j < 32 && bits == 8; j++)
+                dst[L->code_offset + e0 + (size_t)j] = b[2 + j] ^ 0x80;
+            for (int j = 0; j < 32 && bits == 4; j++) {
+                const size_t e = e0 + (size_t)j;
+                const unsigned code = j < 16 ? b[2 + j] & 0xF : b[2 + j - 16] >> 4;
+                dst[L->code_offset + e / 2] |= (uint8_t)(code << (4 * (e & 1)));
+            }
+        }
+}
+
+static lmq_code add_tensor(lmq_model *m, const gguf_file *f, const gguf_tensor *gt, lmq_err *err)
+{
+    const ggml_type_info *ti = ggml_type_of(gt->type);
+    const lmq_qparams *q = NULL;
+    for (size_t i = 0; i < sizeof kept / sizeof kept[0]; i++)
+        if (kept[i].ggml == gt->type)
+            q = &kept[i].q;
+    if (!q)
+        return lmq_fail(err, LMQ_E_UNSUPPORTED, "%s: tensor %s: ggml type %s is not one lmq imports (f32, f16, bf16, "
+                        "q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k)", f->path, gt->name, ti->name);
+    for (uint32_t d = 2; d < gt->n_dims; d++)
+        if (gt->ne[d] != 1)
+            return lmq_fail(err, LMQ_E_UNSUPPORTED, "%s: tensor %s: %" PRIu32 " dimensions (lmq takes matrices and "
+                            "vectors)", f->path, gt->name, gt->n_dims);
+    char name[LMQ_NAME_MAX];
+    lmq_gguf_name(gt->name, 0, name);
+    const int ndim = gt->n_dims > 1 ? 2 : 1;
+    const int64_t rows = (int64_t)gt->ne[1], cols = (int64_t)gt->ne[0];
+    const int64_t shape[2] = { ndim == 2 ? rows : cols, cols };
+    lmq_layout L;
+    lmq_code rc = lmq_layout_of(q, rows, cols, &L, err);
+    if (rc)
+        return lmq_err_prefix(err, "%s: tensor %s: ", f->path, gt->name);
+    uint8_t *bytes = malloc(L.bytes ? L.bytes : 1);
+    if (!bytes)
+        return lmq_fail(err, LMQ_E_NOMEM, "%s: tensor %s: out of memory", f->path, gt->name);
+    if (gt->type == GGML_Q8_0 || gt->type == GGML_Q4_0)
+        from_q8_0_or_q4_0(&L, gt->type == GGML_Q8_0 ? 8 : 4, gt->data, bytes);
+    else
+        memcpy(bytes, gt->data, L.bytes); /* the same bytes: row-major floats, or GGUF blocks */
+    if ((rc = q_validate(q, bytes, L.bytes, rows, cols, err))) {
+        free(bytes);
+        return lmq_err_prefix(err, "%s: tensor %s: ", f->path, gt->name);
+    }
+    return lmq_model_add_view(m, name, ndim, shape, *q, bytes, L.bytes, bytes, NULL, err);
+}
+
+/* ---- hyperparameters ------------------------------------------------------------------------ */
+
+static lmq_code get_i(const gguf_file *f, const char *arch, const char *key, int optional, int *out, lmq_err *err)
+{
+    char k[128];
+    snprintf(k, sizeof k, "%s.%s", arch, key);
+    int64_t v = *out;
+    lmq_code rc = gguf_get_int(f, k, optional, &v, err);
+    if (!rc && (v < 0 || v > 1 << 30))
+        rc = lmq_fail(err, LMQ_E_FORMAT, "%s: key %s: %" PRId64 " is out of range", f->path, k, v);
+    if (!rc)
+        *out = (int)v;
+    return rc;
+}
+
+static lmq_code get_f(const gguf_file *f, const char *arch, const char *key, int optional, float *out, lmq_err *err)
+{
+    char k[128];
+    snprintf(k, sizeof k, "%s.%s", arch, key);
+    double v = *out;
+    lmq_code rc = gguf_get_float(f, k, optional, &v, err);
+    if (!rc)
+        *out = (float)v;
+    return rc;
+}
+
+static lmq_code read_arch(const gguf_file *f, lmq_model *m, lmq_err *err)
+{
+    gguf_str s;
+    lmq_arch *a = &m->arch;
+    lmq_code rc = gguf_get_str(f, "general.architecture", 0, &s, err);
+    if (rc)
+        return rc;
+    const int llama = gguf_str_eq(s, "llama");
+    if (!llama && !gguf_str_eq(s, "gpt2"))
+        return lmq_fail(err, LMQ_E_UNSUPPORTED, "%s: general.architecture '%.*s': lmq imports llama and gpt2", f->path,
+                        (int)(s.len > 40 ? 40 : s.len), s.p);
+    const char *arch = llama ? "llama" : "gpt2";
+    a->family = llama ? LMQ_FAMILY_LLAMA : LMQ_FAMILY_GPT2;
+    a->rope = llama ? LMQ_ROPE_INTERLEAVED : LMQ_ROPE_NONE; /* GGUF's llama order (Meta's) */
+    a->tokenizer = llama ? LMQ_TOK_LLAMA2C : LMQ_TOK_GPT2;
+    a->norm_eps = 1e-5f;
+    a->rope_theta = 10000.0f;
+    a->bos_id = a->eos_id = -1;
+    int64_t bos = -1, eos = -1;
+    if ((rc = get_i(f, arch, "embedding_length", 0, &a->dim, err)) ||
+        (rc = get_i(f, arch, "feed_forward_length", 0, &a->hidden_dim, err)) ||
+        (rc = get_i(f, arch, "block_count", 0, &a->n_layers, err)) ||
+        (rc = get_i(f, arch, "attention.head_count", 0, &a->n_heads, err)) ||
+        (rc = get_i(f, arch, "context_length", 0, &a->max_seq, err)) ||
+        (rc = get_f(f, arch, llama ? "attention.layer_norm_rms_epsilon" : "attention.layer_norm_epsilon", 0,
+                    &a->norm_eps, err)) ||
+        (llama && (rc = get_f(f, arch, "rope.freq_base", 1, &a->rope_theta, err))) ||
+        (rc = gguf_get_int(f, "tokenizer.ggml.bos_token_id", 1, &bos, err)) ||
+        (rc = gguf_get_int(f, "tokenizer.ggml.eos_token_id", 1, &eos, err)))
+        return rc;
+    a->n_kv_heads = a->n_heads;
+    if (llama && (rc = get_i(f, arch, "attention.head_count_kv", 1, &a->n_kv_heads, err)))
+        return rc;
+    const gguf_tensor *emb = gguf_find_tensor(f, "token_embd.weight");
+    if (!emb || emb->n_dims != 2)
+        return lmq_fail(err, LMQ_E_FORMAT, "%s: no 2-D token_embd.weight", f->path);
+    a->vocab_size = emb->ne[1] > 1 << 30 ? -1 : (int)emb->ne[1];
+    a->tied_embedding = !gguf_find_tensor(f, "output.weight");
+    a->bos_id = bos >= 0 && bos < a->vocab_size ? (int)bos : -1;
+    a->eos_id = eos >= 0 && eos < a->vocab_size ? (int)eos : -1;
+    return LMQ_OK;
+}
+
+/* ---- tokenizer ----------------------------------------------------------------------------- */
+
+typedef struct {
+    uint8_t *p;
+    size_t n, cap;
+    int failed;
+} obuf;
+
+static void put(obuf *b, const void *p, size_t n)
+{
+    if (b->failed)
+        return;
+    if (b->n + n > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->n + n)
+            cap *= 2;
+        uint8_t *q = realloc(b->p, cap);
+        if (!q) {
+            b->failed = 1;
+            return;
+        }
+        b->p = q;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, p, n);
+    b->n += n;
+}
+
+static void put_i32(obuf *b, int32_t v)
+{
+    uint8_t le[4] = { (uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)((uint32_t)v >> 24) };
+    put(b, le, 4);
+}
+
+static lmq_code carry(lmq_model *m, const char *name, obuf *b, lmq_err *err)
+{
+    if (b->failed) {
+        free(b->p);
+        return lmq_fail(err, LMQ_E_NOMEM, "tokenizer: out of memory");
+    }
+    return lmq_model_add_file(m, name, b->p, b->n, err);
+}
+
+#define SPM_SPACE "\xe2\x96\x81"
+
+/* tokenizer.bin from the "llama" vocabulary: U+2581 back to spaces, scores as given,
+ * max_token_length the longest token. */
+static lmq_code llama_tokenizer(const gguf_file *f, lmq_model *m, lmq_err *err)
+{
+    const gguf_kv *tok = gguf_get_array(f, "tokenizer.ggml.tokens", GGUF_STRING, err), *sc;
+    if (!tok || !(sc = gguf_get_array(f, "tokenizer.ggml.scores", GGUF_F64, err)))
+        return err->code;
+    if (sc->n != tok->n || tok->n != (uint64_t)m->arch.vocab_size)
+        return lmq_fail(err, LMQ_E_FORMAT, "%s: %" PRIu64 " tokens, %" PRIu64 " scores, %d rows of token_embd", f->path,
+                        tok->n, sc->n, m->arch.vocab_size);
+    obuf b = { 0 }, text = { 0 };
+    int32_t longest = 0;
+    const uint8_t *pos = tok->val;
+    put_i32(&b, 0);
+    for (uint64_t i = 0; i < tok->n; i++) {
+        gguf_str s = gguf_arr_next_str(&pos);
+        text.n = 0;
+        for (uint64_t k = 0; k < s.len;)
+            if (s.len - k >= 3 && !memcmp(s.p + k, SPM_SPACE, 3)) {
+                put(&text, " ", 1);
+                k += 3;
+            } else {
+                put(&text, s.p + k++, 1);
+            }
+        if (text.n > INT32_MAX / 2) {
+            free(text.p);
+            free(b.p);
+            return lmq_fail(err, LMQ_E_FORMAT, "%s: token %" PRIu64 " is too long", f->path, i);
+        }
+        float score = (float)gguf_arr_float(sc, i);
+        put(&b, &score, 4);
+        put_i32(&b, (int32_t)text.n);
+        put(&b, text.p, text.n);
+        longest = (int32_t)text.n > longest ? (int32_t)text.n : longest;
+    }
+    b.failed |= text.failed;
+    free(text.p);
+    if (!b.failed)
+        for (int k = 0; k < 4; k++)
+            b.p[k] = (uint8_t)((uint32_t)longest >> (8 * k));
+    return carry(m, "tokenizer.bin", &b, err);
+}
+
+/* vocab.json and merges.txt from the "gpt2" vocabulary. */
+static lmq_code gpt2_tokenizer(const gguf_file *f, lmq_model *m, lmq_err *err)
+{
+    const gguf_kv *tok = gguf_get_array(f, "tokenizer.ggml.tokens", GGUF_STRING, err), *mg;
+    if (!tok || !(mg = gguf_get_array(f, "tokenizer.ggml.merges", GGUF_STRING, err)))
+        return err->code;
+    json_t *v = json_object();
+    const uint8_t *pos = tok->val;
+    lmq_code rc = v ? LMQ_OK : lmq_fail(err, LMQ_E_NOMEM, "tokenizer: out of memory");
+    for (uint64_t i = 0; i < tok->n && !rc; i++) {
+        gguf_str s = gguf_arr_next_str(&pos);
+        char *k = strndup(s.p, (size_t)s.len);
+        if (!k || strlen(k) != s.len || json_object_get(v, k) || json_object_set_new(v, k, json_integer((json_int_t)i)))
+            rc = lmq_fail(err, LMQ_E_FORMAT, "%s: tokenizer.ggml.tokens: token %" PRIu64 " is not valid UTF-8, holds a "
+                          "NUL or repeats an earlier one", f->path, i);
+        free(k);
+    }
+    char *js = rc ? NULL : json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(v);
+    if (rc)
+        return rc;
+    if (!js)
+        return lmq_fail(err, LMQ_E_NOMEM, "tokenizer: out of memory");
+    obuf vb = { (uint8_t *)js, strlen(js), strlen(js), 0 }, mb = { 0 };
+    if ((rc = carry(m, "vocab.json", &vb, err)))
+        return rc;
+    put(&mb, "#version: 0.2\n", 14);
+    pos = mg->val;
+    for (uint64_t i = 0; i < mg->n; i++) {
+        gguf_str s = gguf_arr_next_str(&pos);
+        if (memchr(s.p, '\n', (size_t)s.len)) {
+            free(mb.p);
+            return lmq_fail(err, LMQ_E_FORMAT, "%s: tokenizer.ggml.merges: merge %" PRIu64 " holds a newline", f->path, i);
+        }
+        put(&mb, s.p, (size_t)s.len);
+        put(&mb, "\n", 1);
+    }
+    return carry(m, "merges.txt", &mb, err);
+}
+
+/* ---- the model ----------------------------------------------------------------------------- */
+
+lmq_code lmq_gguf_load(const char *src, lmq_model *out, lmq_err *err)
+{
+    lmq_model_init(out);
+    gguf_file f;
+    lmq_code rc = gguf_open(src, &f, err);
+    if (rc)
+        return rc;
+    if (!(rc = read_arch(&f, out, err))) {
+        gguf_str tm = { "", 0 };
+        if ((rc = gguf_get_str(&f, "tokenizer.ggml.model", 0, &tm, err)))
+            ;
+        else if (!gguf_str_eq(tm, out->arch.family == LMQ_FAMILY_LLAMA ? "llama" : "gpt2"))
+            rc = lmq_fail(err, LMQ_E_UNSUPPORTED, "%s: tokenizer.ggml.model '%.*s' with a %s model (lmq reads 'llama' "
+                          "for llama, 'gpt2' for gpt2)", src, (int)(tm.len > 40 ? 40 : tm.len), tm.p,
+                          out->arch.family == LMQ_FAMILY_LLAMA ? "llama" : "gpt2");
+        else
+            rc = out->arch.family == LMQ_FAMILY_LLAMA ? llama_tokenizer(&f, out, err) : gpt2_tokenizer(&f, out, err);
+    }
+    for (int64_t i = 0; i < f.n_tensors && !rc; i++)
+        rc = add_tensor(out, &f, &f.tensors[i], err);
+    if (!rc) {
+        out->source_checksum = XXH3_64bits(f.blob.data, f.blob.size);
+        snprintf(out->source, sizeof out->source, "%s", src);
+        snprintf(out->notes, sizeof out->notes, "GGUF v%" PRIu32 " (%s); tensor names mapped to lmq's, [out, in] as "
+                 "GGUF stores them (ne[0] = columns); encodings kept (q8_0, q4_0 as int8, int4 symmetric g32); %s",
+                 f.version, out->arch.family == LMQ_FAMILY_LLAMA ? "llama" : "gpt2",
+                 out->arch.family == LMQ_FAMILY_LLAMA ? "rope: interleaved pairs (GGUF's llama order)"
+                                                      : "tokenizer: vocab.json and merges.txt from the metadata");
+        rc = lmq_model_validate(out, err);
+        if (rc)
+            lmq_err_prefix(err, "%s: ", src);
+    }
+    gguf_close(&f);
+    if (rc)
+        lmq_model_free(out);
+    return rc;
+}
+
+/* The manifest entry of imported tensor t: its kept encoding, and statistics of its values. */
+static lmq_code describe(lmq_manifest *man, const lmq_tensor *t, lmq_err *err)
+{
+    const int64_t n = lmq_tensor_numel(t), rows = t->ndim > 1 ? t->shape[0] : 1;
+    if (t->q.dtype == LMQ_T_F32) {
+        lmq_code rc = lmq_manifest_add_plain(man, t, t->data, err);
+        if (!rc)
+            snprintf(man->tensors[man->n_tensors - 1].reason, LMQ_REASON_MAX, "F32 in the GGUF file");
+        return rc;
+    }
+    lmq_layout L;
+    lmq_manifest_tensor *e;
+    float *v = malloc((size_t)n * sizeof *v);
+    lmq_code rc = v ? LMQ_OK : lmq_fail(err, LMQ_E_NOMEM, "tensor %s: out of memory", t->name);
+    if (rc || (rc = lmq_layout_of(&t->q, rows, n / rows, &L, err)) ||
+        (rc = q_dequantize(&t->q, t->raw, t->raw_size, rows, n / rows, v, NULL, err)) ||
+        (rc = lmq_manifest_add_tensor(man, t->name, &e, err))) {
+        free(v);
+        return rc;
+    }
+    q_describe(&t->q, e->scheme, sizeof e->scheme);
+    e->q = t->q;
+    e->linear = lmq_is_linear(t->name, t->ndim);
+    e->bits = L.bits;
+    e->bpw = (double)L.bits / (double)n;
+    e->act = t->act;
+    lmq_tensor_stats(v, NULL, (size_t)n, &e->stats);
+    free(v);
+    return LMQ_OK;
+}
+
+lmq_code lmq_gguf_convert(const char *src, const char *out_path, int zstd, lmq_model *summary, lmq_err *err)
+{
+    lmq_model m;
+    lmq_manifest man;
+    lmq_manifest_init(&man);
+    lmq_code rc = lmq_gguf_load(src, &m, err);
+    if (!rc)
+        rc = lmq_manifest_describe(&man, &m, err);
+    for (int i = 0; i < m.n_tensors && !rc; i++)
+        rc = describe(&man, &m.tensors[i], err);
+    if (!rc)
+        rc = lmq_container_write_model_codec(out_path, &m, &man, zstd ? LMQ_CODEC_ZSTD : LMQ_CODEC_NONE, err);
+    lmq_manifest_free(&man);
+    if (!rc && summary) {
+        *summary = m;
+        return LMQ_OK;
+    }
+    lmq_model_free(&m);
+    return rc;
+}
