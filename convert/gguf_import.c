@@ -133,7 +133,7 @@ static lmq_code read_arch(const gguf_file *f, lmq_model *m, lmq_err *err)
     a->rope = llama ? LMQ_ROPE_INTERLEAVED : LMQ_ROPE_NONE; /* GGUF's llama order (Meta's) */
     a->tokenizer = llama ? LMQ_TOK_LLAMA2C : LMQ_TOK_GPT2;
     a->norm_eps = 1e-5f;
-    a->rope_theta = 10000.0f;
+    a->rope_theta = llama ? 10000.0f : 0.0f; /* no rope in gpt2 */
     a->bos_id = a->eos_id = -1;
     int64_t bos = -1, eos = -1;
     if ((rc = get_i(f, arch, "embedding_length", 0, &a->dim, err)) ||

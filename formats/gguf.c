@@ -53,6 +53,7 @@ typedef struct {
     const uint8_t *base;
     uint64_t size, pos;
     lmq_err *err;
+    char where[GGUF_NAME_MAX + 32]; /* what is being read, for messages: "key general.name", "tensor w" */
 } cursor;
 
 static lmq_code bad(const cursor *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -63,7 +64,7 @@ static lmq_code bad(const cursor *c, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    return lmq_fail(c->err, LMQ_E_FORMAT, "%s: %s", c->f->path, msg);
+    return lmq_fail(c->err, LMQ_E_FORMAT, "%s: %s%s%s", c->f->path, c->where, c->where[0] ? ": " : "", msg);
 }
 
 static int take(cursor *c, uint64_t n, const uint8_t **p)
@@ -92,8 +93,8 @@ static lmq_code read_str(cursor *c, gguf_str *s, const char *what)
     if (rc)
         return rc;
     if (!take(c, len, &p))
-        return bad(c, "%s at byte %" PRIu64 ": length %" PRIu64 " runs past the end of the file", what,
-                   c->pos - 8, len);
+        return bad(c, "%s at byte %" PRIu64 ": length %" PRIu64 " runs past the end of the file", what, c->pos - 8,
+                   len);
     s->p = (const char *)p;
     s->len = len;
     return LMQ_OK;
@@ -110,19 +111,19 @@ static const char *shown(gguf_str s, char *buf, size_t size)
     return buf;
 }
 
-static lmq_code read_value(cursor *c, gguf_kv *kv, const char *key)
+static lmq_code read_value(cursor *c, gguf_kv *kv)
 {
     if (kv->type >= GGUF_TYPE_COUNT)
-        return bad(c, "key %s: unknown value type %" PRIu32, key, kv->type);
+        return bad(c, "unknown value type %" PRIu32, kv->type);
     uint32_t et = kv->type;
     kv->n = 1;
     if (kv->type == GGUF_ARRAY) {
         uint64_t t = 0, n = 0;
         lmq_code rc;
         if ((rc = read_u(c, 4, &t, "an array's type")) || (rc = read_u(c, 8, &n, "an array's length")))
-            return lmq_err_prefix(c->err, "key %s: ", key);
+            return rc;
         if (t >= GGUF_TYPE_COUNT || t == GGUF_ARRAY)
-            return bad(c, "key %s: array of %s%" PRIu64 " (nested arrays are not supported)", key,
+            return bad(c, "array of %s%" PRIu64 " (nested arrays are not supported)",
                        t == GGUF_ARRAY ? "arrays, type " : "unknown type ", t);
         et = (uint32_t)t;
         kv->elem_type = et;
@@ -133,17 +134,17 @@ static lmq_code read_value(cursor *c, gguf_kv *kv, const char *key)
         for (uint64_t i = 0; i < kv->n; i++) {
             gguf_str s;
             if (read_str(c, &s, "a string"))
-                return lmq_err_prefix(c->err, "key %s: element %" PRIu64 ": ", key, i);
+                return bad(c, "string %" PRIu64 " of %" PRIu64 " runs past the end of the file", i, kv->n);
         }
         return LMQ_OK;
     }
     const uint8_t *p;
     if (kv->n > (c->size - c->pos) / scalar_size[et] || !take(c, kv->n * scalar_size[et], &p))
-        return bad(c, "key %s: %" PRIu64 " %s values run past the end of the file", key, kv->n, type_names[et]);
+        return bad(c, "%" PRIu64 " %s values run past the end of the file", kv->n, type_names[et]);
     if (et == GGUF_BOOL)
         for (uint64_t i = 0; i < kv->n; i++)
             if (p[i] > 1)
-                return bad(c, "key %s: bool %" PRIu64 " is %u (0 or 1)", key, i, p[i]);
+                return bad(c, "bool %" PRIu64 " is %u (0 or 1)", i, p[i]);
     return LMQ_OK;
 }
 
@@ -176,17 +177,19 @@ static lmq_code read_kvs(cursor *c, gguf_file *f)
         gguf_kv *kv = &f->kvs[i];
         uint64_t type = 0;
         lmq_code rc;
+        snprintf(c->where, sizeof c->where, "metadata entry %" PRId64, i);
         if ((rc = read_str(c, &kv->key, "a key")))
-            return lmq_err_prefix(c->err, "metadata entry %" PRId64 ": ", i);
+            return rc;
         if (kv->key.len == 0 || kv->key.len > 65535 || memchr(kv->key.p, 0, (size_t)kv->key.len))
-            return bad(c, "metadata entry %" PRId64 ": key '%s' is empty, longer than 65535 bytes or holds a NUL", i,
-                       shown(kv->key, buf, sizeof buf));
+            return bad(c, "key '%s' is empty, longer than 65535 bytes or holds a NUL", shown(kv->key, buf, sizeof buf));
+        snprintf(c->where, sizeof c->where, "key %s", shown(kv->key, buf, sizeof buf));
         if ((rc = read_u(c, 4, &type, "a value type")))
-            return lmq_err_prefix(c->err, "key %s: ", shown(kv->key, buf, sizeof buf));
+            return rc;
         kv->type = (uint32_t)type;
-        if ((rc = read_value(c, kv, shown(kv->key, buf, sizeof buf))))
+        if ((rc = read_value(c, kv)))
             return rc;
     }
+    c->where[0] = '\0';
     /* Unique keys: checked on a sorted copy, so that lookups keep the file's order. */
     gguf_kv *sorted = malloc((size_t)(f->n_kv ? f->n_kv : 1) * sizeof *sorted);
     if (!sorted)
@@ -207,38 +210,40 @@ static lmq_code read_tensor_info(cursor *c, gguf_tensor *t, int64_t i)
     uint64_t v = 0;
     char buf[96];
     lmq_code rc;
+    snprintf(c->where, sizeof c->where, "tensor %" PRId64, i);
     if ((rc = read_str(c, &name, "a tensor name")))
-        return lmq_err_prefix(c->err, "tensor %" PRId64 ": ", i);
+        return rc;
     if (name.len == 0 || name.len >= GGUF_NAME_MAX || memchr(name.p, 0, (size_t)name.len))
-        return bad(c, "tensor %" PRId64 ": name '%s' is empty, longer than %d bytes or holds a NUL", i,
-                   shown(name, buf, sizeof buf), GGUF_NAME_MAX - 1);
+        return bad(c, "name '%s' is empty, longer than %d bytes or holds a NUL", shown(name, buf, sizeof buf),
+                   GGUF_NAME_MAX - 1);
     memcpy(t->name, name.p, (size_t)name.len);
     t->name[name.len] = '\0';
+    snprintf(c->where, sizeof c->where, "tensor %s", t->name);
     if ((rc = read_u(c, 4, &v, "n_dims")))
-        return lmq_err_prefix(c->err, "tensor %s: ", t->name);
+        return rc;
     if (v < 1 || v > GGUF_MAX_DIMS)
-        return bad(c, "tensor %s: %" PRIu64 " dimensions (1 to %d)", t->name, v, GGUF_MAX_DIMS);
+        return bad(c, "%" PRIu64 " dimensions (1 to %d)", v, GGUF_MAX_DIMS);
     t->n_dims = (uint32_t)v;
     uint64_t elems = 1;
     for (unsigned d = 0; d < GGUF_MAX_DIMS; d++) {
         t->ne[d] = 1;
         if (d < t->n_dims && (rc = read_u(c, 8, &t->ne[d], "a dimension")))
-            return lmq_err_prefix(c->err, "tensor %s: ", t->name);
+            return rc;
         if (t->ne[d] < 1 || t->ne[d] > MAX_ELEMS / elems)
-            return bad(c, "tensor %s: dimension %u is %" PRIu64 " (need 1 .. 2^48 elements in all)", t->name, d,
-                       t->ne[d]);
+            return bad(c, "dimension %u is %" PRIu64 " (need 1 .. 2^48 elements in all)", d, t->ne[d]);
         elems *= t->ne[d];
     }
     if ((rc = read_u(c, 4, &v, "the type")) || (rc = read_u(c, 8, &t->offset, "the offset")))
-        return lmq_err_prefix(c->err, "tensor %s: ", t->name);
+        return rc;
     t->type = (uint32_t)v;
     const ggml_type_info *ti = ggml_type_of(t->type);
     if (!ti)
         return lmq_fail(c->err, LMQ_E_UNSUPPORTED, "%s: tensor %s: unknown ggml type %" PRIu64, c->f->path, t->name, v);
     if (t->ne[0] % ti->block)
-        return bad(c, "tensor %s: %s rows of %" PRIu64 " elements are not a whole number of %u-element blocks",
-                   t->name, ti->name, t->ne[0], ti->block);
+        return bad(c, "%s rows of %" PRIu64 " elements are not a whole number of %u-element blocks", ti->name,
+                   t->ne[0], ti->block);
     t->size = elems / ti->block * ti->block_bytes;
+    c->where[0] = '\0';
     return LMQ_OK;
 }
 
