@@ -9,8 +9,8 @@
 
 #define GRAN(g) (1u << LMQ_GRAN_##g)
 #define SCALED (GRAN(TENSOR) | GRAN(CHANNEL) | GRAN(GROUP))
-#define FLOAT_ROW(T, nm, b, sb, gr, mx) [T] = { T, nm, b, sb, gr, 0, mx }
-#define INT_ROW(T, nm, b) [T] = { T, nm, b, 16, SCALED, 1, 0 }
+#define FLOAT_ROW(T, nm, b, sb, gr, mx) [T] = { T, nm, b, sb, gr, 0, mx, 0, 0 }
+#define INT_ROW(T, nm, b) [T] = { T, nm, b, 16, SCALED, 1, 0, 0, 0 }
 #define BLOCK_ROW(T, nm, blk, bytes) [T] = { T, nm, 0, 0, GRAN(NONE), 0, 0, blk, bytes }
 
 const lmq_encoding lmq_encodings[LMQ_T_COUNT] = {
