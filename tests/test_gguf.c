@@ -18,6 +18,7 @@
 #include "quantize/quantize.h"
 #include "runtime/artefact.h"
 #include "runtime/forward.h"
+#include "runtime/linear.h"
 #include "schemes/gguf_blocks.h"
 #include "schemes/scheme.h"
 #include "tests/testutil.h"
@@ -469,7 +470,39 @@ START_TEST(hand_written_gguf_imports_and_verifies)
                           (double)tiny[i].want[j]);
         free(v);
     }
+    /* The kernels read GGUF's extreme codes (Q4_0's nibble 0 = -8·d, Q8_0's -128), which lmq's
+     * quantiser never writes, as the decoder does: each linear layer against a double-precision
+     * product of the packed values. */
+    static const int probe[] = { 2, 5, 9, 11 }; /* q4_k, q8_0 (int8 g32), q5_1, q4_0 (int4 g32) */
+    for (size_t p = 0; p < sizeof probe / sizeof probe[0]; p++) {
+        const tiny_tensor *tt = &tiny[probe[p]];
+        rt_weight W;
+        ck_assert_msg(rt_weight_of(lmq_model_find(&m, tt->lmq), NULL, &W, &e) == LMQ_OK, "%s", e.msg);
+        float x[DIM], *y = malloc((size_t)tt->rows * sizeof *y);
+        for (int k = 0; k < DIM; k++)
+            x[k] = (float)(k % 7) - 3.0f;
+        rt_exec ex = { .isa = rt_isa_best() };
+        /* on AVX-512 int8 and int4 g32 run the fused kernels: those are the ones tried here */
+        ck_assert(ex.isa != RT_ISA_AVX512 || rt_linear_fused(ex.isa, &W) == (W.q.dtype == LMQ_T_INT8 ||
+                                                                             W.q.dtype == LMQ_T_INT4));
+        ck_assert_msg(rt_linear(&ex, x, 1, &W, y, &e) == LMQ_OK, "%s", e.msg);
+        for (int r = 0; r < tt->rows; r++) {
+            double want = 0, mag = 0;
+            for (int k = 0; k < DIM; k++) {
+                want += (double)tt->want[(size_t)r * DIM + k] * x[k];
+                mag += fabs((double)tt->want[(size_t)r * DIM + k] * x[k]);
+            }
+            ck_assert_msg(fabs(y[r] - want) <= 1e-5 * mag + 1e-30, "%s row %d: %g, want %g", tt->lmq, r, (double)y[r],
+                          want);
+        }
+        free(y);
+    }
     lmq_model_free(&m);
+    /* audit's value checks pass */
+    lmq_container c;
+    ck_assert_msg(lmq_container_open(&c, art, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_int_eq(rt_audit_values(&c, NULL, NULL), 0);
+    lmq_container_close(&c);
 
     /* verify scores it, against itself through an export and import: the same logits. */
     lmq_gguf_report rep;
