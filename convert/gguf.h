@@ -45,6 +45,15 @@ lmq_code lmq_gguf_load(const char *src, lmq_model *out, lmq_err *err);
  * encoding; codec as for the container writer (formats/container.h: lmq_codec). */
 lmq_code lmq_gguf_convert(const char *src, const char *out_path, int zstd, lmq_model *summary, lmq_err *err);
 
+/* The GGUF type that holds exactly what lmq's encoding q holds (by the table above), or -1; and
+ * the encoding a GGUF type is imported as, or NULL when lmq does not import it. */
+int lmq_gguf_type_for(const lmq_qparams *q);
+const lmq_qparams *lmq_gguf_encoding_for(uint32_t ggml_type);
+
+/* SentencePiece's word boundary, U+2581, which GGUF's "llama" vocabulary keeps and llama2.c's
+ * tokenizer.bin spells as a space. */
+#define LMQ_SPM_SPACE "\xe2\x96\x81"
+
 /* lmq's canonical tensor name for a GGUF one (to_gguf = 0) or the reverse (1), into out
  * (LMQ_NAME_MAX bytes). */
 void lmq_gguf_name(const char *name, int to_gguf, char *out);

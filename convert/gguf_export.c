@@ -58,28 +58,14 @@ static void to_q8_0_or_q4_0(const lmq_layout *L, unsigned bits, const uint8_t *s
         }
 }
 
-/* The GGUF type lmq's encoding q maps onto exactly for a [rows, cols] matrix, or -1. */
+/* The GGUF type lmq's encoding q maps onto exactly for a [rows, cols] tensor, or -1: 1-D
+ * tensors go as F32 (llama.cpp wants its norms so), and a row must be whole blocks. */
 static int exact_type(const lmq_qparams *q, int ndim, int64_t cols)
 {
-    static const int64_t block_types[][2] = {
-        { LMQ_T_Q4_1, GGML_Q4_1 }, { LMQ_T_Q5_0, GGML_Q5_0 }, { LMQ_T_Q5_1, GGML_Q5_1 },
-        { LMQ_T_Q4_K, GGML_Q4_K }, { LMQ_T_Q5_K, GGML_Q5_K }, { LMQ_T_Q6_K, GGML_Q6_K },
-    };
-    if (q->dtype == LMQ_T_F32)
-        return GGML_F32;
-    if (ndim == 1)
-        return -1; /* 1-D tensors go as F32 (llama.cpp wants its norms so) */
-    if (q->dtype == LMQ_T_F16)
-        return GGML_F16;
-    if (q->dtype == LMQ_T_BF16)
-        return GGML_BF16;
-    if ((q->dtype == LMQ_T_INT8 || q->dtype == LMQ_T_INT4) && q->gran == LMQ_GRAN_GROUP && q->group == 32 &&
-        !q->asym && cols % 32 == 0)
-        return q->dtype == LMQ_T_INT8 ? GGML_Q8_0 : GGML_Q4_0;
-    for (size_t i = 0; i < sizeof block_types / sizeof block_types[0]; i++)
-        if (q->dtype == block_types[i][0])
-            return (int)block_types[i][1];
-    return -1;
+    const int t = lmq_gguf_type_for(q);
+    if (t < 0 || (ndim == 1 && t != GGML_F32))
+        return -1;
+    return cols % ggml_type_of((uint32_t)t)->block ? -1 : t;
 }
 
 /* One tensor's GGUF bytes (*out, malloc'd, *size) as type *type. */
@@ -216,8 +202,6 @@ static char *replaced(const char *p, size_t n, const char *from, const char *to,
     return o;
 }
 
-#define SPM_SPACE "\xe2\x96\x81" /* U+2581, SentencePiece's word boundary */
-
 static int is_byte_piece(const char *s, uint64_t n)
 {
     return n == 6 && !memcmp(s, "<0x", 3) && s[5] == '>';
@@ -234,7 +218,7 @@ static lmq_code llama2c_tokens(const lmq_file *f, int vocab, const lmq_arch *a, 
         if (f->size < pos + 8 || (memcpy(&len, f->data + pos + 4, 4), len > f->size - pos - 8))
             return lmq_fail(err, LMQ_E_FORMAT, "tokenizer.bin: token %d is truncated", i);
         memcpy(&t->score[i], f->data + pos, 4);
-        if (!(t->s[i] = replaced((const char *)f->data + pos + 8, len, " ", SPM_SPACE, &t->len[i])))
+        if (!(t->s[i] = replaced((const char *)f->data + pos + 8, len, " ", LMQ_SPM_SPACE, &t->len[i])))
             return lmq_fail(err, LMQ_E_NOMEM, "tokenizer: out of memory");
         t->type[i] = i == 0 ? TT_UNKNOWN : i == a->bos_id || i == a->eos_id ? TT_CONTROL
                      : is_byte_piece(t->s[i], t->len[i]) ? TT_BYTE : TT_NORMAL;

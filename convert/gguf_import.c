@@ -14,8 +14,8 @@
 #include "formats/manifest.h"
 #include "schemes/scheme.h"
 
-/* ggml type -> lmq encoding. Q8_0 and Q4_0 are lmq's symmetric g32 rows, re-laid out; the
- * block types keep their bytes. */
+/* ggml type <-> lmq encoding, both ways. Q8_0 and Q4_0 are lmq's symmetric g32 rows, re-laid
+ * out; the float and block types keep their bytes. */
 static const struct {
     uint32_t ggml;
     lmq_qparams q;
@@ -54,13 +54,26 @@ static void from_q8_0_or_q4_0(const lmq_layout *L, unsigned bits, const uint8_t 
         }
 }
 
+const lmq_qparams *lmq_gguf_encoding_for(uint32_t ggml_type)
+{
+    for (size_t i = 0; i < sizeof kept / sizeof kept[0]; i++)
+        if (kept[i].ggml == ggml_type)
+            return &kept[i].q;
+    return NULL;
+}
+
+int lmq_gguf_type_for(const lmq_qparams *q)
+{
+    for (size_t i = 0; i < sizeof kept / sizeof kept[0]; i++)
+        if (!memcmp(&kept[i].q, q, sizeof *q))
+            return (int)kept[i].ggml;
+    return -1;
+}
+
 static lmq_code add_tensor(lmq_model *m, const gguf_file *f, const gguf_tensor *gt, lmq_err *err)
 {
     const ggml_type_info *ti = ggml_type_of(gt->type);
-    const lmq_qparams *q = NULL;
-    for (size_t i = 0; i < sizeof kept / sizeof kept[0]; i++)
-        if (kept[i].ggml == gt->type)
-            q = &kept[i].q;
+    const lmq_qparams *q = lmq_gguf_encoding_for(gt->type);
     if (!q)
         return lmq_fail(err, LMQ_E_UNSUPPORTED, "%s: tensor %s: ggml type %s is not one lmq imports (f32, f16, bf16, "
                         "q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k)", f->path, gt->name, ti->name);
@@ -203,8 +216,6 @@ static lmq_code carry(lmq_model *m, const char *name, obuf *b, lmq_err *err)
     return lmq_model_add_file(m, name, b->p, b->n, err);
 }
 
-#define SPM_SPACE "\xe2\x96\x81"
-
 /* tokenizer.bin from the "llama" vocabulary: U+2581 back to spaces, scores as given,
  * max_token_length the longest token. */
 static lmq_code llama_tokenizer(const gguf_file *f, lmq_model *m, lmq_err *err)
@@ -223,7 +234,7 @@ static lmq_code llama_tokenizer(const gguf_file *f, lmq_model *m, lmq_err *err)
         gguf_str s = gguf_arr_next_str(&pos);
         text.n = 0;
         for (uint64_t k = 0; k < s.len;)
-            if (s.len - k >= 3 && !memcmp(s.p + k, SPM_SPACE, 3)) {
+            if (s.len - k >= 3 && !memcmp(s.p + k, LMQ_SPM_SPACE, 3)) {
                 put(&text, " ", 1);
                 k += 3;
             } else {
