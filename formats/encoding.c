@@ -67,7 +67,7 @@ char *lmq_encoding_names(char *buf, size_t size, unsigned except)
     size_t n = 0;
     buf[0] = '\0';
     for (unsigned t = 0; t < LMQ_T_COUNT && n < size; t++)
-        if (t != except)
+        if (t != except && !lmq_encodings[t].block)
             n += (size_t)snprintf(buf + n, size - n, "%s%s", n ? ", " : "", lmq_encodings[t].name);
     return buf;
 }

@@ -47,8 +47,8 @@ extern const lmq_encoding lmq_encodings[LMQ_T_COUNT];
 const lmq_encoding *lmq_encoding_of(unsigned dtype);
 /* The row named `name`; NULL when none is. */
 const lmq_encoding *lmq_encoding_find(const char *name);
-/* Every row's name but `except`'s, joined by ", ", into buf (for messages that list what is
- * known). Returns buf. */
+/* Every row's name but `except`'s and the block encodings' (imported, never produced), joined
+ * by ", ", into buf (for messages that list what can be asked for). Returns buf. */
 char *lmq_encoding_names(char *buf, size_t size, unsigned except);
 
 /* "none", "tensor", "channel", "group", indexed by lmq_gran. */
