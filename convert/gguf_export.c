@@ -296,6 +296,7 @@ static lmq_code tokenizer_meta(gguf_writer *w, const lmq_model *m, lmq_err *err)
         rc = llama2c_tokens(tb, a->vocab_size, a, &t, err);
     } else if (a->tokenizer == LMQ_TOK_GPT2 && vj && mt) {
         gguf_w_str(w, "tokenizer.ggml.model", "gpt2");
+        gguf_w_str(w, "tokenizer.ggml.pre", "gpt-2"); /* GPT-2's pre-tokenizer regex in llama.cpp */
         if (!(rc = gpt2_tokens(vj, a, &t, err)))
             rc = gpt2_merges(mt, &merges, err);
     } else {
