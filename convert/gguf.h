@@ -5,7 +5,8 @@
  * <arch>.* hyperparameter keys, and the tokenizer as tokenizer.ggml.* metadata ("llama" from
  * a llama2.c tokenizer.bin, "gpt2" from vocab.json + merges.txt). A llama model stored with
  * Hugging Face's rope order (half-split pairs) has the rows of attn_q and attn_k permuted to
- * the interleaved order GGUF's llama expects. Encodings map exactly where the grids coincide:
+ * the interleaved order GGUF's llama expects; a GPT-2 model with q, k, v apart (--split-qkv) has
+ * them fused into attn_qkv. Encodings map exactly where the grids coincide:
  *   fp32, fp16, bf16               -> F32, F16, BF16 (1-D tensors always F32: exact)
  *   int8 symmetric g32 (cols % 32 = 0) -> Q8_0   (d = the fp16 scale, qs = code - 128)
  *   int4 symmetric g32 (cols % 32 = 0) -> Q4_0   (d = the fp16 scale, nibble = code)

@@ -354,78 +354,143 @@ static int is_rope_tensor(const char *name)
     return p && !strncmp(name, "blk.", 4) && strlen(p) == 14;
 }
 
+/* One export under way. */
+typedef struct {
+    const lmq_model *m;
+    int allow_requantize;
+    gguf_writer *w;
+    lmq_gguf_report *rep;
+    size_t log_len, log_cap;
+} exporter;
+
+/* Records one re-quantised tensor in the report's log. */
+static lmq_code note(exporter *x, const char *why, lmq_err *err)
+{
+    const size_t n = strlen(why);
+    if (x->log_len + n + 2 > x->log_cap) {
+        char *g = realloc(x->rep->log, x->log_cap = 2 * x->log_cap + n + 2);
+        if (!g)
+            return lmq_fail(err, LMQ_E_NOMEM, "out of memory");
+        x->rep->log = g;
+    }
+    memcpy(x->rep->log + x->log_len, why, n);
+    x->log_len += n;
+    x->rep->log[x->log_len++] = '\n';
+    x->rep->log[x->log_len] = '\0';
+    x->rep->requantized++;
+    return LMQ_OK;
+}
+
+/* The log's lines as the lmq.requantized string array. */
+static lmq_code requantized_meta(exporter *x, lmq_err *err)
+{
+    const int n = x->rep->requantized;
+    const char **s = malloc((size_t)n * sizeof *s);
+    uint64_t *len = malloc((size_t)n * sizeof *len);
+    if (!s || !len) {
+        free(s);
+        free(len);
+        return lmq_fail(err, LMQ_E_NOMEM, "out of memory");
+    }
+    const char *p = x->rep->log;
+    for (int i = 0; i < n; i++) {
+        const char *e = strchr(p, '\n');
+        s[i] = p;
+        len[i] = (uint64_t)(e - p);
+        p = e + 1;
+    }
+    gguf_w_arr_str(x->w, "lmq.requantized", (uint64_t)n, s, len);
+    free(s);
+    free(len);
+    return LMQ_OK;
+}
+
+/* Writes tensor t. A GPT-2 artefact converted with --split-qkv holds q, k and v apart, where
+ * llama.cpp wants the fused attn_qkv (rows q|k|v, as lmq's own fused tensor): at attn_q the
+ * three go out as one, their GGUF rows one after another (each row is whole blocks), if their
+ * GGUF types agree; at attn_k and attn_v nothing more is written. */
+static lmq_code export_tensor(exporter *x, const lmq_tensor *t, lmq_err *err)
+{
+    const lmq_arch *a = &x->m->arch;
+    const char *qkv = a->family == LMQ_FAMILY_GPT2 ? strstr(t->name, ".attn_") : NULL;
+    if (qkv && (!strncmp(qkv, ".attn_k.", 8) || !strncmp(qkv, ".attn_v.", 8)))
+        return LMQ_OK;
+    const int n_parts = qkv && !strncmp(qkv, ".attn_q.", 8) ? 3 : 1;
+    const lmq_tensor *part[3] = { t, NULL, NULL };
+    uint8_t *bytes[3] = { NULL, NULL, NULL };
+    size_t size[3] = { 0, 0, 0 }, total = 0;
+    int type[3] = { -1, -1, -1 };
+    int64_t rows = 0, elems = 0;
+    lmq_code rc = LMQ_OK;
+    for (int k = 0; k < n_parts && !rc; k++) {
+        char name[LMQ_NAME_MAX], why[LMQ_NAME_MAX + 128];
+        snprintf(name, sizeof name, "%s", t->name);
+        if (k) /* attn_k, attn_v */
+            name[qkv - t->name + 6] = "qkv"[k];
+        if (!(part[k] = k ? lmq_model_find(x->m, name) : t) || part[k]->ndim != t->ndim) {
+            rc = lmq_fail(err, LMQ_E_FORMAT, "tensor %s: no %s of the same rank beside it to fuse into attn_qkv",
+                          t->name, name);
+            break;
+        }
+        if ((rc = tensor_bytes(part[k], x->allow_requantize, &type[k], &bytes[k], &size[k], why, sizeof why, err)) ||
+            (why[0] && (rc = note(x, why, err))))
+            break;
+        if (type[k] != type[0])
+            rc = lmq_fail(err, LMQ_E_UNSUPPORTED, "tensors %s and %s go to GGUF types %s and %s: llama.cpp's fused "
+                          "attn_qkv holds one", part[0]->name, part[k]->name, ggml_type_of((uint32_t)type[0])->name,
+                          ggml_type_of((uint32_t)type[k])->name);
+        rows += part[k]->ndim > 1 ? part[k]->shape[0] : 1;
+        elems += lmq_tensor_numel(part[k]);
+        total += size[k];
+    }
+    uint8_t *all = rc ? NULL : n_parts == 1 ? bytes[0] : malloc(total ? total : 1);
+    if (!rc && !all)
+        rc = lmq_fail(err, LMQ_E_NOMEM, "tensor %s: out of memory", t->name);
+    for (int k = 0, at = 0; k < n_parts && !rc && n_parts > 1; at += (int)size[k], k++)
+        memcpy(all + at, bytes[k], size[k]);
+    if (!rc && a->family == LMQ_FAMILY_LLAMA && a->rope == LMQ_ROPE_HALF && is_rope_tensor(t->name))
+        rc = permute_rope(all, total, rows, a->dim / a->n_heads, t->name, err);
+    if (!rc) {
+        char name[LMQ_NAME_MAX + 8];
+        lmq_gguf_name(t->name, 1, name);
+        if (n_parts > 1) { /* ".attn_q." -> ".attn_qkv." */
+            char *q = strstr(name, ".attn_q.");
+            memmove(q + 10, q + 8, strlen(q + 8) + 1);
+            memcpy(q, ".attn_qkv.", 10);
+        }
+        const uint64_t ne[2] = { (uint64_t)(elems / rows), (uint64_t)rows };
+        gguf_w_tensor(x->w, name, (uint32_t)type[0], t->ndim > 1 ? 2 : 1,
+                      t->ndim > 1 ? ne : (const uint64_t[1]){ (uint64_t)elems }, all, total);
+        x->rep->tensors++;
+    }
+    if (all != bytes[0])
+        free(all);
+    for (int k = 0; k < 3; k++)
+        free(bytes[k]);
+    return rc;
+}
+
 lmq_code lmq_gguf_export(const char *in, const char *out, int allow_requantize, lmq_gguf_report *rep, lmq_err *err)
 {
     lmq_gguf_report own = { 0 };
     rep = rep ? rep : &own;
     memset(rep, 0, sizeof *rep);
     lmq_model m;
-    gguf_writer *w = NULL;
     lmq_code rc = rt_load_artefact(in, &m, err);
     if (rc)
         return rc;
-    if (m.arch.family == LMQ_FAMILY_GPT2 && lmq_model_find(&m, "blk.0.attn_q.weight"))
-        rc = lmq_fail(err, LMQ_E_UNSUPPORTED, "%s: GPT-2 with q, k, v split (--split-qkv): llama.cpp wants the fused "
-                      "attn_qkv; convert without --split-qkv", in);
-    if (!rc && !(rc = gguf_writer_new(&w, err))) {
-        arch_meta(w, &m.arch);
-        rc = tokenizer_meta(w, &m, err);
+    exporter x = { .m = &m, .allow_requantize = allow_requantize, .rep = rep };
+    if (!(rc = gguf_writer_new(&x.w, err))) {
+        arch_meta(x.w, &m.arch);
+        rc = tokenizer_meta(x.w, &m, err);
     }
-    size_t log_len = 0, log_cap = 0;
-    char **requant = NULL;
-    uint64_t *requant_len = NULL;
-    const int hd = m.arch.n_heads ? m.arch.dim / m.arch.n_heads : 0;
-    for (int i = 0; i < m.n_tensors && !rc; i++) {
-        const lmq_tensor *t = &m.tensors[i];
-        int type;
-        uint8_t *bytes = NULL;
-        size_t size = 0;
-        char why[LMQ_NAME_MAX + 128], name[LMQ_NAME_MAX];
-        if ((rc = tensor_bytes(t, allow_requantize, &type, &bytes, &size, why, sizeof why, err)))
-            break;
-        const int64_t rows = t->ndim > 1 ? t->shape[0] : 1;
-        if (m.arch.family == LMQ_FAMILY_LLAMA && m.arch.rope == LMQ_ROPE_HALF && is_rope_tensor(t->name))
-            rc = permute_rope(bytes, size, rows, hd, t->name, err);
-        lmq_gguf_name(t->name, 1, name);
-        const uint64_t ne[2] = { (uint64_t)(lmq_tensor_numel(t) / rows), (uint64_t)rows };
-        if (!rc)
-            gguf_w_tensor(w, name, (uint32_t)type, t->ndim > 1 ? 2 : 1, ne, bytes, size);
-        free(bytes);
-        rep->tensors++;
-        if (why[0] && !rc) { /* the record: the metadata array and the caller's log */
-            size_t n = strlen(why);
-            char **r2 = realloc(requant, (size_t)(rep->requantized + 1) * sizeof *r2);
-            uint64_t *l2 = r2 ? realloc(requant_len, (size_t)(rep->requantized + 1) * sizeof *l2) : NULL;
-            requant = r2 ? r2 : requant;
-            requant_len = l2 ? l2 : requant_len;
-            if (log_len + n + 2 > log_cap) {
-                char *g = realloc(rep->log, log_cap = 2 * log_cap + n + 2);
-                if (!g) {
-                    rc = lmq_fail(err, LMQ_E_NOMEM, "out of memory");
-                    break;
-                }
-                rep->log = g;
-            }
-            if (!l2 || !(requant[rep->requantized] = strdup(why))) {
-                rc = lmq_fail(err, LMQ_E_NOMEM, "out of memory");
-                break;
-            }
-            requant_len[rep->requantized++] = n;
-            memcpy(rep->log + log_len, why, n);
-            log_len += n;
-            rep->log[log_len++] = '\n';
-            rep->log[log_len] = '\0';
-        }
-    }
+    for (int i = 0; i < m.n_tensors && !rc; i++)
+        rc = export_tensor(&x, &m.tensors[i], err);
     if (!rc && rep->requantized)
-        gguf_w_arr_str(w, "lmq.requantized", (uint64_t)rep->requantized, (const char *const *)requant, requant_len);
+        rc = requantized_meta(&x, err);
     if (!rc)
-        rc = gguf_writer_write(w, out, err);
-    for (int i = 0; i < rep->requantized; i++)
-        free(requant[i]);
-    free(requant);
-    free(requant_len);
-    gguf_writer_free(w);
+        rc = gguf_writer_write(x.w, out, err);
+    gguf_writer_free(x.w);
     lmq_model_free(&m);
     if (rep == &own)
         free(own.log);

@@ -39,6 +39,25 @@ for src in stories260K/stories260K.bin sotu-gpt2; do
     cmp -s "$tmp/$name.gguf" "$tmp/$name.again.gguf" || fail "$name: export of the import differs"
 done
 
+# GPT-2 converted with --split-qkv: q, k, v go out fused as llama.cpp wants, the same file as
+# from the fused conversion, at fp32 and at int8 g32 (groups lie within rows: the same codes).
+"$LMQ" convert "$FIX/sotu-gpt2" --split-qkv -o "$tmp/split.lmq" >/dev/null
+cat >"$tmp/attn8.yaml" <<'YAML'
+name: attn8
+rules:
+  - match: "blk.*.attn_*.weight"
+    scheme: int8
+    granularity: group
+    group: 32
+YAML
+for v in sotu-gpt2 split; do
+    "$LMQ" export "$tmp/$v.lmq" --to gguf -o "$tmp/$v.fp32.gguf" >/dev/null
+    "$LMQ" quantize "$tmp/$v.lmq" --recipe "$tmp/attn8.yaml" -o "$tmp/$v.attn8.lmq" >/dev/null
+    "$LMQ" export "$tmp/$v.attn8.lmq" --to gguf -o "$tmp/$v.attn8.gguf" >/dev/null
+done
+cmp -s "$tmp/sotu-gpt2.fp32.gguf" "$tmp/split.fp32.gguf" || fail "--split-qkv fp32: another GGUF than the fused conversion"
+cmp -s "$tmp/sotu-gpt2.attn8.gguf" "$tmp/split.attn8.gguf" || fail "--split-qkv int8 g32: another GGUF than the fused conversion"
+
 # int4 per channel has no GGUF twin: refused naming the tensor, no file; re-quantised on request.
 "$LMQ" quantize "$tmp/stories260K.lmq" --recipe recipes/int4-channel.yaml -o "$tmp/ch.lmq" >/dev/null
 run 1 "$LMQ" export "$tmp/ch.lmq" --to gguf -o "$tmp/ch.gguf"
