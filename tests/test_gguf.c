@@ -19,6 +19,7 @@
 #include "runtime/artefact.h"
 #include "runtime/forward.h"
 #include "runtime/linear.h"
+#include "runtime/tokenizer.h"
 #include "schemes/gguf_blocks.h"
 #include "schemes/scheme.h"
 #include "tests/testutil.h"
@@ -562,6 +563,19 @@ static void assert_same_model(const char *a_path, const char *b_path, int same_f
         ck_assert_msg(f && f->size == a.files[i].size && !memcmp(f->data, a.files[i].data, f->size), "file %s differs",
                       a.files[i].name);
     }
+    /* The carried tokenizers encode a text alike (GPT-2's vocab.json is rebuilt, not copied). */
+    static const char text[] = "Once upon a time, the President said: \"We will rebuild.\"\n  Tom's dog ran, 42 km!";
+    tok_tokenizer *ta, *tb;
+    int32_t *ia, *ib;
+    size_t na, nb;
+    ck_assert_msg(tok_open_model(&a, &ta, &e) == LMQ_OK && tok_open_model(&b, &tb, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_msg(tok_encode(ta, text, sizeof text - 1, &ia, &na, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_msg(tok_encode(tb, text, sizeof text - 1, &ib, &nb, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert(na == nb && na > 10 && !memcmp(ia, ib, na * sizeof *ia));
+    free(ia);
+    free(ib);
+    tok_free(ta);
+    tok_free(tb);
     int32_t toks[16];
     for (int i = 0; i < 16; i++)
         toks[i] = (int32_t)((i * 37 + 5) % a.arch.vocab_size);
