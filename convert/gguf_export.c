@@ -65,7 +65,7 @@ static int exact_type(const lmq_qparams *q, int ndim, int64_t cols)
     const int t = lmq_gguf_type_for(q);
     if (t < 0 || (ndim == 1 && t != GGML_F32))
         return -1;
-    return cols % ggml_type_of((uint32_t)t)->block ? -1 : t;
+    return cols % gf_type_of((uint32_t)t)->block ? -1 : t;
 }
 
 /* One tensor's GGUF bytes (*out, malloc'd, *size) as type *type. */
@@ -118,7 +118,7 @@ static lmq_code tensor_bytes(const lmq_tensor *t, int allow_requantize, int *typ
         L = L8;
         src = q8_bytes;
     }
-    const ggml_type_info *ti = ggml_type_of((uint32_t)*type);
+    const gf_type_info *ti = gf_type_of((uint32_t)*type);
     *size = (size_t)(n / ti->block * ti->block_bytes);
     if (!(*out = malloc(*size ? *size : 1))) {
         free(q8_bytes);
@@ -284,7 +284,7 @@ static lmq_code gpt2_merges(const lmq_file *f, token_list *m, lmq_err *err)
     return LMQ_OK;
 }
 
-static lmq_code tokenizer_meta(gguf_writer *w, const lmq_model *m, lmq_err *err)
+static lmq_code tokenizer_meta(gf_writer *w, const lmq_model *m, lmq_err *err)
 {
     const lmq_arch *a = &m->arch;
     token_list t = { 0 }, merges = { 0 };
@@ -292,11 +292,11 @@ static lmq_code tokenizer_meta(gguf_writer *w, const lmq_model *m, lmq_err *err)
     const lmq_file *tb = lmq_model_find_file(m, "tokenizer.bin"), *vj = lmq_model_find_file(m, "vocab.json"),
                    *mt = lmq_model_find_file(m, "merges.txt");
     if (a->tokenizer == LMQ_TOK_LLAMA2C && tb) {
-        gguf_w_str(w, "tokenizer.ggml.model", "llama");
+        gf_w_str(w, "tokenizer.ggml.model", "llama");
         rc = llama2c_tokens(tb, a->vocab_size, a, &t, err);
     } else if (a->tokenizer == LMQ_TOK_GPT2 && vj && mt) {
-        gguf_w_str(w, "tokenizer.ggml.model", "gpt2");
-        gguf_w_str(w, "tokenizer.ggml.pre", "gpt-2"); /* GPT-2's pre-tokenizer regex in llama.cpp */
+        gf_w_str(w, "tokenizer.ggml.model", "gpt2");
+        gf_w_str(w, "tokenizer.ggml.pre", "gpt-2"); /* GPT-2's pre-tokenizer regex in llama.cpp */
         if (!(rc = gpt2_tokens(vj, a, &t, err)))
             rc = gpt2_merges(mt, &merges, err);
     } else {
@@ -305,16 +305,16 @@ static lmq_code tokenizer_meta(gguf_writer *w, const lmq_model *m, lmq_err *err)
                         a->tokenizer == LMQ_TOK_HF_JSON ? "tokenizer.json" : "none");
     }
     if (!rc) {
-        gguf_w_arr_str(w, "tokenizer.ggml.tokens", t.n, (const char *const *)t.s, t.len);
+        gf_w_arr_str(w, "tokenizer.ggml.tokens", t.n, (const char *const *)t.s, t.len);
         if (a->tokenizer == LMQ_TOK_LLAMA2C)
-            gguf_w_arr_f32(w, "tokenizer.ggml.scores", t.n, t.score);
-        gguf_w_arr_i32(w, "tokenizer.ggml.token_type", t.n, t.type);
+            gf_w_arr_f32(w, "tokenizer.ggml.scores", t.n, t.score);
+        gf_w_arr_i32(w, "tokenizer.ggml.token_type", t.n, t.type);
         if (merges.n)
-            gguf_w_arr_str(w, "tokenizer.ggml.merges", merges.n, (const char *const *)merges.s, merges.len);
+            gf_w_arr_str(w, "tokenizer.ggml.merges", merges.n, (const char *const *)merges.s, merges.len);
         if (a->bos_id >= 0)
-            gguf_w_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)a->bos_id);
+            gf_w_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)a->bos_id);
         if (a->eos_id >= 0)
-            gguf_w_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)a->eos_id);
+            gf_w_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)a->eos_id);
     }
     tokens_free(&t);
     tokens_free(&merges);
@@ -323,26 +323,26 @@ static lmq_code tokenizer_meta(gguf_writer *w, const lmq_model *m, lmq_err *err)
 
 /* ---- the file ------------------------------------------------------------------------------ */
 
-static void arch_meta(gguf_writer *w, const lmq_arch *a)
+static void arch_meta(gf_writer *w, const lmq_arch *a)
 {
     const char *arch = a->family == LMQ_FAMILY_LLAMA ? "llama" : "gpt2";
     char k[96];
 #define KEY(s) (snprintf(k, sizeof k, "%s." s, arch), k)
-    gguf_w_str(w, "general.architecture", arch);
-    gguf_w_str(w, "general.name", "lmq export");
-    gguf_w_u32(w, KEY("context_length"), (uint32_t)a->max_seq);
-    gguf_w_u32(w, KEY("embedding_length"), (uint32_t)a->dim);
-    gguf_w_u32(w, KEY("block_count"), (uint32_t)a->n_layers);
-    gguf_w_u32(w, KEY("feed_forward_length"), (uint32_t)a->hidden_dim);
-    gguf_w_u32(w, KEY("attention.head_count"), (uint32_t)a->n_heads);
+    gf_w_str(w, "general.architecture", arch);
+    gf_w_str(w, "general.name", "lmq export");
+    gf_w_u32(w, KEY("context_length"), (uint32_t)a->max_seq);
+    gf_w_u32(w, KEY("embedding_length"), (uint32_t)a->dim);
+    gf_w_u32(w, KEY("block_count"), (uint32_t)a->n_layers);
+    gf_w_u32(w, KEY("feed_forward_length"), (uint32_t)a->hidden_dim);
+    gf_w_u32(w, KEY("attention.head_count"), (uint32_t)a->n_heads);
     if (a->family == LMQ_FAMILY_LLAMA) {
-        gguf_w_u32(w, KEY("attention.head_count_kv"), (uint32_t)a->n_kv_heads);
-        gguf_w_f32(w, KEY("attention.layer_norm_rms_epsilon"), a->norm_eps);
-        gguf_w_f32(w, KEY("rope.freq_base"), a->rope_theta);
-        gguf_w_u32(w, KEY("rope.dimension_count"), (uint32_t)(a->dim / a->n_heads));
-        gguf_w_u32(w, KEY("vocab_size"), (uint32_t)a->vocab_size);
+        gf_w_u32(w, KEY("attention.head_count_kv"), (uint32_t)a->n_kv_heads);
+        gf_w_f32(w, KEY("attention.layer_norm_rms_epsilon"), a->norm_eps);
+        gf_w_f32(w, KEY("rope.freq_base"), a->rope_theta);
+        gf_w_u32(w, KEY("rope.dimension_count"), (uint32_t)(a->dim / a->n_heads));
+        gf_w_u32(w, KEY("vocab_size"), (uint32_t)a->vocab_size);
     } else {
-        gguf_w_f32(w, KEY("attention.layer_norm_epsilon"), a->norm_eps);
+        gf_w_f32(w, KEY("attention.layer_norm_epsilon"), a->norm_eps);
     }
 #undef KEY
 }
@@ -358,7 +358,7 @@ static int is_rope_tensor(const char *name)
 typedef struct {
     const lmq_model *m;
     int allow_requantize;
-    gguf_writer *w;
+    gf_writer *w;
     lmq_gguf_report *rep;
     size_t log_len, log_cap;
 } exporter;
@@ -399,7 +399,7 @@ static lmq_code requantized_meta(exporter *x, lmq_err *err)
         len[i] = (uint64_t)(e - p);
         p = e + 1;
     }
-    gguf_w_arr_str(x->w, "lmq.requantized", (uint64_t)n, s, len);
+    gf_w_arr_str(x->w, "lmq.requantized", (uint64_t)n, s, len);
     free(s);
     free(len);
     return LMQ_OK;
@@ -437,8 +437,8 @@ static lmq_code export_tensor(exporter *x, const lmq_tensor *t, lmq_err *err)
             break;
         if (type[k] != type[0])
             rc = lmq_fail(err, LMQ_E_UNSUPPORTED, "tensors %s and %s go to GGUF types %s and %s: llama.cpp's fused "
-                          "attn_qkv holds one", part[0]->name, part[k]->name, ggml_type_of((uint32_t)type[0])->name,
-                          ggml_type_of((uint32_t)type[k])->name);
+                          "attn_qkv holds one", part[0]->name, part[k]->name, gf_type_of((uint32_t)type[0])->name,
+                          gf_type_of((uint32_t)type[k])->name);
         rows += part[k]->ndim > 1 ? part[k]->shape[0] : 1;
         elems += lmq_tensor_numel(part[k]);
         total += size[k];
@@ -459,7 +459,7 @@ static lmq_code export_tensor(exporter *x, const lmq_tensor *t, lmq_err *err)
             memcpy(q, ".attn_qkv.", 10);
         }
         const uint64_t ne[2] = { (uint64_t)(elems / rows), (uint64_t)rows };
-        gguf_w_tensor(x->w, name, (uint32_t)type[0], t->ndim > 1 ? 2 : 1,
+        gf_w_tensor(x->w, name, (uint32_t)type[0], t->ndim > 1 ? 2 : 1,
                       t->ndim > 1 ? ne : (const uint64_t[1]){ (uint64_t)elems }, all, total);
         x->rep->tensors++;
     }
@@ -480,7 +480,7 @@ lmq_code lmq_gguf_export(const char *in, const char *out, int allow_requantize, 
     if (rc)
         return rc;
     exporter x = { .m = &m, .allow_requantize = allow_requantize, .rep = rep };
-    if (!(rc = gguf_writer_new(&x.w, err))) {
+    if (!(rc = gf_writer_new(&x.w, err))) {
         arch_meta(x.w, &m.arch);
         rc = tokenizer_meta(x.w, &m, err);
     }
@@ -489,8 +489,8 @@ lmq_code lmq_gguf_export(const char *in, const char *out, int allow_requantize, 
     if (!rc && rep->requantized)
         rc = requantized_meta(&x, err);
     if (!rc)
-        rc = gguf_writer_write(x.w, out, err);
-    gguf_writer_free(x.w);
+        rc = gf_writer_write(x.w, out, err);
+    gf_writer_free(x.w);
     lmq_model_free(&m);
     if (rep == &own)
         free(own.log);

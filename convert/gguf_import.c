@@ -70,9 +70,9 @@ int lmq_gguf_type_for(const lmq_qparams *q)
     return -1;
 }
 
-static lmq_code add_tensor(lmq_model *m, const gguf_file *f, const gguf_tensor *gt, lmq_err *err)
+static lmq_code add_tensor(lmq_model *m, const gf_file *f, const gf_tensor *gt, lmq_err *err)
 {
-    const ggml_type_info *ti = ggml_type_of(gt->type);
+    const gf_type_info *ti = gf_type_of(gt->type);
     const lmq_qparams *q = lmq_gguf_encoding_for(gt->type);
     if (!q)
         return lmq_fail(err, LMQ_E_UNSUPPORTED, "%s: tensor %s: ggml type %s is not one lmq imports (f32, f16, bf16, "
@@ -106,12 +106,12 @@ static lmq_code add_tensor(lmq_model *m, const gguf_file *f, const gguf_tensor *
 
 /* ---- hyperparameters ------------------------------------------------------------------------ */
 
-static lmq_code get_i(const gguf_file *f, const char *arch, const char *key, int optional, int *out, lmq_err *err)
+static lmq_code get_i(const gf_file *f, const char *arch, const char *key, int optional, int *out, lmq_err *err)
 {
     char k[128];
     snprintf(k, sizeof k, "%s.%s", arch, key);
     int64_t v = *out;
-    lmq_code rc = gguf_get_int(f, k, optional, &v, err);
+    lmq_code rc = gf_get_int(f, k, optional, &v, err);
     if (!rc && (v < 0 || v > 1 << 30))
         rc = lmq_fail(err, LMQ_E_FORMAT, "%s: key %s: %" PRId64 " is out of range", f->path, k, v);
     if (!rc)
@@ -119,26 +119,26 @@ static lmq_code get_i(const gguf_file *f, const char *arch, const char *key, int
     return rc;
 }
 
-static lmq_code get_f(const gguf_file *f, const char *arch, const char *key, int optional, float *out, lmq_err *err)
+static lmq_code get_f(const gf_file *f, const char *arch, const char *key, int optional, float *out, lmq_err *err)
 {
     char k[128];
     snprintf(k, sizeof k, "%s.%s", arch, key);
     double v = *out;
-    lmq_code rc = gguf_get_float(f, k, optional, &v, err);
+    lmq_code rc = gf_get_float(f, k, optional, &v, err);
     if (!rc)
         *out = (float)v;
     return rc;
 }
 
-static lmq_code read_arch(const gguf_file *f, lmq_model *m, lmq_err *err)
+static lmq_code read_arch(const gf_file *f, lmq_model *m, lmq_err *err)
 {
-    gguf_str s;
+    gf_str s;
     lmq_arch *a = &m->arch;
-    lmq_code rc = gguf_get_str(f, "general.architecture", 0, &s, err);
+    lmq_code rc = gf_get_str(f, "general.architecture", 0, &s, err);
     if (rc)
         return rc;
-    const int llama = gguf_str_eq(s, "llama");
-    if (!llama && !gguf_str_eq(s, "gpt2"))
+    const int llama = gf_str_eq(s, "llama");
+    if (!llama && !gf_str_eq(s, "gpt2"))
         return lmq_fail(err, LMQ_E_UNSUPPORTED, "%s: general.architecture '%.*s': lmq imports llama and gpt2", f->path,
                         (int)(s.len > 40 ? 40 : s.len), s.p);
     const char *arch = llama ? "llama" : "gpt2";
@@ -157,17 +157,17 @@ static lmq_code read_arch(const gguf_file *f, lmq_model *m, lmq_err *err)
         (rc = get_f(f, arch, llama ? "attention.layer_norm_rms_epsilon" : "attention.layer_norm_epsilon", 0,
                     &a->norm_eps, err)) ||
         (llama && (rc = get_f(f, arch, "rope.freq_base", 1, &a->rope_theta, err))) ||
-        (rc = gguf_get_int(f, "tokenizer.ggml.bos_token_id", 1, &bos, err)) ||
-        (rc = gguf_get_int(f, "tokenizer.ggml.eos_token_id", 1, &eos, err)))
+        (rc = gf_get_int(f, "tokenizer.ggml.bos_token_id", 1, &bos, err)) ||
+        (rc = gf_get_int(f, "tokenizer.ggml.eos_token_id", 1, &eos, err)))
         return rc;
     a->n_kv_heads = a->n_heads;
     if (llama && (rc = get_i(f, arch, "attention.head_count_kv", 1, &a->n_kv_heads, err)))
         return rc;
-    const gguf_tensor *emb = gguf_find_tensor(f, "token_embd.weight");
+    const gf_tensor *emb = gf_find_tensor(f, "token_embd.weight");
     if (!emb || emb->n_dims != 2)
         return lmq_fail(err, LMQ_E_FORMAT, "%s: no 2-D token_embd.weight", f->path);
     a->vocab_size = emb->ne[1] > 1 << 30 ? -1 : (int)emb->ne[1];
-    a->tied_embedding = !gguf_find_tensor(f, "output.weight");
+    a->tied_embedding = !gf_find_tensor(f, "output.weight");
     a->bos_id = bos >= 0 && bos < a->vocab_size ? (int)bos : -1;
     a->eos_id = eos >= 0 && eos < a->vocab_size ? (int)eos : -1;
     return LMQ_OK;
@@ -218,10 +218,10 @@ static lmq_code carry(lmq_model *m, const char *name, obuf *b, lmq_err *err)
 
 /* tokenizer.bin from the "llama" vocabulary: U+2581 back to spaces, scores as given,
  * max_token_length the longest token. */
-static lmq_code llama_tokenizer(const gguf_file *f, lmq_model *m, lmq_err *err)
+static lmq_code llama_tokenizer(const gf_file *f, lmq_model *m, lmq_err *err)
 {
-    const gguf_kv *tok = gguf_get_array(f, "tokenizer.ggml.tokens", GGUF_STRING, err), *sc;
-    if (!tok || !(sc = gguf_get_array(f, "tokenizer.ggml.scores", GGUF_F64, err)))
+    const gf_kv *tok = gf_get_array(f, "tokenizer.ggml.tokens", GGUF_STRING, err), *sc;
+    if (!tok || !(sc = gf_get_array(f, "tokenizer.ggml.scores", GGUF_F64, err)))
         return err->code;
     if (sc->n != tok->n || tok->n != (uint64_t)m->arch.vocab_size)
         return lmq_fail(err, LMQ_E_FORMAT, "%s: %" PRIu64 " tokens, %" PRIu64 " scores, %d rows of token_embd", f->path,
@@ -231,7 +231,7 @@ static lmq_code llama_tokenizer(const gguf_file *f, lmq_model *m, lmq_err *err)
     const uint8_t *pos = tok->val;
     put_i32(&b, 0);
     for (uint64_t i = 0; i < tok->n; i++) {
-        gguf_str s = gguf_arr_next_str(&pos);
+        gf_str s = gf_arr_next_str(&pos);
         text.n = 0;
         for (uint64_t k = 0; k < s.len;)
             if (s.len - k >= 3 && !memcmp(s.p + k, LMQ_SPM_SPACE, 3)) {
@@ -245,7 +245,7 @@ static lmq_code llama_tokenizer(const gguf_file *f, lmq_model *m, lmq_err *err)
             free(b.p);
             return lmq_fail(err, LMQ_E_FORMAT, "%s: token %" PRIu64 " is too long", f->path, i);
         }
-        float score = (float)gguf_arr_float(sc, i);
+        float score = (float)gf_arr_float(sc, i);
         put(&b, &score, 4);
         put_i32(&b, (int32_t)text.n);
         put(&b, text.p, text.n);
@@ -260,16 +260,16 @@ static lmq_code llama_tokenizer(const gguf_file *f, lmq_model *m, lmq_err *err)
 }
 
 /* vocab.json and merges.txt from the "gpt2" vocabulary. */
-static lmq_code gpt2_tokenizer(const gguf_file *f, lmq_model *m, lmq_err *err)
+static lmq_code gpt2_tokenizer(const gf_file *f, lmq_model *m, lmq_err *err)
 {
-    const gguf_kv *tok = gguf_get_array(f, "tokenizer.ggml.tokens", GGUF_STRING, err), *mg;
-    if (!tok || !(mg = gguf_get_array(f, "tokenizer.ggml.merges", GGUF_STRING, err)))
+    const gf_kv *tok = gf_get_array(f, "tokenizer.ggml.tokens", GGUF_STRING, err), *mg;
+    if (!tok || !(mg = gf_get_array(f, "tokenizer.ggml.merges", GGUF_STRING, err)))
         return err->code;
     json_t *v = json_object();
     const uint8_t *pos = tok->val;
     lmq_code rc = v ? LMQ_OK : lmq_fail(err, LMQ_E_NOMEM, "tokenizer: out of memory");
     for (uint64_t i = 0; i < tok->n && !rc; i++) {
-        gguf_str s = gguf_arr_next_str(&pos);
+        gf_str s = gf_arr_next_str(&pos);
         char *k = strndup(s.p, (size_t)s.len);
         if (!k || strlen(k) != s.len || json_object_get(v, k) || json_object_set_new(v, k, json_integer((json_int_t)i)))
             rc = lmq_fail(err, LMQ_E_FORMAT, "%s: tokenizer.ggml.tokens: token %" PRIu64 " is not valid UTF-8, holds a "
@@ -288,7 +288,7 @@ static lmq_code gpt2_tokenizer(const gguf_file *f, lmq_model *m, lmq_err *err)
     put(&mb, "#version: 0.2\n", 14);
     pos = mg->val;
     for (uint64_t i = 0; i < mg->n; i++) {
-        gguf_str s = gguf_arr_next_str(&pos);
+        gf_str s = gf_arr_next_str(&pos);
         if (memchr(s.p, '\n', (size_t)s.len)) {
             free(mb.p);
             return lmq_fail(err, LMQ_E_FORMAT, "%s: tokenizer.ggml.merges: merge %" PRIu64 " holds a newline", f->path, i);
@@ -304,15 +304,15 @@ static lmq_code gpt2_tokenizer(const gguf_file *f, lmq_model *m, lmq_err *err)
 lmq_code lmq_gguf_load(const char *src, lmq_model *out, lmq_err *err)
 {
     lmq_model_init(out);
-    gguf_file f;
-    lmq_code rc = gguf_open(src, &f, err);
+    gf_file f;
+    lmq_code rc = gf_open(src, &f, err);
     if (rc)
         return rc;
     if (!(rc = read_arch(&f, out, err))) {
-        gguf_str tm = { "", 0 };
-        if ((rc = gguf_get_str(&f, "tokenizer.ggml.model", 0, &tm, err)))
+        gf_str tm = { "", 0 };
+        if ((rc = gf_get_str(&f, "tokenizer.ggml.model", 0, &tm, err)))
             ;
-        else if (!gguf_str_eq(tm, out->arch.family == LMQ_FAMILY_LLAMA ? "llama" : "gpt2"))
+        else if (!gf_str_eq(tm, out->arch.family == LMQ_FAMILY_LLAMA ? "llama" : "gpt2"))
             rc = lmq_fail(err, LMQ_E_UNSUPPORTED, "%s: tokenizer.ggml.model '%.*s' with a %s model (lmq reads 'llama' "
                           "for llama, 'gpt2' for gpt2)", src, (int)(tm.len > 40 ? 40 : tm.len), tm.p,
                           out->arch.family == LMQ_FAMILY_LLAMA ? "llama" : "gpt2");
@@ -333,7 +333,7 @@ lmq_code lmq_gguf_load(const char *src, lmq_model *out, lmq_err *err)
         if (rc)
             lmq_err_prefix(err, "%s: ", src);
     }
-    gguf_close(&f);
+    gf_close(&f);
     if (rc)
         lmq_model_free(out);
     return rc;

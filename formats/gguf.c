@@ -12,7 +12,7 @@
 
 /* ---- ggml types ---------------------------------------------------------------------------- */
 
-static const ggml_type_info ggml_types[GGML_TYPE_LIMIT] = {
+static const gf_type_info gf_ggml_types[GGML_TYPE_LIMIT] = {
     [GGML_F32] = { "f32", 1, 4 },       [GGML_F16] = { "f16", 1, 2 },       [GGML_Q4_0] = { "q4_0", 32, 18 },
     [GGML_Q4_1] = { "q4_1", 32, 20 },   [GGML_Q5_0] = { "q5_0", 32, 22 },   [GGML_Q5_1] = { "q5_1", 32, 24 },
     [GGML_Q8_0] = { "q8_0", 32, 34 },   [GGML_Q8_1] = { "q8_1", 32, 36 },   [GGML_Q2_K] = { "q2_k", 256, 84 },
@@ -22,9 +22,9 @@ static const ggml_type_info ggml_types[GGML_TYPE_LIMIT] = {
     [GGML_F64] = { "f64", 1, 8 },       [GGML_BF16] = { "bf16", 1, 2 },
 };
 
-const ggml_type_info *ggml_type_of(uint32_t t)
+const gf_type_info *gf_type_of(uint32_t t)
 {
-    return t < GGML_TYPE_LIMIT && ggml_types[t].name ? &ggml_types[t] : NULL;
+    return t < GGML_TYPE_LIMIT && gf_ggml_types[t].name ? &gf_ggml_types[t] : NULL;
 }
 
 /* Bytes of one scalar of each metadata type; 0 for string and array. */
@@ -49,7 +49,7 @@ static uint64_t rd(const uint8_t *p, unsigned n)
 /* ---- reading ------------------------------------------------------------------------------- */
 
 typedef struct {
-    const gguf_file *f;
+    const gf_file *f;
     const uint8_t *base;
     uint64_t size, pos;
     lmq_err *err;
@@ -85,7 +85,7 @@ static lmq_code read_u(cursor *c, unsigned n, uint64_t *v, const char *what)
     return LMQ_OK;
 }
 
-static lmq_code read_str(cursor *c, gguf_str *s, const char *what)
+static lmq_code read_str(cursor *c, gf_str *s, const char *what)
 {
     uint64_t len = 0;
     const uint8_t *p;
@@ -101,7 +101,7 @@ static lmq_code read_str(cursor *c, gguf_str *s, const char *what)
 }
 
 /* A printable form of a key or name for messages (at most 80 bytes, control bytes as '?'). */
-static const char *shown(gguf_str s, char *buf, size_t size)
+static const char *shown(gf_str s, char *buf, size_t size)
 {
     size_t n = s.len < size - 1 ? (size_t)s.len : size - 1;
     n = n > 80 ? 80 : n;
@@ -111,7 +111,7 @@ static const char *shown(gguf_str s, char *buf, size_t size)
     return buf;
 }
 
-static lmq_code read_value(cursor *c, gguf_kv *kv)
+static lmq_code read_value(cursor *c, gf_kv *kv)
 {
     if (kv->type >= GGUF_TYPE_COUNT)
         return bad(c, "unknown value type %" PRIu32, kv->type);
@@ -132,7 +132,7 @@ static lmq_code read_value(cursor *c, gguf_kv *kv)
     kv->val = c->base + c->pos;
     if (et == GGUF_STRING) {
         for (uint64_t i = 0; i < kv->n; i++) {
-            gguf_str s;
+            gf_str s;
             if (read_str(c, &s, "a string"))
                 return bad(c, "string %" PRIu64 " of %" PRIu64 " runs past the end of the file", i, kv->n);
         }
@@ -148,7 +148,7 @@ static lmq_code read_value(cursor *c, gguf_kv *kv)
     return LMQ_OK;
 }
 
-static int str_cmp(gguf_str a, gguf_str b)
+static int str_cmp(gf_str a, gf_str b)
 {
     int d = memcmp(a.p, b.p, a.len < b.len ? (size_t)a.len : (size_t)b.len);
     return d ? d : (a.len > b.len) - (a.len < b.len);
@@ -156,7 +156,7 @@ static int str_cmp(gguf_str a, gguf_str b)
 
 static int kv_cmp(const void *a, const void *b)
 {
-    return str_cmp(((const gguf_kv *)a)->key, ((const gguf_kv *)b)->key);
+    return str_cmp(((const gf_kv *)a)->key, ((const gf_kv *)b)->key);
 }
 
 static int name_cmp(const void *a, const void *b)
@@ -166,15 +166,15 @@ static int name_cmp(const void *a, const void *b)
 
 static int offset_cmp(const void *a, const void *b)
 {
-    const gguf_tensor *x = *(const gguf_tensor *const *)a, *y = *(const gguf_tensor *const *)b;
+    const gf_tensor *x = *(const gf_tensor *const *)a, *y = *(const gf_tensor *const *)b;
     return (x->offset > y->offset) - (x->offset < y->offset);
 }
 
-static lmq_code read_kvs(cursor *c, gguf_file *f)
+static lmq_code read_kvs(cursor *c, gf_file *f)
 {
     char buf[96];
     for (int64_t i = 0; i < f->n_kv; i++) {
-        gguf_kv *kv = &f->kvs[i];
+        gf_kv *kv = &f->kvs[i];
         uint64_t type = 0;
         lmq_code rc;
         snprintf(c->where, sizeof c->where, "metadata entry %" PRId64, i);
@@ -191,7 +191,7 @@ static lmq_code read_kvs(cursor *c, gguf_file *f)
     }
     c->where[0] = '\0';
     /* Unique keys: checked on a sorted copy, so that lookups keep the file's order. */
-    gguf_kv *sorted = malloc((size_t)(f->n_kv ? f->n_kv : 1) * sizeof *sorted);
+    gf_kv *sorted = malloc((size_t)(f->n_kv ? f->n_kv : 1) * sizeof *sorted);
     if (!sorted)
         return lmq_fail(c->err, LMQ_E_NOMEM, "%s: out of memory", f->path);
     memcpy(sorted, f->kvs, (size_t)f->n_kv * sizeof *sorted);
@@ -204,9 +204,9 @@ static lmq_code read_kvs(cursor *c, gguf_file *f)
     return rc;
 }
 
-static lmq_code read_tensor_info(cursor *c, gguf_tensor *t, int64_t i)
+static lmq_code read_tensor_info(cursor *c, gf_tensor *t, int64_t i)
 {
-    gguf_str name;
+    gf_str name;
     uint64_t v = 0;
     char buf[96];
     lmq_code rc;
@@ -236,7 +236,7 @@ static lmq_code read_tensor_info(cursor *c, gguf_tensor *t, int64_t i)
     if ((rc = read_u(c, 4, &v, "the type")) || (rc = read_u(c, 8, &t->offset, "the offset")))
         return rc;
     t->type = (uint32_t)v;
-    const ggml_type_info *ti = ggml_type_of(t->type);
+    const gf_type_info *ti = gf_type_of(t->type);
     if (!ti)
         return lmq_fail(c->err, LMQ_E_UNSUPPORTED, "%s: tensor %s: unknown ggml type %" PRIu64, c->f->path, t->name, v);
     if (t->ne[0] % ti->block)
@@ -247,9 +247,9 @@ static lmq_code read_tensor_info(cursor *c, gguf_tensor *t, int64_t i)
     return LMQ_OK;
 }
 
-static lmq_code place_tensors(cursor *c, gguf_file *f)
+static lmq_code place_tensors(cursor *c, gf_file *f)
 {
-    const gguf_tensor **by = malloc((size_t)(f->n_tensors ? f->n_tensors : 1) * sizeof *by);
+    const gf_tensor **by = malloc((size_t)(f->n_tensors ? f->n_tensors : 1) * sizeof *by);
     if (!by)
         return lmq_fail(c->err, LMQ_E_NOMEM, "%s: out of memory", f->path);
     lmq_code rc = LMQ_OK;
@@ -261,7 +261,7 @@ static lmq_code place_tensors(cursor *c, gguf_file *f)
             rc = bad(c, "tensor %s appears twice", by[i]->name);
     qsort(by, (size_t)f->n_tensors, sizeof *by, offset_cmp);
     for (int64_t i = 0; i < f->n_tensors && !rc; i++) {
-        const gguf_tensor *t = by[i];
+        const gf_tensor *t = by[i];
         if (t->offset % f->alignment)
             rc = bad(c, "tensor %s: offset %" PRIu64 " is not a multiple of the alignment %" PRIu64, t->name,
                      t->offset, f->alignment);
@@ -278,7 +278,7 @@ static lmq_code place_tensors(cursor *c, gguf_file *f)
     return rc;
 }
 
-lmq_code gguf_open_mem(const void *data, size_t size, const char *name, gguf_file *f, lmq_err *err)
+lmq_code gf_open_mem(const void *data, size_t size, const char *name, gf_file *f, lmq_err *err)
 {
     memset(f, 0, sizeof *f);
     snprintf(f->path, sizeof f->path, "%s", name);
@@ -303,13 +303,13 @@ lmq_code gguf_open_mem(const void *data, size_t size, const char *name, gguf_fil
     f->kvs = calloc(nkv ? nkv : 1, sizeof *f->kvs);
     f->tensors = calloc(nt ? nt : 1, sizeof *f->tensors);
     if (!f->kvs || !f->tensors) {
-        gguf_close(f);
+        gf_close(f);
         return lmq_fail(err, LMQ_E_NOMEM, "%s: out of memory", name);
     }
     if ((rc = read_kvs(&c, f)))
         goto fail;
     f->alignment = DEFAULT_ALIGNMENT;
-    const gguf_kv *al = gguf_find(f, "general.alignment");
+    const gf_kv *al = gf_find(f, "general.alignment");
     if (al) {
         if (al->type != GGUF_U32) {
             rc = bad(&c, "key general.alignment: %s, not uint32", type_names[al->type]);
@@ -335,11 +335,11 @@ lmq_code gguf_open_mem(const void *data, size_t size, const char *name, gguf_fil
         goto fail;
     return LMQ_OK;
 fail:
-    gguf_close(f);
+    gf_close(f);
     return rc;
 }
 
-lmq_code gguf_open(const char *path, gguf_file *f, lmq_err *err)
+lmq_code gf_open(const char *path, gf_file *f, lmq_err *err)
 {
     lmq_blob b;
     lmq_code rc = lmq_blob_open(path, &b, err);
@@ -347,14 +347,14 @@ lmq_code gguf_open(const char *path, gguf_file *f, lmq_err *err)
         memset(f, 0, sizeof *f);
         return rc;
     }
-    if (!(rc = gguf_open_mem(b.data, b.size, path, f, err)))
+    if (!(rc = gf_open_mem(b.data, b.size, path, f, err)))
         f->blob = b;
     else
         lmq_blob_close(&b);
     return rc;
 }
 
-void gguf_close(gguf_file *f)
+void gf_close(gf_file *f)
 {
     free(f->kvs);
     free(f->tensors);
@@ -363,20 +363,20 @@ void gguf_close(gguf_file *f)
     memset(f, 0, sizeof *f);
 }
 
-int gguf_str_eq(gguf_str s, const char *c)
+int gf_str_eq(gf_str s, const char *c)
 {
     return s.len == strlen(c) && !memcmp(s.p, c, (size_t)s.len);
 }
 
-const gguf_kv *gguf_find(const gguf_file *f, const char *key)
+const gf_kv *gf_find(const gf_file *f, const char *key)
 {
     for (int64_t i = 0; i < f->n_kv; i++)
-        if (gguf_str_eq(f->kvs[i].key, key))
+        if (gf_str_eq(f->kvs[i].key, key))
             return &f->kvs[i];
     return NULL;
 }
 
-const gguf_tensor *gguf_find_tensor(const gguf_file *f, const char *name)
+const gf_tensor *gf_find_tensor(const gf_file *f, const char *name)
 {
     for (int64_t i = 0; i < f->n_tensors; i++)
         if (!strcmp(f->tensors[i].name, name))
@@ -422,26 +422,26 @@ static double float_at(uint32_t t, const uint8_t *p)
     return (double)int_at(t, p);
 }
 
-static const gguf_kv *get(const gguf_file *f, const char *key, int optional, lmq_err *err, int *missing)
+static const gf_kv *get(const gf_file *f, const char *key, int optional, lmq_err *err, int *missing)
 {
-    const gguf_kv *kv = gguf_find(f, key);
+    const gf_kv *kv = gf_find(f, key);
     *missing = !kv && !optional;
     if (*missing)
         lmq_fail(err, LMQ_E_FORMAT, "%s: key %s missing", f->path, key);
     return kv;
 }
 
-static lmq_code wrong_type(const gguf_file *f, const char *key, const gguf_kv *kv, const char *want, lmq_err *err)
+static lmq_code wrong_type(const gf_file *f, const char *key, const gf_kv *kv, const char *want, lmq_err *err)
 {
     return lmq_fail(err, LMQ_E_FORMAT, "%s: key %s is %s%s, not %s", f->path, key,
                     kv->type == GGUF_ARRAY ? "an array of " : "", type_names[kv->type == GGUF_ARRAY ? kv->elem_type : kv->type],
                     want);
 }
 
-lmq_code gguf_get_int(const gguf_file *f, const char *key, int optional, int64_t *out, lmq_err *err)
+lmq_code gf_get_int(const gf_file *f, const char *key, int optional, int64_t *out, lmq_err *err)
 {
     int missing;
-    const gguf_kv *kv = get(f, key, optional, err, &missing);
+    const gf_kv *kv = get(f, key, optional, err, &missing);
     if (!kv)
         return missing ? LMQ_E_FORMAT : LMQ_OK;
     if (!is_int(kv->type))
@@ -452,10 +452,10 @@ lmq_code gguf_get_int(const gguf_file *f, const char *key, int optional, int64_t
     return LMQ_OK;
 }
 
-lmq_code gguf_get_float(const gguf_file *f, const char *key, int optional, double *out, lmq_err *err)
+lmq_code gf_get_float(const gf_file *f, const char *key, int optional, double *out, lmq_err *err)
 {
     int missing;
-    const gguf_kv *kv = get(f, key, optional, err, &missing);
+    const gf_kv *kv = get(f, key, optional, err, &missing);
     if (!kv)
         return missing ? LMQ_E_FORMAT : LMQ_OK;
     if (!is_int(kv->type) && kv->type != GGUF_F32 && kv->type != GGUF_F64)
@@ -464,23 +464,23 @@ lmq_code gguf_get_float(const gguf_file *f, const char *key, int optional, doubl
     return LMQ_OK;
 }
 
-lmq_code gguf_get_str(const gguf_file *f, const char *key, int optional, gguf_str *out, lmq_err *err)
+lmq_code gf_get_str(const gf_file *f, const char *key, int optional, gf_str *out, lmq_err *err)
 {
     int missing;
-    const gguf_kv *kv = get(f, key, optional, err, &missing);
+    const gf_kv *kv = get(f, key, optional, err, &missing);
     if (!kv)
         return missing ? LMQ_E_FORMAT : LMQ_OK;
     if (kv->type != GGUF_STRING)
         return wrong_type(f, key, kv, "a string", err);
     const uint8_t *p = kv->val;
-    *out = gguf_arr_next_str(&p);
+    *out = gf_arr_next_str(&p);
     return LMQ_OK;
 }
 
-const gguf_kv *gguf_get_array(const gguf_file *f, const char *key, uint32_t elem, lmq_err *err)
+const gf_kv *gf_get_array(const gf_file *f, const char *key, uint32_t elem, lmq_err *err)
 {
     int missing;
-    const gguf_kv *kv = get(f, key, 0, err, &missing);
+    const gf_kv *kv = get(f, key, 0, err, &missing);
     if (!kv)
         return NULL;
     int ok = kv->type == GGUF_ARRAY &&
@@ -497,19 +497,19 @@ const gguf_kv *gguf_get_array(const gguf_file *f, const char *key, uint32_t elem
     return kv;
 }
 
-int64_t gguf_arr_int(const gguf_kv *kv, uint64_t i)
+int64_t gf_arr_int(const gf_kv *kv, uint64_t i)
 {
     return int_at(kv->elem_type, kv->val + i * scalar_size[kv->elem_type]);
 }
 
-double gguf_arr_float(const gguf_kv *kv, uint64_t i)
+double gf_arr_float(const gf_kv *kv, uint64_t i)
 {
     return float_at(kv->elem_type, kv->val + i * scalar_size[kv->elem_type]);
 }
 
-gguf_str gguf_arr_next_str(const uint8_t **pos)
+gf_str gf_arr_next_str(const uint8_t **pos)
 {
-    gguf_str s = { (const char *)*pos + 8, rd(*pos, 8) };
+    gf_str s = { (const char *)*pos + 8, rd(*pos, 8) };
     *pos += 8 + s.len;
     return s;
 }
@@ -529,7 +529,7 @@ typedef struct {
     size_t size;
 } w_tensor;
 
-struct gguf_writer {
+struct gf_writer {
     buf kv;
     uint64_t n_kv;
     w_tensor *t;
@@ -537,7 +537,7 @@ struct gguf_writer {
     lmq_err err; /* the first failure */
 };
 
-static void put(gguf_writer *w, buf *b, const void *p, size_t n)
+static void put(gf_writer *w, buf *b, const void *p, size_t n)
 {
     if (w->err.code)
         return;
@@ -557,7 +557,7 @@ static void put(gguf_writer *w, buf *b, const void *p, size_t n)
     b->n += n;
 }
 
-static void put_u(gguf_writer *w, buf *b, uint64_t v, unsigned n)
+static void put_u(gf_writer *w, buf *b, uint64_t v, unsigned n)
 {
     uint8_t le[8];
     for (unsigned i = 0; i < n; i++)
@@ -565,13 +565,13 @@ static void put_u(gguf_writer *w, buf *b, uint64_t v, unsigned n)
     put(w, b, le, n);
 }
 
-static void put_str(gguf_writer *w, buf *b, const char *s, uint64_t len)
+static void put_str(gf_writer *w, buf *b, const char *s, uint64_t len)
 {
     put_u(w, b, len, 8);
     put(w, b, s, (size_t)len);
 }
 
-static void key(gguf_writer *w, const char *k, uint32_t type)
+static void key(gf_writer *w, const char *k, uint32_t type)
 {
     put_str(w, &w->kv, k, strlen(k));
     put_u(w, &w->kv, type, 4);
@@ -585,13 +585,13 @@ static uint32_t f32_bits(float v)
     return u;
 }
 
-lmq_code gguf_writer_new(gguf_writer **out, lmq_err *err)
+lmq_code gf_writer_new(gf_writer **out, lmq_err *err)
 {
     *out = calloc(1, sizeof **out);
     return *out ? LMQ_OK : lmq_fail(err, LMQ_E_NOMEM, "GGUF writer: out of memory");
 }
 
-void gguf_writer_free(gguf_writer *w)
+void gf_writer_free(gf_writer *w)
 {
     if (!w)
         return;
@@ -602,58 +602,58 @@ void gguf_writer_free(gguf_writer *w)
     free(w);
 }
 
-void gguf_w_u32(gguf_writer *w, const char *k, uint32_t v)
+void gf_w_u32(gf_writer *w, const char *k, uint32_t v)
 {
     key(w, k, GGUF_U32);
     put_u(w, &w->kv, v, 4);
 }
 
-void gguf_w_f32(gguf_writer *w, const char *k, float v)
+void gf_w_f32(gf_writer *w, const char *k, float v)
 {
     key(w, k, GGUF_F32);
     put_u(w, &w->kv, f32_bits(v), 4);
 }
 
-void gguf_w_str(gguf_writer *w, const char *k, const char *v)
+void gf_w_str(gf_writer *w, const char *k, const char *v)
 {
     key(w, k, GGUF_STRING);
     put_str(w, &w->kv, v, strlen(v));
 }
 
-static void array(gguf_writer *w, const char *k, uint32_t elem, uint64_t n)
+static void array(gf_writer *w, const char *k, uint32_t elem, uint64_t n)
 {
     key(w, k, GGUF_ARRAY);
     put_u(w, &w->kv, elem, 4);
     put_u(w, &w->kv, n, 8);
 }
 
-void gguf_w_arr_str(gguf_writer *w, const char *k, uint64_t n, const char *const *s, const uint64_t *lens)
+void gf_w_arr_str(gf_writer *w, const char *k, uint64_t n, const char *const *s, const uint64_t *lens)
 {
     array(w, k, GGUF_STRING, n);
     for (uint64_t i = 0; i < n; i++)
         put_str(w, &w->kv, s[i], lens[i]);
 }
 
-void gguf_w_arr_f32(gguf_writer *w, const char *k, uint64_t n, const float *v)
+void gf_w_arr_f32(gf_writer *w, const char *k, uint64_t n, const float *v)
 {
     array(w, k, GGUF_F32, n);
     for (uint64_t i = 0; i < n; i++)
         put_u(w, &w->kv, f32_bits(v[i]), 4);
 }
 
-void gguf_w_arr_i32(gguf_writer *w, const char *k, uint64_t n, const int32_t *v)
+void gf_w_arr_i32(gf_writer *w, const char *k, uint64_t n, const int32_t *v)
 {
     array(w, k, GGUF_I32, n);
     for (uint64_t i = 0; i < n; i++)
         put_u(w, &w->kv, (uint32_t)v[i], 4);
 }
 
-void gguf_w_tensor(gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims, const uint64_t *ne,
+void gf_w_tensor(gf_writer *w, const char *name, uint32_t type, uint32_t n_dims, const uint64_t *ne,
                    const void *data, size_t size)
 {
     if (w->err.code)
         return;
-    const ggml_type_info *ti = ggml_type_of(type);
+    const gf_type_info *ti = gf_type_of(type);
     uint64_t elems = 1;
     for (uint32_t d = 0; d < n_dims && d < GGUF_MAX_DIMS; d++)
         elems *= ne[d];
@@ -694,7 +694,7 @@ static uint64_t pad(uint64_t n)
     return (DEFAULT_ALIGNMENT - n % DEFAULT_ALIGNMENT) % DEFAULT_ALIGNMENT;
 }
 
-lmq_code gguf_writer_write(gguf_writer *w, const char *path, lmq_err *err)
+lmq_code gf_writer_write(gf_writer *w, const char *path, lmq_err *err)
 {
     buf head = { 0 };
     put(w, &head, "GGUF", 4);

@@ -286,24 +286,24 @@ static void container_seeds(const char *tmp)
 static void gguf_seeds(void)
 {
     lmq_err err = { 0 };
-    gguf_writer *w;
-    if (gguf_writer_new(&w, &err))
+    gf_writer *w;
+    if (gf_writer_new(&w, &err))
         die("gguf writer", &err);
     static const char *const toks[] = { "<unk>", "<s>", "</s>", "\xe2\x96\x81" "a" };
     static const uint64_t lens[] = { 5, 3, 4, 4 };
     static const float scores[] = { 0, 0, 0, -1 };
     static const int32_t types[] = { 2, 3, 3, 1 };
-    gguf_w_str(w, "general.architecture", "llama");
-    gguf_w_u32(w, "llama.context_length", 8);
-    gguf_w_u32(w, "llama.embedding_length", 32);
-    gguf_w_u32(w, "llama.block_count", 1);
-    gguf_w_u32(w, "llama.feed_forward_length", 32);
-    gguf_w_u32(w, "llama.attention.head_count", 1);
-    gguf_w_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
-    gguf_w_str(w, "tokenizer.ggml.model", "llama");
-    gguf_w_arr_str(w, "tokenizer.ggml.tokens", 4, toks, lens);
-    gguf_w_arr_f32(w, "tokenizer.ggml.scores", 4, scores);
-    gguf_w_arr_i32(w, "tokenizer.ggml.token_type", 4, types);
+    gf_w_str(w, "general.architecture", "llama");
+    gf_w_u32(w, "llama.context_length", 8);
+    gf_w_u32(w, "llama.embedding_length", 32);
+    gf_w_u32(w, "llama.block_count", 1);
+    gf_w_u32(w, "llama.feed_forward_length", 32);
+    gf_w_u32(w, "llama.attention.head_count", 1);
+    gf_w_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    gf_w_str(w, "tokenizer.ggml.model", "llama");
+    gf_w_arr_str(w, "tokenizer.ggml.tokens", 4, toks, lens);
+    gf_w_arr_f32(w, "tokenizer.ggml.scores", 4, scores);
+    gf_w_arr_i32(w, "tokenizer.ggml.token_type", 4, types);
     static uint8_t bytes[4 * 256];
     for (size_t i = 0; i < sizeof bytes; i++)
         bytes[i] = (uint8_t)(i * 37 % 251 & 0x3b); /* fp16 scales finite: no exponent of all ones */
@@ -327,11 +327,11 @@ static void gguf_seeds(void)
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) {
         for (size_t k = 0; k < ts[i].size; k++)
             big[k] = bytes[k % sizeof bytes];
-        gguf_w_tensor(w, ts[i].name, ts[i].type, ts[i].n_dims, ts[i].ne, big, ts[i].size);
+        gf_w_tensor(w, ts[i].name, ts[i].type, ts[i].n_dims, ts[i].ne, big, ts[i].size);
     }
-    if (gguf_writer_write(w, seed_path("gguf", "mixed.gguf"), &err))
+    if (gf_writer_write(w, seed_path("gguf", "mixed.gguf"), &err))
         die("gguf seed", &err);
-    gguf_writer_free(w);
+    gf_writer_free(w);
 }
 
 /* ---- recipes ---- */

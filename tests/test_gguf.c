@@ -181,7 +181,7 @@ START_TEST(decoders_match_hand_packed_blocks)
     float want[256], got[256];
     for (int rep = 0; rep < 50; rep++) {
         blocks[_i].pack(&rng, b, want);
-        ck_assert_uint_eq(ggml_type_of(blocks[_i].ggml)->block_bytes, blocks[_i].bytes);
+        ck_assert_uint_eq(gf_type_of(blocks[_i].ggml)->block_bytes, blocks[_i].bytes);
         blocks[_i].decode(b, got);
         for (unsigned j = 0; j < blocks[_i].block; j++)
             ck_assert_msg(got[j] == want[j], "%s block %d weight %u: %g, want %g", blocks[_i].name, rep, j,
@@ -671,14 +671,14 @@ START_TEST(export_refuses_or_requantizes)
                       strstr(rep.log, "blk.4.ffn_down.weight: int4 per-channel -> f32 (172 columns"),
                   "%s", rep.log);
     free(rep.log);
-    gguf_file f;
-    ck_assert_msg(gguf_open(g, &f, &e) == LMQ_OK, "%s", e.msg);
-    const gguf_kv *kv = gguf_get_array(&f, "lmq.requantized", GGUF_STRING, &e);
+    gf_file f;
+    ck_assert_msg(gf_open(g, &f, &e) == LMQ_OK, "%s", e.msg);
+    const gf_kv *kv = gf_get_array(&f, "lmq.requantized", GGUF_STRING, &e);
     ck_assert_msg(kv && kv->n == 15, "%s", e.msg);
-    ck_assert_uint_eq(gguf_find_tensor(&f, "blk.2.ffn_up.weight")->type, GGML_Q8_0);
-    ck_assert_uint_eq(gguf_find_tensor(&f, "blk.2.ffn_down.weight")->type, GGML_F32);
-    ck_assert_uint_eq(gguf_find_tensor(&f, "blk.2.attn_output.weight")->type, GGML_F32);
-    gguf_close(&f);
+    ck_assert_uint_eq(gf_find_tensor(&f, "blk.2.ffn_up.weight")->type, GGML_Q8_0);
+    ck_assert_uint_eq(gf_find_tensor(&f, "blk.2.ffn_down.weight")->type, GGML_F32);
+    ck_assert_uint_eq(gf_find_tensor(&f, "blk.2.attn_output.weight")->type, GGML_F32);
+    gf_close(&f);
     test_rmtree(dir);
 }
 END_TEST
@@ -687,10 +687,10 @@ END_TEST
 
 static lmq_code open_bytes(const bytes *b, lmq_err *e)
 {
-    gguf_file f;
-    lmq_code rc = gguf_open_mem(b->p, b->n, "bad.gguf", &f, e);
+    gf_file f;
+    lmq_code rc = gf_open_mem(b->p, b->n, "bad.gguf", &f, e);
     if (!rc)
-        gguf_close(&f);
+        gf_close(&f);
     return rc;
 }
 
