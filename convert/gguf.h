@@ -10,17 +10,19 @@
  *   fp32, fp16, bf16               -> F32, F16, BF16 (1-D tensors always F32: exact)
  *   int8 symmetric g32 (cols % 32 = 0) -> Q8_0   (d = the fp16 scale, qs = code - 128)
  *   int4 symmetric g32 (cols % 32 = 0) -> Q4_0   (d = the fp16 scale, nibble = code)
- *   q4_1, q5_0, q5_1, q4_k, q5_k, q6_k (imported from GGUF) -> the same GGUF type, bytes as is
+ *   q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k (imported from GGUF) -> the same GGUF type,
+ *                                  bytes as is
  * Any other encoding is refused naming the tensor, unless allow_requantize: then its
  * dequantised weights are quantised to Q8_0 (lmq's int8 symmetric g32 quantiser; F32, exact,
  * when cols % 32 != 0), and the file's metadata lists each such tensor in lmq.requantized.
  *
  * Import reads a GGUF file of the llama or gpt2 architecture: F32, F16, BF16 tensors stay
- * fp32 / fp16 / bf16; Q8_0 and Q4_0 become lmq's int8 / int4 symmetric g32 (the same grid: d
- * is the group's fp16 scale; GGUF's codes -128 and -8 are lmq codes 0, which lmq's decoder
- * reads as -128·s and -8·s although its own quantiser never emits them); Q4_1, Q5_0, Q5_1,
- * Q4_K, Q5_K, Q6_K keep GGUF's block bytes as the encoding rows of the same names. Nothing is
- * widened on disk. The tokenizer is rebuilt from the metadata (tokenizer.bin for "llama",
+ * fp32 / fp16 / bf16; Q8_0 and Q4_0 become lmq's int8 / int4 symmetric g32 when every block's
+ * d is >= 0 (the same grid: d is the group's fp16 scale; GGUF's codes -128 and -8 are lmq codes
+ * 0, which lmq's decoder and kernels read as -128·s and -8·s although its own quantiser never
+ * emits them), and otherwise (llama.cpp's Q4_0 quantiser makes d negative in most blocks) keep
+ * GGUF's blocks as rows q8_0 / q4_0; Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K keep GGUF's block bytes
+ * as the encoding rows of the same names. Nothing is widened on disk. The tokenizer is rebuilt from the metadata (tokenizer.bin for "llama",
  * vocab.json + merges.txt for "gpt2") and carried. */
 #ifndef LMQ_CONVERT_GGUF_H
 #define LMQ_CONVERT_GGUF_H
@@ -46,10 +48,8 @@ lmq_code lmq_gguf_load(const char *src, lmq_model *out, lmq_err *err);
  * encoding; codec as for the container writer (formats/container.h: lmq_codec). */
 lmq_code lmq_gguf_convert(const char *src, const char *out_path, int zstd, lmq_model *summary, lmq_err *err);
 
-/* The GGUF type that holds exactly what lmq's encoding q holds (by the table above), or -1; and
- * the encoding a GGUF type is imported as, or NULL when lmq does not import it. */
+/* The GGUF type that holds exactly what lmq's encoding q holds (the table above), or -1. */
 int lmq_gguf_type_for(const lmq_qparams *q);
-const lmq_qparams *lmq_gguf_encoding_for(uint32_t ggml_type);
 
 /* SentencePiece's word boundary, U+2581, which GGUF's "llama" vocabulary keeps and llama2.c's
  * tokenizer.bin spells as a space. */

@@ -84,6 +84,7 @@ static lmq_code tensor_bytes(const lmq_tensor *t, int allow_requantize, int *typ
     if (rc)
         return lmq_err_prefix(err, "tensor %s: ", t->name);
     const uint8_t *src = t->raw;
+    const lmq_qparams *src_q = &t->q; /* what src holds */
     uint8_t *q8_bytes = NULL;
     if (*type < 0) {
         const int widen = t->ndim == 1 || cols % 32;
@@ -117,6 +118,7 @@ static lmq_code tensor_bytes(const lmq_tensor *t, int allow_requantize, int *typ
         *type = GGML_Q8_0;
         L = L8;
         src = q8_bytes;
+        src_q = &q8;
     }
     const gf_type_info *ti = gf_type_of((uint32_t)*type);
     *size = (size_t)(n / ti->block * ti->block_bytes);
@@ -124,8 +126,8 @@ static lmq_code tensor_bytes(const lmq_tensor *t, int allow_requantize, int *typ
         free(q8_bytes);
         return lmq_fail(err, LMQ_E_NOMEM, "tensor %s: out of memory", t->name);
     }
-    if (*type == GGML_Q8_0 || *type == GGML_Q4_0)
-        to_q8_0_or_q4_0(&L, *type == GGML_Q8_0 ? 8 : 4, src, *out);
+    if (src_q->dtype == LMQ_T_INT8 || src_q->dtype == LMQ_T_INT4)
+        to_q8_0_or_q4_0(&L, src_q->dtype == LMQ_T_INT8 ? 8 : 4, src, *out);
     else
         memcpy(*out, src, *size); /* float rows and GGUF blocks: the same bytes */
     free(q8_bytes);

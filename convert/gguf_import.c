@@ -31,6 +31,8 @@ static const struct {
     { GGML_Q4_K, { .dtype = LMQ_T_Q4_K } },
     { GGML_Q5_K, { .dtype = LMQ_T_Q5_K } },
     { GGML_Q6_K, { .dtype = LMQ_T_Q6_K } },
+    { GGML_Q8_0, { .dtype = LMQ_T_Q8_0 } }, /* the int rows' grid needs d >= 0: see gguf_blocks.h */
+    { GGML_Q4_0, { .dtype = LMQ_T_Q4_0 } },
 };
 
 /* Q8_0 / Q4_0 blocks as lmq's int8 / int4 symmetric g32 layout: the scales (each block's d),
@@ -54,14 +56,6 @@ static void from_q8_0_or_q4_0(const lmq_layout *L, unsigned bits, const uint8_t 
         }
 }
 
-const lmq_qparams *lmq_gguf_encoding_for(uint32_t ggml_type)
-{
-    for (size_t i = 0; i < sizeof kept / sizeof kept[0]; i++)
-        if (kept[i].ggml == ggml_type)
-            return &kept[i].q;
-    return NULL;
-}
-
 int lmq_gguf_type_for(const lmq_qparams *q)
 {
     for (size_t i = 0; i < sizeof kept / sizeof kept[0]; i++)
@@ -70,10 +64,32 @@ int lmq_gguf_type_for(const lmq_qparams *q)
     return -1;
 }
 
+/* Whether every block of a Q8_0 / Q4_0 tensor has a scale d (its first half) with the sign bit
+ * clear: then lmq's int8 / int4 symmetric g32 row holds it exactly. */
+static int scales_nonneg(const gf_tensor *gt)
+{
+    const unsigned bb = gf_type_of(gt->type)->block_bytes;
+    for (uint64_t b = 0; b < gt->size / bb; b++)
+        if (gt->data[b * bb + 1] & 0x80)
+            return 0;
+    return 1;
+}
+
+/* The encoding gt is imported as: the table's first row for its type, passing over lmq's int
+ * rows when a block scale is negative. */
+static const lmq_qparams *import_encoding(const gf_tensor *gt)
+{
+    for (size_t i = 0; i < sizeof kept / sizeof kept[0]; i++)
+        if (kept[i].ggml == gt->type &&
+            ((kept[i].q.dtype != LMQ_T_INT8 && kept[i].q.dtype != LMQ_T_INT4) || scales_nonneg(gt)))
+            return &kept[i].q;
+    return NULL;
+}
+
 static lmq_code add_tensor(lmq_model *m, const gf_file *f, const gf_tensor *gt, lmq_err *err)
 {
     const gf_type_info *ti = gf_type_of(gt->type);
-    const lmq_qparams *q = lmq_gguf_encoding_for(gt->type);
+    const lmq_qparams *q = import_encoding(gt);
     if (!q)
         return lmq_fail(err, LMQ_E_UNSUPPORTED, "%s: tensor %s: ggml type %s is not one lmq imports (f32, f16, bf16, "
                         "q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k)", f->path, gt->name, ti->name);
@@ -93,8 +109,8 @@ static lmq_code add_tensor(lmq_model *m, const gf_file *f, const gf_tensor *gt, 
     uint8_t *bytes = malloc(L.bytes ? L.bytes : 1);
     if (!bytes)
         return lmq_fail(err, LMQ_E_NOMEM, "%s: tensor %s: out of memory", f->path, gt->name);
-    if (gt->type == GGML_Q8_0 || gt->type == GGML_Q4_0)
-        from_q8_0_or_q4_0(&L, gt->type == GGML_Q8_0 ? 8 : 4, gt->data, bytes);
+    if (q->dtype == LMQ_T_INT8 || q->dtype == LMQ_T_INT4)
+        from_q8_0_or_q4_0(&L, q->dtype == LMQ_T_INT8 ? 8 : 4, gt->data, bytes);
     else
         memcpy(bytes, gt->data, L.bytes); /* the same bytes: row-major floats, or GGUF blocks */
     if ((rc = q_validate(q, bytes, L.bytes, rows, cols, err))) {

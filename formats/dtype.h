@@ -23,6 +23,8 @@ typedef enum {
     LMQ_T_Q4_K = 13,
     LMQ_T_Q5_K = 14,
     LMQ_T_Q6_K = 15,
+    LMQ_T_Q8_0 = 16, /* GGUF's Q8_0 / Q4_0 with a negative block scale (llama.cpp's Q4_0 rule */
+    LMQ_T_Q4_0 = 17, /* d = max / -8 gives one in most blocks); otherwise int8 / int4 g32 */
     LMQ_T_COUNT
 } lmq_dtype;
 

@@ -32,6 +32,8 @@ const lmq_encoding lmq_encodings[LMQ_T_COUNT] = {
     BLOCK_ROW(LMQ_T_Q4_K, "q4_k", 256, 144),
     BLOCK_ROW(LMQ_T_Q5_K, "q5_k", 256, 176),
     BLOCK_ROW(LMQ_T_Q6_K, "q6_k", 256, 210),
+    BLOCK_ROW(LMQ_T_Q8_0, "q8_0", 32, 34),
+    BLOCK_ROW(LMQ_T_Q4_0, "q4_0", 32, 18),
 };
 
 const char *const lmq_gran_names[4] = { "none", "tensor", "channel", "group" };

@@ -16,8 +16,8 @@
  * A group is `group` consecutive weights along a row; a row shorter than `group` is one group,
  * and when cols % group != 0 the last group of each row is shorter.
  *
- * Block encodings (block != 0: GGUF's Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, imported from GGUF
- * files) store instead each row as cols / block blocks of block_bytes bytes, exactly as
+ * Block encodings (block != 0: GGUF's Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, and Q8_0 / Q4_0
+ * whose block scales are not all >= 0, imported from GGUF files) store instead each row as cols / block blocks of block_bytes bytes, exactly as
  * ggml lays them out (scales and codes inside each block); cols must be a multiple of block,
  * granularity none. */
 #ifndef LMQ_ENCODING_H

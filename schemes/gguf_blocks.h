@@ -11,8 +11,9 @@
  *                      scale and min; y = (d·sc)·q − (dmin·m)
  *   Q5_K  (176 B / 256) d, dmin, scales[12], qh:u8[32], qs[128]: Q4_K plus a fifth bit
  *   Q6_K  (210 B / 256) ql:u8[128], qh:u8[64], scales:int8[16], d:f16; y = (d·sc)·(q − 32)
- * (Q8_0 and Q4_0 are stored by lmq as its own int8 / int4 symmetric g32 rows: their decoders
- * here serve the importer's conversion and its tests.) */
+ * (Q8_0 and Q4_0 are stored by lmq as its own int8 / int4 symmetric g32 rows when every block's
+ * d is >= 0, the same grid; llama.cpp's Q4_0 quantiser sets d = max / -8, negative wherever a
+ * block's largest magnitude is positive, and such tensors keep their blocks as rows q4_0 / q8_0.) */
 #ifndef LMQ_GGUF_BLOCKS_H
 #define LMQ_GGUF_BLOCKS_H
 

@@ -194,6 +194,8 @@ static const q_scheme table[LMQ_T_COUNT] = {
     BLOCK_ROW(LMQ_T_Q4_K, q4_k),
     BLOCK_ROW(LMQ_T_Q5_K, q5_k),
     BLOCK_ROW(LMQ_T_Q6_K, q6_k),
+    BLOCK_ROW(LMQ_T_Q8_0, q8_0),
+    BLOCK_ROW(LMQ_T_Q4_0, q4_0),
 };
 
 const q_scheme *q_scheme_get(unsigned dtype)

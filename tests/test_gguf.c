@@ -1,7 +1,8 @@
 /* GGUF: the block decoders against blocks packed here by hand from ggml's published layouts
  * (values known exactly: small power-of-two scales times small integers); a GGUF file written
  * by this test's own minimal writer (not formats/gguf.c's) of a tiny llama in every block type,
- * imported, decoded to the values it was packed from, and scored by verify; exports of the
+ * imported (Q4_0 with negative scales as q4_0, else int4 g32), decoded to the values it was
+ * packed from, run by the kernels, audited and scored by verify; exports of the
  * fixture models at int4 / int8 g32, fp16 and fp32 imported back bit for bit with the same
  * logits; hostile files refused with the file and the key or tensor named. */
 #include <math.h>
@@ -278,24 +279,25 @@ typedef struct {
     const char *gguf, *lmq; /* names */
     uint32_t type;          /* ggml type */
     int rows, cols;
+    int neg;                /* Q8_0 / Q4_0: every other block's d negated (llama.cpp's Q4_0 has such) */
     float *want;            /* the values packed */
     uint8_t *data;
     size_t size;
 } tiny_tensor;
 
 static tiny_tensor tiny[] = {
-    { "token_embd.weight", "tok_embd.weight", GGML_F16, VOCAB, DIM, NULL, NULL, 0 },
-    { "blk.0.attn_norm.weight", "blk.0.attn_norm.weight", GGML_F32, 1, DIM, NULL, NULL, 0 },
-    { "blk.0.attn_q.weight", "blk.0.attn_q.weight", GGML_Q4_K, DIM, DIM, NULL, NULL, 0 },
-    { "blk.0.attn_k.weight", "blk.0.attn_k.weight", GGML_Q5_K, DIM, DIM, NULL, NULL, 0 },
-    { "blk.0.attn_v.weight", "blk.0.attn_v.weight", GGML_Q6_K, DIM, DIM, NULL, NULL, 0 },
-    { "blk.0.attn_output.weight", "blk.0.attn_out.weight", GGML_Q8_0, DIM, DIM, NULL, NULL, 0 },
-    { "blk.0.ffn_norm.weight", "blk.0.ffn_norm.weight", GGML_F32, 1, DIM, NULL, NULL, 0 },
-    { "blk.0.ffn_gate.weight", "blk.0.ffn_gate.weight", GGML_Q4_1, DIM, DIM, NULL, NULL, 0 },
-    { "blk.0.ffn_up.weight", "blk.0.ffn_up.weight", GGML_Q5_0, DIM, DIM, NULL, NULL, 0 },
-    { "blk.0.ffn_down.weight", "blk.0.ffn_down.weight", GGML_Q5_1, DIM, DIM, NULL, NULL, 0 },
-    { "output_norm.weight", "out_norm.weight", GGML_F32, 1, DIM, NULL, NULL, 0 },
-    { "output.weight", "output.weight", GGML_Q4_0, VOCAB, DIM, NULL, NULL, 0 },
+    { "token_embd.weight", "tok_embd.weight", GGML_Q4_0, VOCAB, DIM, 1, NULL, NULL, 0 },
+    { "blk.0.attn_norm.weight", "blk.0.attn_norm.weight", GGML_F16, 1, DIM, 0, NULL, NULL, 0 },
+    { "blk.0.attn_q.weight", "blk.0.attn_q.weight", GGML_Q4_K, DIM, DIM, 0, NULL, NULL, 0 },
+    { "blk.0.attn_k.weight", "blk.0.attn_k.weight", GGML_Q5_K, DIM, DIM, 0, NULL, NULL, 0 },
+    { "blk.0.attn_v.weight", "blk.0.attn_v.weight", GGML_Q6_K, DIM, DIM, 0, NULL, NULL, 0 },
+    { "blk.0.attn_output.weight", "blk.0.attn_out.weight", GGML_Q8_0, DIM, DIM, 0, NULL, NULL, 0 },
+    { "blk.0.ffn_norm.weight", "blk.0.ffn_norm.weight", GGML_F32, 1, DIM, 0, NULL, NULL, 0 },
+    { "blk.0.ffn_gate.weight", "blk.0.ffn_gate.weight", GGML_Q4_1, DIM, DIM, 0, NULL, NULL, 0 },
+    { "blk.0.ffn_up.weight", "blk.0.ffn_up.weight", GGML_Q5_0, DIM, DIM, 0, NULL, NULL, 0 },
+    { "blk.0.ffn_down.weight", "blk.0.ffn_down.weight", GGML_Q5_1, DIM, DIM, 0, NULL, NULL, 0 },
+    { "output_norm.weight", "out_norm.weight", GGML_F32, 1, DIM, 0, NULL, NULL, 0 },
+    { "output.weight", "output.weight", GGML_Q4_0, VOCAB, DIM, 0, NULL, NULL, 0 },
 };
 enum { N_TINY = sizeof tiny / sizeof tiny[0] };
 
@@ -323,8 +325,16 @@ static void fill_tiny(uint64_t *rng)
             bi++;
         t->size = n / blocks[bi].block * blocks[bi].bytes;
         t->data = realloc(t->data, t->size);
-        for (size_t k = 0; k < n / blocks[bi].block; k++)
-            blocks[bi].pack(rng, t->data + k * blocks[bi].bytes, t->want + k * blocks[bi].block);
+        for (size_t k = 0; k < n / blocks[bi].block; k++) {
+            uint8_t *b = t->data + k * blocks[bi].bytes;
+            float *want = t->want + k * blocks[bi].block;
+            blocks[bi].pack(rng, b, want);
+            if (t->neg && k % 2) { /* d is the first half: flip its sign, and every weight's */
+                b[1] ^= 0x80;
+                for (unsigned j = 0; j < blocks[bi].block; j++)
+                    want[j] = -want[j];
+            }
+        }
     }
 }
 
@@ -460,7 +470,9 @@ START_TEST(hand_written_gguf_imports_and_verifies)
         size_t k = 0;
         while (kept[k].ggml != tiny[i].type)
             k++;
-        ck_assert_msg(!memcmp(&t->q, &kept[k].q, sizeof t->q), "%s: encoding %u", t->name, t->q.dtype);
+        /* a negative d is off lmq's int4 grid: the blocks are kept as they are */
+        const lmq_qparams q4_0 = { .dtype = LMQ_T_Q4_0 }, *want_q = tiny[i].neg ? &q4_0 : &kept[k].q;
+        ck_assert_msg(!memcmp(&t->q, want_q, sizeof t->q), "%s: encoding %u", t->name, t->q.dtype);
         const size_t n = (size_t)tiny[i].rows * tiny[i].cols;
         ck_assert_int_eq(lmq_tensor_numel(t), (int64_t)n);
         float *v = malloc(n * sizeof *v);

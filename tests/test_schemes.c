@@ -162,6 +162,7 @@ START_TEST(table_rows)
         [LMQ_T_Q4_1] = { "q4_1", 0, 0, 0, 32, 20 }, [LMQ_T_Q5_0] = { "q5_0", 0, 0, 0, 32, 22 },
         [LMQ_T_Q5_1] = { "q5_1", 0, 0, 0, 32, 24 }, [LMQ_T_Q4_K] = { "q4_k", 0, 0, 0, 256, 144 },
         [LMQ_T_Q5_K] = { "q5_k", 0, 0, 0, 256, 176 }, [LMQ_T_Q6_K] = { "q6_k", 0, 0, 0, 256, 210 },
+        [LMQ_T_Q8_0] = { "q8_0", 0, 0, 0, 32, 34 }, [LMQ_T_Q4_0] = { "q4_0", 0, 0, 0, 32, 18 },
     };
     for (unsigned t = 0; t < LMQ_T_COUNT; t++) {
         const lmq_encoding *s = lmq_encoding_of(t);
