@@ -338,6 +338,8 @@ static void fill_tiny(uint64_t *rng)
     }
 }
 
+static const char *tiny_arch = "llama"; /* general.architecture */
+
 /* The whole file, alignment 64 (not the default 32). */
 static void write_tiny(const char *path)
 {
@@ -346,7 +348,7 @@ static void write_tiny(const char *path)
     u32(&b, 3);
     u64(&b, N_TINY);
     u64(&b, 17);
-    kv_str(&b, "general.architecture", "llama");
+    kv_str(&b, "general.architecture", tiny_arch);
     kv_u32(&b, "general.alignment", 64);
     kv_str(&b, "general.name", "tiny");
     kv_u32(&b, "llama.context_length", CTX);
@@ -804,8 +806,8 @@ START_TEST(hostile_files_refused)
 }
 END_TEST
 
-/* An imported tensor whose fp16 scale is Inf is refused naming it; a GGUF of another
- * architecture is refused naming it. */
+/* An imported tensor whose fp16 scale is Inf, or of a type lmq does not import, is refused
+ * naming it; a GGUF of another architecture is refused naming it. Nothing is written. */
 START_TEST(import_refuses_bad_values_and_architectures)
 {
     const char *dir = test_tmpdir();
@@ -819,6 +821,22 @@ START_TEST(import_refuses_bad_values_and_architectures)
     lmq_err e;
     ck_assert_int_eq(lmq_gguf_convert(src, art, 0, NULL, &e), LMQ_E_FORMAT);
     ck_assert_msg(strstr(e.msg, "blk.0.attn_v.weight") && strstr(e.msg, "row 7, q6_k block 0"), "%s", e.msg);
+    /* A type lmq does not import (Q2_K: 84 bytes per 256 weights), named with its tensor. */
+    fill_tiny(&rng);
+    tiny[2].type = GGML_Q2_K;
+    tiny[2].size = (size_t)DIM * DIM / 256 * 84;
+    write_tiny(src);
+    ck_assert_int_eq(lmq_gguf_convert(src, art, 0, NULL, &e), LMQ_E_UNSUPPORTED);
+    ck_assert_msg(strstr(e.msg, "tensor blk.0.attn_q.weight: ggml type q2_k is not one lmq imports"), "%s", e.msg);
+    tiny[2].type = GGML_Q4_K;
+    /* Another architecture, named. */
+    fill_tiny(&rng);
+    tiny_arch = "falcon";
+    write_tiny(src);
+    tiny_arch = "llama";
+    ck_assert_int_eq(lmq_gguf_convert(src, art, 0, NULL, &e), LMQ_E_UNSUPPORTED);
+    ck_assert_msg(strstr(e.msg, "tiny.gguf: general.architecture 'falcon'"), "%s", e.msg);
+    ck_assert_int_ne(access(art, F_OK), 0);
     free_tiny();
     test_rmtree(dir);
 }
