@@ -191,45 +191,50 @@ static lmq_code read_arch(const gf_file *f, lmq_model *m, lmq_err *err)
 
 /* ---- tokenizer ----------------------------------------------------------------------------- */
 
+/* A carried file written through a memory stream (open_memstream). */
 typedef struct {
-    uint8_t *p;
-    size_t n, cap;
-    int failed;
-} obuf;
+    FILE *fp;
+    char *p;
+    size_t n;
+} mem_out;
 
-static void put(obuf *b, const void *p, size_t n)
+static lmq_code mem_open(mem_out *o, lmq_err *err)
 {
-    if (b->failed)
-        return;
-    if (b->n + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->n + n)
-            cap *= 2;
-        uint8_t *q = realloc(b->p, cap);
-        if (!q) {
-            b->failed = 1;
-            return;
+    o->p = NULL;
+    o->n = 0;
+    o->fp = open_memstream(&o->p, &o->n);
+    return o->fp ? LMQ_OK : lmq_fail(err, LMQ_E_NOMEM, "tokenizer: out of memory");
+}
+
+/* Closes the stream; on success the bytes go to the model as carried file `name`. */
+static lmq_code mem_close(mem_out *o, lmq_model *m, const char *name, lmq_code rc, lmq_err *err)
+{
+    const int failed = ferror(o->fp);
+    if (fclose(o->fp) || failed)
+        rc = rc ? rc : lmq_fail(err, LMQ_E_NOMEM, "tokenizer: out of memory");
+    if (rc) {
+        free(o->p);
+        return rc;
+    }
+    return lmq_model_add_file(m, name, (uint8_t *)o->p, o->n, err);
+}
+
+static void put_le32(FILE *fp, uint32_t v)
+{
+    const uint8_t le[4] = { (uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24) };
+    fwrite(le, 1, 4, fp);
+}
+
+/* A token's length with each U+2581 (3 bytes) as one space. */
+static uint64_t spaced_len(gf_str s)
+{
+    uint64_t len = s.len;
+    for (uint64_t k = 0; k + 3 <= s.len; k++)
+        if (!memcmp(s.p + k, LMQ_SPM_SPACE, 3)) {
+            len -= 2;
+            k += 2;
         }
-        b->p = q;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, p, n);
-    b->n += n;
-}
-
-static void put_i32(obuf *b, int32_t v)
-{
-    uint8_t le[4] = { (uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)((uint32_t)v >> 24) };
-    put(b, le, 4);
-}
-
-static lmq_code carry(lmq_model *m, const char *name, obuf *b, lmq_err *err)
-{
-    if (b->failed) {
-        free(b->p);
-        return lmq_fail(err, LMQ_E_NOMEM, "tokenizer: out of memory");
-    }
-    return lmq_model_add_file(m, name, b->p, b->n, err);
+    return len;
 }
 
 /* tokenizer.bin from the "llama" vocabulary: U+2581 back to spaces, scores as given,
@@ -242,37 +247,37 @@ static lmq_code llama_tokenizer(const gf_file *f, lmq_model *m, lmq_err *err)
     if (sc->n != tok->n || tok->n != (uint64_t)m->arch.vocab_size)
         return lmq_fail(err, LMQ_E_FORMAT, "%s: %" PRIu64 " tokens, %" PRIu64 " scores, %d rows of token_embd", f->path,
                         tok->n, sc->n, m->arch.vocab_size);
-    obuf b = { 0 }, text = { 0 };
-    int32_t longest = 0;
+    /* Lengths first (max_token_length leads the file), then the entries. */
+    uint64_t longest = 0;
     const uint8_t *pos = tok->val;
-    put_i32(&b, 0);
     for (uint64_t i = 0; i < tok->n; i++) {
-        gf_str s = gf_arr_next_str(&pos);
-        text.n = 0;
-        for (uint64_t k = 0; k < s.len;)
-            if (s.len - k >= 3 && !memcmp(s.p + k, LMQ_SPM_SPACE, 3)) {
-                put(&text, " ", 1);
-                k += 3;
-            } else {
-                put(&text, s.p + k++, 1);
-            }
-        if (text.n > INT32_MAX / 2) {
-            free(text.p);
-            free(b.p);
+        const uint64_t len = spaced_len(gf_arr_next_str(&pos));
+        if (len > INT32_MAX)
             return lmq_fail(err, LMQ_E_FORMAT, "%s: token %" PRIu64 " is too long", f->path, i);
-        }
-        float score = (float)gf_arr_float(sc, i);
-        put(&b, &score, 4);
-        put_i32(&b, (int32_t)text.n);
-        put(&b, text.p, text.n);
-        longest = (int32_t)text.n > longest ? (int32_t)text.n : longest;
+        longest = len > longest ? len : longest;
     }
-    b.failed |= text.failed;
-    free(text.p);
-    if (!b.failed)
-        for (int k = 0; k < 4; k++)
-            b.p[k] = (uint8_t)((uint32_t)longest >> (8 * k));
-    return carry(m, "tokenizer.bin", &b, err);
+    mem_out o;
+    lmq_code rc = mem_open(&o, err);
+    if (rc)
+        return rc;
+    put_le32(o.fp, (uint32_t)longest);
+    pos = tok->val;
+    for (uint64_t i = 0; i < tok->n; i++) {
+        const gf_str s = gf_arr_next_str(&pos);
+        float score = (float)gf_arr_float(sc, i);
+        uint32_t bits;
+        memcpy(&bits, &score, 4);
+        put_le32(o.fp, bits);
+        put_le32(o.fp, (uint32_t)spaced_len(s));
+        for (uint64_t k = 0; k < s.len; k++)
+            if (s.len - k >= 3 && !memcmp(s.p + k, LMQ_SPM_SPACE, 3)) {
+                fputc(' ', o.fp);
+                k += 2;
+            } else {
+                fputc(s.p[k], o.fp);
+            }
+    }
+    return mem_close(&o, m, "tokenizer.bin", rc, err);
 }
 
 /* vocab.json and merges.txt from the "gpt2" vocabulary. */
@@ -292,27 +297,25 @@ static lmq_code gpt2_tokenizer(const gf_file *f, lmq_model *m, lmq_err *err)
                           "NUL or repeats an earlier one", f->path, i);
         free(k);
     }
-    char *js = rc ? NULL : json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    char *js = rc ? NULL : json_dumps(v, JSON_COMPACT);
     json_decref(v);
     if (rc)
         return rc;
     if (!js)
         return lmq_fail(err, LMQ_E_NOMEM, "tokenizer: out of memory");
-    obuf vb = { (uint8_t *)js, strlen(js), strlen(js), 0 }, mb = { 0 };
-    if ((rc = carry(m, "vocab.json", &vb, err)))
+    mem_out o;
+    if ((rc = lmq_model_add_file(m, "vocab.json", (uint8_t *)js, strlen(js), err)) || (rc = mem_open(&o, err)))
         return rc;
-    put(&mb, "#version: 0.2\n", 14);
+    fputs("#version: 0.2\n", o.fp);
     pos = mg->val;
-    for (uint64_t i = 0; i < mg->n; i++) {
+    for (uint64_t i = 0; i < mg->n && !rc; i++) {
         gf_str s = gf_arr_next_str(&pos);
-        if (memchr(s.p, '\n', (size_t)s.len)) {
-            free(mb.p);
-            return lmq_fail(err, LMQ_E_FORMAT, "%s: tokenizer.ggml.merges: merge %" PRIu64 " holds a newline", f->path, i);
-        }
-        put(&mb, s.p, (size_t)s.len);
-        put(&mb, "\n", 1);
+        if (memchr(s.p, '\n', (size_t)s.len))
+            rc = lmq_fail(err, LMQ_E_FORMAT, "%s: tokenizer.ggml.merges: merge %" PRIu64 " holds a newline", f->path, i);
+        fwrite(s.p, 1, (size_t)s.len, o.fp);
+        fputc('\n', o.fp);
     }
-    return carry(m, "merges.txt", &mb, err);
+    return mem_close(&o, m, "merges.txt", rc, err);
 }
 
 /* ---- the model ----------------------------------------------------------------------------- */
