@@ -86,7 +86,8 @@ static const lmq_qparams *import_encoding(const gf_tensor *gt)
     return NULL;
 }
 
-static lmq_code add_tensor(lmq_model *m, const gf_file *f, const gf_tensor *gt, lmq_err *err)
+/* Describes tensor gt in m: lmq's name, shape and the encoding it keeps; no bytes yet. */
+static lmq_code plan_tensor(lmq_model *m, const gf_file *f, const gf_tensor *gt, lmq_err *err)
 {
     const gf_type_info *ti = gf_type_of(gt->type);
     const lmq_qparams *q = import_encoding(gt);
@@ -106,18 +107,23 @@ static lmq_code add_tensor(lmq_model *m, const gf_file *f, const gf_tensor *gt, 
     lmq_code rc = lmq_layout_of(q, rows, cols, &L, err);
     if (rc)
         return lmq_err_prefix(err, "%s: tensor %s: ", f->path, gt->name);
-    uint8_t *bytes = malloc(L.bytes ? L.bytes : 1);
-    if (!bytes)
-        return lmq_fail(err, LMQ_E_NOMEM, "%s: tensor %s: out of memory", f->path, gt->name);
-    if (q->dtype == LMQ_T_INT8 || q->dtype == LMQ_T_INT4)
-        from_q8_0_or_q4_0(&L, q->dtype == LMQ_T_INT8 ? 8 : 4, gt->data, bytes);
-    else
-        memcpy(bytes, gt->data, L.bytes); /* the same bytes: row-major floats, or GGUF blocks */
-    if ((rc = q_validate(q, bytes, L.bytes, rows, cols, err))) {
-        free(bytes);
-        return lmq_err_prefix(err, "%s: tensor %s: ", f->path, gt->name);
-    }
-    return lmq_model_add_view(m, name, ndim, shape, *q, bytes, L.bytes, bytes, NULL, err);
+    return lmq_model_add_view(m, name, ndim, shape, *q, NULL, L.bytes, NULL, NULL, err);
+}
+
+/* The stored bytes of t (t->raw_size of them) from GGUF tensor gt into out, checked as a loader
+ * checks them (q_validate: every weight finite). */
+static lmq_code produce(const gf_file *f, const gf_tensor *gt, const lmq_tensor *t, uint8_t *out, lmq_err *err)
+{
+    const int64_t rows = (int64_t)gt->ne[1], cols = (int64_t)gt->ne[0];
+    lmq_layout L;
+    lmq_code rc = lmq_layout_of(&t->q, rows, cols, &L, err);
+    if (!rc && (t->q.dtype == LMQ_T_INT8 || t->q.dtype == LMQ_T_INT4))
+        from_q8_0_or_q4_0(&L, t->q.dtype == LMQ_T_INT8 ? 8 : 4, gt->data, out);
+    else if (!rc)
+        memcpy(out, gt->data, L.bytes); /* the same bytes: row-major floats, or GGUF blocks */
+    if (rc || (rc = q_validate(&t->q, out, L.bytes, rows, cols, err)))
+        lmq_err_prefix(err, "%s: tensor %s: ", f->path, gt->name);
+    return rc;
 }
 
 /* ---- hyperparameters ------------------------------------------------------------------------ */
@@ -320,37 +326,63 @@ static lmq_code gpt2_tokenizer(const gf_file *f, lmq_model *m, lmq_err *err)
 
 /* ---- the model ----------------------------------------------------------------------------- */
 
-lmq_code lmq_gguf_load(const char *src, lmq_model *out, lmq_err *err)
+/* Opens src into f and plans the import into out (initialised here): arch, tokenizer files,
+ * source and notes, every tensor described (plan_tensor), the whole validated for shape. On
+ * failure nothing stays open or allocated. */
+static lmq_code plan(const char *src, gf_file *f, lmq_model *out, lmq_err *err)
 {
     lmq_model_init(out);
-    gf_file f;
-    lmq_code rc = gf_open(src, &f, err);
+    lmq_code rc = gf_open(src, f, err);
     if (rc)
         return rc;
-    if (!(rc = read_arch(&f, out, err))) {
+    if (!(rc = read_arch(f, out, err))) {
         gf_str tm = { "", 0 };
-        if ((rc = gf_get_str(&f, "tokenizer.ggml.model", 0, &tm, err)))
+        if ((rc = gf_get_str(f, "tokenizer.ggml.model", 0, &tm, err)))
             ;
         else if (!gf_str_eq(tm, out->arch.family == LMQ_FAMILY_LLAMA ? "llama" : "gpt2"))
             rc = lmq_fail(err, LMQ_E_UNSUPPORTED, "%s: tokenizer.ggml.model '%.*s' with a %s model (lmq reads 'llama' "
                           "for llama, 'gpt2' for gpt2)", src, (int)(tm.len > 40 ? 40 : tm.len), tm.p,
                           out->arch.family == LMQ_FAMILY_LLAMA ? "llama" : "gpt2");
         else
-            rc = out->arch.family == LMQ_FAMILY_LLAMA ? llama_tokenizer(&f, out, err) : gpt2_tokenizer(&f, out, err);
+            rc = out->arch.family == LMQ_FAMILY_LLAMA ? llama_tokenizer(f, out, err) : gpt2_tokenizer(f, out, err);
     }
-    for (int64_t i = 0; i < f.n_tensors && !rc; i++)
-        rc = add_tensor(out, &f, &f.tensors[i], err);
+    for (int64_t i = 0; i < f->n_tensors && !rc; i++)
+        rc = plan_tensor(out, f, &f->tensors[i], err);
     if (!rc) {
-        out->source_checksum = XXH3_64bits(f.blob.data, f.blob.size);
+        out->source_checksum = XXH3_64bits(f->blob.data, f->blob.size);
         snprintf(out->source, sizeof out->source, "%s", src);
         snprintf(out->notes, sizeof out->notes, "GGUF v%" PRIu32 " (%s); tensor names mapped to lmq's, [out, in] as "
-                 "GGUF stores them (ne[0] = columns); encodings kept (q8_0, q4_0 as int8, int4 symmetric g32); %s",
-                 f.version, out->arch.family == LMQ_FAMILY_LLAMA ? "llama" : "gpt2",
+                 "GGUF stores them (ne[0] = columns); encodings kept (q8_0, q4_0 as int8, int4 symmetric g32 where "
+                 "every block scale is >= 0); %s",
+                 f->version, out->arch.family == LMQ_FAMILY_LLAMA ? "llama" : "gpt2",
                  out->arch.family == LMQ_FAMILY_LLAMA ? "rope: interleaved pairs (GGUF's llama order)"
                                                       : "tokenizer: vocab.json and merges.txt from the metadata");
-        rc = lmq_model_validate(out, err);
-        if (rc)
+        if ((rc = lmq_model_validate(out, err)))
             lmq_err_prefix(err, "%s: ", src);
+    }
+    if (rc) {
+        gf_close(f);
+        lmq_model_free(out);
+    }
+    return rc;
+}
+
+lmq_code lmq_gguf_load(const char *src, lmq_model *out, lmq_err *err)
+{
+    gf_file f;
+    lmq_code rc = plan(src, &f, out, err);
+    if (rc)
+        return rc;
+    for (int i = 0; i < out->n_tensors && !rc; i++) {
+        lmq_tensor *t = &out->tensors[i];
+        uint8_t *bytes = malloc(t->raw_size ? t->raw_size : 1);
+        if (!bytes) {
+            rc = lmq_fail(err, LMQ_E_NOMEM, "%s: tensor %s: out of memory", src, t->name);
+            break;
+        }
+        t->raw = t->owned = bytes;
+        t->data = t->q.dtype == LMQ_T_F32 ? (float *)bytes : NULL;
+        rc = produce(&f, &f.tensors[i], t, bytes, err);
     }
     gf_close(&f);
     if (rc)
@@ -358,54 +390,83 @@ lmq_code lmq_gguf_load(const char *src, lmq_model *out, lmq_err *err)
     return rc;
 }
 
-/* The manifest entry of imported tensor t: its kept encoding, and statistics of its values. */
-static lmq_code describe(lmq_manifest *man, const lmq_tensor *t, lmq_err *err)
+/* The manifest entry of imported tensor t whose stored bytes are raw: its kept encoding, and
+ * statistics of its values (decoded into vals, room for its elements). */
+static lmq_code describe(lmq_manifest *man, const lmq_tensor *t, const uint8_t *raw, float *vals, lmq_err *err)
 {
     const int64_t n = lmq_tensor_numel(t), rows = t->ndim > 1 ? t->shape[0] : 1;
     if (t->q.dtype == LMQ_T_F32) {
-        lmq_code rc = lmq_manifest_add_plain(man, t, t->data, err);
+        lmq_code rc = lmq_manifest_add_plain(man, t, (const float *)raw, err);
         if (!rc)
             snprintf(man->tensors[man->n_tensors - 1].reason, LMQ_REASON_MAX, "F32 in the GGUF file");
         return rc;
     }
     lmq_layout L;
     lmq_manifest_tensor *e;
-    float *v = malloc((size_t)n * sizeof *v);
-    lmq_code rc = v ? LMQ_OK : lmq_fail(err, LMQ_E_NOMEM, "tensor %s: out of memory", t->name);
-    if (rc || (rc = lmq_layout_of(&t->q, rows, n / rows, &L, err)) ||
-        (rc = q_dequantize(&t->q, t->raw, t->raw_size, rows, n / rows, v, NULL, err)) ||
-        (rc = lmq_manifest_add_tensor(man, t->name, &e, err))) {
-        free(v);
+    lmq_code rc;
+    if ((rc = lmq_layout_of(&t->q, rows, n / rows, &L, err)) ||
+        (rc = q_dequantize(&t->q, raw, t->raw_size, rows, n / rows, vals, NULL, err)) ||
+        (rc = lmq_manifest_add_tensor(man, t->name, &e, err)))
         return rc;
-    }
     q_describe(&t->q, e->scheme, sizeof e->scheme);
     e->q = t->q;
     e->linear = lmq_is_linear(t->name, t->ndim);
     e->bits = L.bits;
     e->bpw = (double)L.bits / (double)n;
     e->act = t->act;
-    lmq_tensor_stats(v, NULL, (size_t)n, &e->stats);
-    free(v);
+    lmq_tensor_stats(vals, NULL, (size_t)n, &e->stats);
     return LMQ_OK;
 }
 
 lmq_code lmq_gguf_convert(const char *src, const char *out_path, int zstd, lmq_model *summary, lmq_err *err)
 {
+    gf_file f;
     lmq_model m;
     lmq_manifest man;
     lmq_manifest_init(&man);
-    lmq_code rc = lmq_gguf_load(src, &m, err);
-    if (!rc)
-        rc = lmq_manifest_describe(&man, &m, err);
-    for (int i = 0; i < m.n_tensors && !rc; i++)
-        rc = describe(&man, &m.tensors[i], err);
-    if (!rc)
-        rc = lmq_container_write_model_codec(out_path, &m, &man, zstd ? LMQ_CODEC_ZSTD : LMQ_CODEC_NONE, err);
-    lmq_manifest_free(&man);
-    if (!rc && summary) {
-        *summary = m;
-        return LMQ_OK;
+    lmq_code rc = plan(src, &f, &m, err);
+    if (rc) {
+        lmq_manifest_free(&man);
+        return rc;
     }
-    lmq_model_free(&m);
+    /* One tensor at a time through one buffer for its bytes and one for its values. */
+    size_t bytes_max = 1, elems_max = 1;
+    for (int i = 0; i < m.n_tensors; i++) {
+        bytes_max = m.tensors[i].raw_size > bytes_max ? m.tensors[i].raw_size : bytes_max;
+        elems_max = (size_t)lmq_tensor_numel(&m.tensors[i]) > elems_max ? (size_t)lmq_tensor_numel(&m.tensors[i])
+                                                                         : elems_max;
+    }
+    uint8_t *buf = malloc(bytes_max);
+    float *vals = malloc(elems_max * sizeof *vals);
+    const lmq_codec codec = zstd ? LMQ_CODEC_ZSTD : LMQ_CODEC_NONE;
+    lmq_writer *w = NULL;
+    if (!buf || !vals)
+        rc = lmq_fail(err, LMQ_E_NOMEM, "%s: out of memory", src);
+    if (!rc && !(rc = lmq_manifest_describe(&man, &m, err)))
+        rc = lmq_writer_open(&w, out_path, err);
+    for (int i = 0; i < m.n_tensors && !rc; i++) {
+        const lmq_tensor *t = &m.tensors[i];
+        if (!(rc = produce(&f, &f.tensors[i], t, buf, err)) && !(rc = describe(&man, t, buf, vals, err)))
+            rc = lmq_writer_add(w, t->name, t->q, t->ndim, t->shape, buf, t->raw_size, codec, err);
+    }
+    for (int i = 0; i < m.n_files && !rc; i++) {
+        char name[LMQ_NAME_MAX + LMQ_FILE_PREFIX_LEN];
+        snprintf(name, sizeof name, LMQ_FILE_PREFIX "%s", m.files[i].name);
+        const int64_t shape[1] = { (int64_t)m.files[i].size };
+        rc = lmq_writer_add(w, name, (lmq_qparams){ .dtype = LMQ_T_BYTES }, 1, shape, m.files[i].data,
+                            m.files[i].size, codec, err);
+    }
+    if (rc)
+        lmq_writer_abort(w);
+    else
+        rc = lmq_writer_finish(w, &man, err);
+    free(buf);
+    free(vals);
+    gf_close(&f);
+    lmq_manifest_free(&man);
+    if (!rc && summary)
+        *summary = m; /* tensors described (no bytes), files carried */
+    else
+        lmq_model_free(&m);
     return rc;
 }
