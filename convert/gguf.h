@@ -44,8 +44,11 @@ lmq_code lmq_gguf_export(const char *in, const char *out, int allow_requantize, 
 /* Imports the GGUF file at src into out (initialised here): tensors as views in their kept
  * encodings (owned), tokenizer files carried, arch, source and notes set. */
 lmq_code lmq_gguf_load(const char *src, lmq_model *out, lmq_err *err);
-/* lmq_gguf_load, then the artefact at out_path with a manifest recording each tensor's
- * encoding; codec as for the container writer (formats/container.h: lmq_codec). */
+/* The artefact at out_path (written atomically) from the GGUF file at src, tensor by tensor:
+ * memory holds one tensor's bytes and values at a time, not the model. The manifest records
+ * the source (path, XXH3-64 of the file) and each tensor's kept encoding; zstd asks for zstd
+ * blobs. summary (may be NULL) receives the model as planned: arch, carried files, tensors
+ * described without bytes (lmq_model_free it). */
 lmq_code lmq_gguf_convert(const char *src, const char *out_path, int zstd, lmq_model *summary, lmq_err *err);
 
 /* The GGUF type that holds exactly what lmq's encoding q holds (the table above), or -1. */
