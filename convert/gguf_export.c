@@ -363,6 +363,7 @@ typedef struct {
     gf_writer *w;
     lmq_gguf_report *rep;
     size_t log_len, log_cap;
+    int *src; /* src[k]: the lmq tensor GGUF tensor k is made from */
 } exporter;
 
 /* Records one re-quantised tensor in the report's log. */
@@ -407,22 +408,26 @@ static lmq_code requantized_meta(exporter *x, lmq_err *err)
     return LMQ_OK;
 }
 
-/* Writes tensor t. A GPT-2 artefact converted with --split-qkv holds q, k and v apart, where
- * llama.cpp wants the fused attn_qkv (rows q|k|v, as lmq's own fused tensor): at attn_q the
- * three go out as one, their GGUF rows one after another (each row is whole blocks), if their
- * GGUF types agree; at attn_k and attn_v nothing more is written. */
-static lmq_code export_tensor(exporter *x, const lmq_tensor *t, lmq_err *err)
+/* The GGUF tensor that lmq tensor t becomes: its bytes (malloc'd), type, rows and elements;
+ * *bytes NULL for nothing. A GPT-2 artefact converted with --split-qkv holds q, k and v apart,
+ * where llama.cpp wants the fused attn_qkv (rows q|k|v, as lmq's own fused tensor): at attn_q the
+ * three become one, their GGUF rows one after another (each row is whole blocks), if their GGUF
+ * types agree; attn_k and attn_v become nothing. `record`: re-quantised tensors go to the log. */
+static lmq_code tensor_out(exporter *x, const lmq_tensor *t, int record, uint8_t **out, size_t *total, int *out_type,
+                           int64_t *rows, int64_t *elems, lmq_err *err)
 {
     const lmq_arch *a = &x->m->arch;
     const char *qkv = a->family == LMQ_FAMILY_GPT2 ? strstr(t->name, ".attn_") : NULL;
+    *out = NULL;
+    *total = 0;
+    *rows = *elems = 0;
     if (qkv && (!strncmp(qkv, ".attn_k.", 8) || !strncmp(qkv, ".attn_v.", 8)))
         return LMQ_OK;
     const int n_parts = qkv && !strncmp(qkv, ".attn_q.", 8) ? 3 : 1;
     const lmq_tensor *part[3] = { t, NULL, NULL };
     uint8_t *bytes[3] = { NULL, NULL, NULL };
-    size_t size[3] = { 0, 0, 0 }, total = 0;
+    size_t size[3] = { 0, 0, 0 };
     int type[3] = { -1, -1, -1 };
-    int64_t rows = 0, elems = 0;
     lmq_code rc = LMQ_OK;
     for (int k = 0; k < n_parts && !rc; k++) {
         char name[LMQ_NAME_MAX], why[LMQ_NAME_MAX + 128];
@@ -435,41 +440,69 @@ static lmq_code export_tensor(exporter *x, const lmq_tensor *t, lmq_err *err)
             break;
         }
         if ((rc = tensor_bytes(part[k], x->allow_requantize, &type[k], &bytes[k], &size[k], why, sizeof why, err)) ||
-            (why[0] && (rc = note(x, why, err))))
+            (record && why[0] && (rc = note(x, why, err))))
             break;
         if (type[k] != type[0])
             rc = lmq_fail(err, LMQ_E_UNSUPPORTED, "tensors %s and %s go to GGUF types %s and %s: llama.cpp's fused "
                           "attn_qkv holds one", part[0]->name, part[k]->name, gf_type_of((uint32_t)type[0])->name,
                           gf_type_of((uint32_t)type[k])->name);
-        rows += part[k]->ndim > 1 ? part[k]->shape[0] : 1;
-        elems += lmq_tensor_numel(part[k]);
-        total += size[k];
+        *rows += part[k]->ndim > 1 ? part[k]->shape[0] : 1;
+        *elems += lmq_tensor_numel(part[k]);
+        *total += size[k];
     }
-    uint8_t *all = rc ? NULL : n_parts == 1 ? bytes[0] : malloc(total ? total : 1);
+    uint8_t *all = rc ? NULL : n_parts == 1 ? bytes[0] : malloc(*total ? *total : 1);
     if (!rc && !all)
         rc = lmq_fail(err, LMQ_E_NOMEM, "tensor %s: out of memory", t->name);
-    for (int k = 0, at = 0; k < n_parts && !rc && n_parts > 1; at += (int)size[k], k++)
+    for (size_t k = 0, at = 0; k < (size_t)n_parts && !rc && n_parts > 1; at += size[k], k++)
         memcpy(all + at, bytes[k], size[k]);
     if (!rc && a->family == LMQ_FAMILY_LLAMA && a->rope == LMQ_ROPE_HALF && is_rope_tensor(t->name))
-        rc = permute_rope(all, total, rows, a->dim / a->n_heads, t->name, err);
-    if (!rc) {
-        char name[LMQ_NAME_MAX + 8];
-        lmq_gguf_name(t->name, 1, name);
-        if (n_parts > 1) { /* ".attn_q." -> ".attn_qkv." */
-            char *q = strstr(name, ".attn_q.");
-            memmove(q + 10, q + 8, strlen(q + 8) + 1);
-            memcpy(q, ".attn_qkv.", 10);
-        }
-        const uint64_t ne[2] = { (uint64_t)(elems / rows), (uint64_t)rows };
-        gf_w_tensor(x->w, name, (uint32_t)type[0], t->ndim > 1 ? 2 : 1,
-                      t->ndim > 1 ? ne : (const uint64_t[1]){ (uint64_t)elems }, all, total);
-        x->rep->tensors++;
-    }
-    if (all != bytes[0])
-        free(all);
+        rc = permute_rope(all, *total, *rows, a->dim / a->n_heads, t->name, err);
     for (int k = 0; k < 3; k++)
-        free(bytes[k]);
+        if (bytes[k] != all)
+            free(bytes[k]);
+    if (rc)
+        free(all);
+    else
+        *out = all;
+    *out_type = type[0];
     return rc;
+}
+
+/* Declares the GGUF tensor lmq tensor i becomes (tensor_out, its bytes let go of: they are made
+ * again when the file is written, fill_tensor), remembering i. */
+static lmq_code declare_tensor(exporter *x, int i, lmq_err *err)
+{
+    const lmq_tensor *t = &x->m->tensors[i];
+    uint8_t *bytes;
+    size_t size;
+    int type;
+    int64_t rows, elems;
+    lmq_code rc = tensor_out(x, t, 1, &bytes, &size, &type, &rows, &elems, err);
+    if (rc || !bytes)
+        return rc;
+    free(bytes);
+    char name[LMQ_NAME_MAX + 8];
+    lmq_gguf_name(t->name, 1, name);
+    if (strstr(t->name, ".attn_q.") && x->m->arch.family == LMQ_FAMILY_GPT2) { /* ".attn_q." -> ".attn_qkv." */
+        char *q = strstr(name, ".attn_q.");
+        memmove(q + 10, q + 8, strlen(q + 8) + 1);
+        memcpy(q, ".attn_qkv.", 10);
+    }
+    const uint64_t ne[2] = { (uint64_t)(elems / rows), (uint64_t)rows };
+    gf_w_tensor(x->w, name, (uint32_t)type, t->ndim > 1 ? 2 : 1, t->ndim > 1 ? ne : (const uint64_t[1]){ (uint64_t)elems },
+                NULL, size);
+    x->src[x->rep->tensors++] = i;
+    return LMQ_OK;
+}
+
+/* gf_fill_fn: GGUF tensor k's bytes, made again from the lmq tensor declared as k. */
+static lmq_code fill_tensor(void *ctx, size_t k, uint8_t **bytes, lmq_err *err)
+{
+    exporter *x = ctx;
+    size_t size;
+    int type;
+    int64_t rows, elems;
+    return tensor_out(x, &x->m->tensors[x->src[k]], 0, bytes, &size, &type, &rows, &elems, err);
 }
 
 lmq_code lmq_gguf_export(const char *in, const char *out, int allow_requantize, lmq_gguf_report *rep, lmq_err *err)
@@ -481,18 +514,24 @@ lmq_code lmq_gguf_export(const char *in, const char *out, int allow_requantize, 
     lmq_code rc = rt_load_artefact(in, &m, err);
     if (rc)
         return rc;
+    /* Two passes, so that memory holds one tensor's GGUF bytes at a time: every tensor is made
+     * once to learn its type and size (and record re-quantisations), then again as the file is
+     * written. */
     exporter x = { .m = &m, .allow_requantize = allow_requantize, .rep = rep };
-    if (!(rc = gf_writer_new(&x.w, err))) {
+    if (!(x.src = malloc((size_t)(m.n_tensors ? m.n_tensors : 1) * sizeof *x.src)))
+        rc = lmq_fail(err, LMQ_E_NOMEM, "out of memory");
+    if (!rc && !(rc = gf_writer_new(&x.w, err))) {
         arch_meta(x.w, &m.arch);
         rc = tokenizer_meta(x.w, &m, err);
     }
     for (int i = 0; i < m.n_tensors && !rc; i++)
-        rc = export_tensor(&x, &m.tensors[i], err);
+        rc = declare_tensor(&x, i, err);
     if (!rc && rep->requantized)
         rc = requantized_meta(&x, err);
     if (!rc)
-        rc = gf_writer_write(x.w, out, err);
+        rc = gf_writer_write(x.w, out, fill_tensor, &x, err);
     gf_writer_free(x.w);
+    free(x.src);
     lmq_model_free(&m);
     if (rep == &own)
         free(own.log);

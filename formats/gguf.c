@@ -680,12 +680,12 @@ void gf_w_tensor(gf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
     t->n_dims = n_dims;
     memcpy(t->ne, ne, n_dims * sizeof *ne);
     t->size = size;
-    t->data = malloc(size ? size : 1);
-    if (!t->data) {
+    if (data && !(t->data = malloc(size ? size : 1))) {
         lmq_fail(&w->err, LMQ_E_NOMEM, "GGUF writer: out of memory");
         return;
     }
-    memcpy(t->data, data, size);
+    if (data)
+        memcpy(t->data, data, size);
     w->n_t++;
 }
 
@@ -694,7 +694,7 @@ static uint64_t pad(uint64_t n)
     return (DEFAULT_ALIGNMENT - n % DEFAULT_ALIGNMENT) % DEFAULT_ALIGNMENT;
 }
 
-lmq_code gf_writer_write(gf_writer *w, const char *path, lmq_err *err)
+lmq_code gf_writer_write(gf_writer *w, const char *path, gf_fill_fn fill, void *ctx, lmq_err *err)
 {
     buf head = { 0 };
     put(w, &head, "GGUF", 4);
@@ -724,9 +724,16 @@ lmq_code gf_writer_write(gf_writer *w, const char *path, lmq_err *err)
     lmq_code rc = lmq_atomic_open(&a, path, err);
     if (!rc) {
         rc = lmq_atomic_write(&a, head.p, head.n, err);
-        for (size_t i = 0; i < w->n_t && !rc; i++)
-            if (!(rc = lmq_atomic_write(&a, w->t[i].data, w->t[i].size, err)))
+        for (size_t i = 0; i < w->n_t && !rc; i++) {
+            uint8_t *made = NULL;
+            if (!w->t[i].data && (!fill ? (rc = lmq_fail(err, LMQ_E_ARG, "GGUF writer: tensor %s has no data",
+                                                         w->t[i].name))
+                                        : (rc = fill(ctx, i, &made, err))))
+                break;
+            if (!(rc = lmq_atomic_write(&a, w->t[i].data ? w->t[i].data : made, w->t[i].size, err)))
                 rc = lmq_atomic_write(&a, zeros, (size_t)pad(w->t[i].size), err);
+            free(made);
+        }
         if (rc)
             lmq_atomic_abort(&a);
         else

@@ -122,11 +122,15 @@ void gf_w_str(gf_writer *w, const char *key, const char *v);
 void gf_w_arr_str(gf_writer *w, const char *key, uint64_t n, const char *const *s, const uint64_t *lens);
 void gf_w_arr_f32(gf_writer *w, const char *key, uint64_t n, const float *v);
 void gf_w_arr_i32(gf_writer *w, const char *key, uint64_t n, const int32_t *v);
-/* A tensor of ggml type `type`, ne[0] fastest; data (size bytes, which must be the type's size
- * for that shape) is copied. */
+/* A tensor of ggml type `type`, ne[0] fastest, of size bytes (the type's size for that shape).
+ * data is copied; NULL: its bytes come from gf_writer_write's fill when the file is written. */
 void gf_w_tensor(gf_writer *w, const char *name, uint32_t type, uint32_t n_dims, const uint64_t *ne,
-                   const void *data, size_t size);
-/* Writes the file (version 3, alignment 32) atomically. */
-lmq_code gf_writer_write(gf_writer *w, const char *path, lmq_err *err);
+                 const void *data, size_t size);
+/* Tensor k's bytes (k counts gf_w_tensor calls from 0) into *bytes, malloc'd, exactly the size
+ * declared; the writer frees them once written. */
+typedef lmq_code (*gf_fill_fn)(void *ctx, size_t k, uint8_t **bytes, lmq_err *err);
+/* Writes the file (version 3, alignment 32) atomically; fill (may be NULL when every tensor was
+ * given its data) makes the others' bytes one at a time. */
+lmq_code gf_writer_write(gf_writer *w, const char *path, gf_fill_fn fill, void *ctx, lmq_err *err);
 
 #endif

@@ -329,7 +329,7 @@ static void gguf_seeds(void)
             big[k] = bytes[k % sizeof bytes];
         gf_w_tensor(w, ts[i].name, ts[i].type, ts[i].n_dims, ts[i].ne, big, ts[i].size);
     }
-    if (gf_writer_write(w, seed_path("gguf", "mixed.gguf"), &err))
+    if (gf_writer_write(w, seed_path("gguf", "mixed.gguf"), NULL, NULL, &err))
         die("gguf seed", &err);
     gf_writer_free(w);
 }
