@@ -4,6 +4,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "convert/gguf.h"
 #include "convert/paths.h"
 #include "formats/llama2c.h"
 
@@ -26,6 +27,9 @@ lmq_code lmq_convert_plan(const char *src, const lmq_convert_opts *opts, lmq_pla
             lmq_plan_free(out);
         return c;
     }
+    if (cv_ends_with(src, ".gguf"))
+        return lmq_fail(err, LMQ_E_UNSUPPORTED, "%s: a GGUF file keeps its encodings: lmq_convert (or "
+                        "lmq_gguf_load) imports it, not an fp32 plan", src);
     return lmq_fail(err, LMQ_E_ARG,
                     "%s: cannot tell what checkpoint this is (expected a Hugging Face directory, a .safetensors "
                     "file, a .safetensors.index.json, or a llama2.c .bin)",
@@ -34,6 +38,10 @@ lmq_code lmq_convert_plan(const char *src, const lmq_convert_opts *opts, lmq_pla
 
 lmq_code lmq_convert(const char *src, const lmq_convert_opts *opts, lmq_model *out, lmq_err *err)
 {
+    if (cv_ends_with(src, ".gguf"))
+        return opts && (opts->tokenizer || opts->split_qkv)
+                   ? lmq_fail(err, LMQ_E_ARG, "%s: --tokenizer and --split-qkv do not apply to a GGUF file", src)
+                   : lmq_gguf_load(src, out, err);
     lmq_plan p;
     lmq_code c = lmq_convert_plan(src, opts, &p, err);
     if (c) {

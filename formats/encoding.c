@@ -9,8 +9,9 @@
 
 #define GRAN(g) (1u << LMQ_GRAN_##g)
 #define SCALED (GRAN(TENSOR) | GRAN(CHANNEL) | GRAN(GROUP))
-#define FLOAT_ROW(T, nm, b, sb, gr, mx) [T] = { T, nm, b, sb, gr, 0, mx }
-#define INT_ROW(T, nm, b) [T] = { T, nm, b, 16, SCALED, 1, 0 }
+#define FLOAT_ROW(T, nm, b, sb, gr, mx) [T] = { T, nm, b, sb, gr, 0, mx, 0, 0 }
+#define INT_ROW(T, nm, b) [T] = { T, nm, b, 16, SCALED, 1, 0, 0, 0 }
+#define BLOCK_ROW(T, nm, blk, bytes) [T] = { T, nm, 0, 0, GRAN(NONE), 0, 0, blk, bytes }
 
 const lmq_encoding lmq_encodings[LMQ_T_COUNT] = {
     FLOAT_ROW(LMQ_T_F32, "fp32", 32, 0, GRAN(NONE), 0x1.fffffep127f),
@@ -24,6 +25,15 @@ const lmq_encoding lmq_encodings[LMQ_T_COUNT] = {
     INT_ROW(LMQ_T_INT2, "int2", 2),
     /* Opaque bytes (carried tokenizer files): a layout, no numbers. */
     FLOAT_ROW(LMQ_T_BYTES, "bytes", 8, 0, GRAN(NONE), 0),
+    /* GGUF blocks (ggml-common.h): 32 or 256 weights in the bytes of one block_<type> struct. */
+    BLOCK_ROW(LMQ_T_Q4_1, "q4_1", 32, 20),
+    BLOCK_ROW(LMQ_T_Q5_0, "q5_0", 32, 22),
+    BLOCK_ROW(LMQ_T_Q5_1, "q5_1", 32, 24),
+    BLOCK_ROW(LMQ_T_Q4_K, "q4_k", 256, 144),
+    BLOCK_ROW(LMQ_T_Q5_K, "q5_k", 256, 176),
+    BLOCK_ROW(LMQ_T_Q6_K, "q6_k", 256, 210),
+    BLOCK_ROW(LMQ_T_Q8_0, "q8_0", 32, 34),
+    BLOCK_ROW(LMQ_T_Q4_0, "q4_0", 32, 18),
 };
 
 const char *const lmq_gran_names[4] = { "none", "tensor", "channel", "group" };
@@ -59,7 +69,7 @@ char *lmq_encoding_names(char *buf, size_t size, unsigned except)
     size_t n = 0;
     buf[0] = '\0';
     for (unsigned t = 0; t < LMQ_T_COUNT && n < size; t++)
-        if (t != except)
+        if (t != except && !lmq_encodings[t].block)
             n += (size_t)snprintf(buf + n, size - n, "%s%s", n ? ", " : "", lmq_encodings[t].name);
     return buf;
 }
@@ -109,6 +119,16 @@ lmq_code lmq_layout_of(const lmq_qparams *qp, int64_t rows, int64_t cols, lmq_la
         return lmq_fail(err, LMQ_E_ARG, "shape [%" PRId64 ", %" PRId64 "]: need 1 .. 2^48 "
                         "weights", rows, cols);
     const lmq_encoding *s = lmq_encoding_of(qp->dtype);
+    if (s->block) {
+        if (cols % s->block)
+            return lmq_fail(err, LMQ_E_ARG, "shape [%" PRId64 ", %" PRId64 "]: %s needs a multiple of %u columns",
+                            rows, cols, s->name, s->block);
+        const int64_t blocks = rows * (cols / s->block);
+        *out = (lmq_layout){ .rows = rows, .cols = cols, .group = s->block, .groups_per_row = cols / s->block,
+                             .bits = (uint64_t)blocks * s->block_bytes * 8,
+                             .bytes = (size_t)blocks * s->block_bytes };
+        return LMQ_OK;
+    }
     lmq_layout L = { .rows = rows, .cols = cols, .group = cols, .groups_per_row = 1 };
     if (qp->gran == LMQ_GRAN_GROUP && cols > (int64_t)qp->group) {
         L.group = qp->group;

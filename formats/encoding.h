@@ -19,7 +19,12 @@
  * kernel reads a row's scales and its codes from two sections, the codes start wherever the
  * scales end (no alignment), and a row of codes starts mid-byte when rows · bits is not a
  * multiple of 8 (int4 with odd cols). runtime/cuda moves the codes to a 256-byte boundary on
- * upload and uses 16-byte loads only where every row starts on one. */
+ * upload and uses 16-byte loads only where every row starts on one.
+ *
+ * Block encodings (block != 0: GGUF's Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, and Q8_0 / Q4_0
+ * whose block scales are not all >= 0, imported from GGUF files) store instead each row as cols / block blocks of
+ * block_bytes bytes, exactly as ggml lays them out (scales and codes inside each block); cols must be a multiple of block,
+ * granularity none. */
 #ifndef LMQ_ENCODING_H
 #define LMQ_ENCODING_H
 
@@ -37,6 +42,8 @@ typedef struct {
     unsigned grans;      /* allowed granularities: bit (1u << lmq_gran) each */
     int integer;         /* integer codes on a scaled grid; asymmetric (int16 zero points) allowed */
     float fmax;          /* float codes: the largest finite value */
+    unsigned block;      /* block encodings: weights per block (0: scales-then-codes layout) */
+    unsigned block_bytes;
 } lmq_encoding;
 
 /* The table, indexed by lmq_dtype. */
@@ -45,8 +52,8 @@ extern const lmq_encoding lmq_encodings[LMQ_T_COUNT];
 const lmq_encoding *lmq_encoding_of(unsigned dtype);
 /* The row named `name`; NULL when none is. */
 const lmq_encoding *lmq_encoding_find(const char *name);
-/* Every row's name but `except`'s, joined by ", ", into buf (for messages that list what is
- * known). Returns buf. */
+/* Every row's name but `except`'s and the block encodings' (imported, never produced), joined
+ * by ", ", into buf (for messages that list what can be asked for). Returns buf. */
 char *lmq_encoding_names(char *buf, size_t size, unsigned except);
 
 /* "none", "tensor", "channel", "group", indexed by lmq_gran. */

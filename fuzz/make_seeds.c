@@ -11,6 +11,7 @@
 
 #include "formats/artefact.h"
 #include "formats/container.h"
+#include "formats/gguf.h"
 #include "formats/llama2c.h"
 #include "formats/manifest.h"
 #include "formats/safetensors.h"
@@ -279,6 +280,61 @@ static void container_seeds(const char *tmp)
     remove(recipe);
 }
 
+/* ---- GGUF ---- */
+
+/* One file with a key of every type and a tensor of every type the importer keeps (the values
+ * need not make a model), and the tiny llama2.c seed exported through lmq's own writer. */
+static void gguf_seeds(void)
+{
+    lmq_err err = { 0 };
+    gf_writer *w;
+    if (gf_writer_new(&w, &err))
+        die("gguf writer", &err);
+    static const char *const toks[] = { "<unk>", "<s>", "</s>", "\xe2\x96\x81" "a" };
+    static const uint64_t lens[] = { 5, 3, 4, 4 };
+    static const float scores[] = { 0, 0, 0, -1 };
+    static const int32_t types[] = { 2, 3, 3, 1 };
+    gf_w_str(w, "general.architecture", "llama");
+    gf_w_u32(w, "llama.context_length", 8);
+    gf_w_u32(w, "llama.embedding_length", 32);
+    gf_w_u32(w, "llama.block_count", 1);
+    gf_w_u32(w, "llama.feed_forward_length", 32);
+    gf_w_u32(w, "llama.attention.head_count", 1);
+    gf_w_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    gf_w_str(w, "tokenizer.ggml.model", "llama");
+    gf_w_arr_str(w, "tokenizer.ggml.tokens", 4, toks, lens);
+    gf_w_arr_f32(w, "tokenizer.ggml.scores", 4, scores);
+    gf_w_arr_i32(w, "tokenizer.ggml.token_type", 4, types);
+    static uint8_t bytes[4 * 256];
+    for (size_t i = 0; i < sizeof bytes; i++)
+        bytes[i] = (uint8_t)(i * 37 % 251 & 0x3b); /* fp16 scales finite: no exponent of all ones */
+    static const struct { const char *name; uint32_t type, n_dims; uint64_t ne[2]; size_t size; } ts[] = {
+        { "token_embd.weight", GGML_F16, 2, { 32, 4 }, 256 },
+        { "output_norm.weight", GGML_F32, 1, { 32, 1 }, 128 },
+        { "blk.0.attn_norm.weight", GGML_F32, 1, { 32, 1 }, 128 },
+        { "blk.0.ffn_norm.weight", GGML_F32, 1, { 32, 1 }, 128 },
+        { "blk.0.attn_q.weight", GGML_Q8_0, 2, { 32, 32 }, 34 * 32 },
+        { "blk.0.attn_k.weight", GGML_Q4_0, 2, { 32, 32 }, 18 * 32 },
+        { "blk.0.attn_v.weight", GGML_Q4_1, 2, { 32, 32 }, 20 * 32 },
+        { "blk.0.attn_output.weight", GGML_Q5_0, 2, { 32, 32 }, 22 * 32 },
+        { "blk.0.ffn_gate.weight", GGML_Q5_1, 2, { 32, 32 }, 24 * 32 },
+        { "blk.0.ffn_up.weight", GGML_BF16, 2, { 32, 32 }, 2 * 1024 },
+        { "blk.0.ffn_down.weight", GGML_Q8_0, 2, { 32, 32 }, 34 * 32 },
+        { "k.weight", GGML_Q4_K, 1, { 256, 1 }, 144 },
+        { "k5.weight", GGML_Q5_K, 1, { 256, 1 }, 176 },
+        { "k6.weight", GGML_Q6_K, 1, { 256, 1 }, 210 },
+    };
+    static uint8_t big[2048];
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) {
+        for (size_t k = 0; k < ts[i].size; k++)
+            big[k] = bytes[k % sizeof bytes];
+        gf_w_tensor(w, ts[i].name, ts[i].type, ts[i].n_dims, ts[i].ne, big, ts[i].size);
+    }
+    if (gf_writer_write(w, seed_path("gguf", "mixed.gguf"), NULL, NULL, &err))
+        die("gguf seed", &err);
+    gf_writer_free(w);
+}
+
 /* ---- recipes and policies ---- */
 
 /* Every *.yaml of a shipped folder as a seed of target. */
@@ -540,6 +596,7 @@ int main(int argc, char **argv)
     safetensors_seeds();
     hf_seeds();
     container_seeds(outdir);
+    gguf_seeds();
     recipe_seeds();
     policy_seeds();
     static const char *const extra[] = { " ", "a", "e", "h", "t", "o", "n", " t", "th", "he", " the",

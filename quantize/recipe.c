@@ -399,6 +399,9 @@ static lmq_code read_scheme(ROW_ARGS)
     if (rc)
         return rc;
     const lmq_encoding *row = lmq_encoding_find(s);
+    if (row && row->block)
+        return perr(CTX, line_of(v), path, "scheme '%s' is imported from GGUF files as it is: lmq does not quantise "
+                    "to it", s);
     if (!row || row->dtype == LMQ_T_BYTES) {
         char known[256];
         return perr(CTX, line_of(v), path, "unknown scheme '%s' (known: %s)", s,

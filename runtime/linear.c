@@ -33,7 +33,8 @@ lmq_code rt_weight_of(const lmq_tensor *t, const float *b, rt_weight *W, lmq_err
     lmq_code c = lmq_layout_of(&t->q, t->shape[0], t->shape[1], &W->L, err);
     if (c)
         return lmq_err_prefix(err, "tensor %s: ", t->name);
-    if (W->L.bytes != t->raw_size || !q_scheme_get(t->q.dtype)->decode)
+    const q_scheme *s = q_scheme_get(t->q.dtype);
+    if (W->L.bytes != t->raw_size || (!s->decode && !s->decode_block)) /* bytes: no numbers */
         return lmq_fail(err, LMQ_E_FORMAT, "tensor %s: %zu bytes do not hold a %s [%lld, %lld]", t->name,
                         t->raw_size, lmq_encoding_of(t->q.dtype)->name, (long long)t->shape[0],
                         (long long)t->shape[1]);

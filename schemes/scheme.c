@@ -7,6 +7,7 @@
 
 #include "common/fp.h"
 #include "schemes/fp8.h"
+#include "schemes/gguf_blocks.h"
 #include "schemes/pack.h"
 
 /* Codes are encoded and decoded through a small buffer, so a group of any size (a whole
@@ -173,6 +174,7 @@ static float e5m2_value(uint32_t c) { return q_fp8_decode(&q_fp8_e5m2, (uint8_t)
     [T] = { .enc = &lmq_encodings[T], .to_code = cv##_code, .from_code = cv##_value,           \
             .fit = float_fit, .encode = float_encode, .decode = float_decode }
 #define INT_ROW(T) [T] = { .enc = &lmq_encodings[T], .fit = int_fit, .encode = int_encode, .decode = int_decode }
+#define BLOCK_ROW(T, nm) [T] = { .enc = &lmq_encodings[T], .decode_block = q_gguf_##nm }
 
 static const q_scheme table[LMQ_T_COUNT] = {
     FLOAT_ROW(LMQ_T_F32, f32),
@@ -186,6 +188,14 @@ static const q_scheme table[LMQ_T_COUNT] = {
     INT_ROW(LMQ_T_INT2),
     /* Opaque bytes (carried tokenizer files): a layout, nothing to encode. */
     [LMQ_T_BYTES] = { .enc = &lmq_encodings[LMQ_T_BYTES] },
+    BLOCK_ROW(LMQ_T_Q4_1, q4_1),
+    BLOCK_ROW(LMQ_T_Q5_0, q5_0),
+    BLOCK_ROW(LMQ_T_Q5_1, q5_1),
+    BLOCK_ROW(LMQ_T_Q4_K, q4_k),
+    BLOCK_ROW(LMQ_T_Q5_K, q5_k),
+    BLOCK_ROW(LMQ_T_Q6_K, q6_k),
+    BLOCK_ROW(LMQ_T_Q8_0, q8_0),
+    BLOCK_ROW(LMQ_T_Q4_0, q4_0),
 };
 
 const q_scheme *q_scheme_get(unsigned dtype)
@@ -356,6 +366,14 @@ static lmq_code quantize_rows(const void *job, int64_t r0, int64_t r1, lmq_err *
     return LMQ_OK;
 }
 
+static lmq_code not_encodable(const q_scheme *s, lmq_err *err)
+{
+    return s->enc->block ? lmq_fail(err, LMQ_E_UNSUPPORTED, "%s is imported from GGUF files as it is: lmq "
+                                    "does not quantise to it", s->enc->name)
+                         : lmq_fail(err, LMQ_E_UNSUPPORTED, "%s holds opaque bytes: nothing to quantise",
+                                    s->enc->name);
+}
+
 /* The layout of a tensor about to be written into an output buffer of out_size bytes, which
  * must be exactly its size. */
 static lmq_code output_layout(const lmq_qparams *qp, int64_t rows, int64_t cols, size_t out_size,
@@ -377,8 +395,7 @@ lmq_code q_quantize(const lmq_qparams *qp, const float *w, int64_t rows, int64_t
         return rc;
     const q_scheme *s = q_scheme_get(qp->dtype);
     if (!s->encode)
-        return lmq_fail(err, LMQ_E_UNSUPPORTED, "%s holds opaque bytes: nothing to quantise",
-                        s->enc->name);
+        return not_encodable(s, err);
     memset(out, 0, out_size);
     quant_job j = { .s = s, .qp = qp, .L = &L, .w = w, .out = out, .tensor = { .scale = 1.0f },
                     .what = CHECK | ENCODE };
@@ -404,6 +421,8 @@ lmq_code q_store(const lmq_qparams *qp, int64_t rows, int64_t cols, const q_grou
     if (rc)
         return rc;
     const q_scheme *s = q_scheme_get(qp->dtype);
+    if (!s->encode)
+        return not_encodable(s, err);
     const size_t n = (size_t)(rows * cols);
     if (s->enc->bits < 32)
         for (size_t i = 0; i < n; i++)
@@ -428,6 +447,24 @@ static lmq_code stored_layout(const lmq_qparams *qp, size_t size, int64_t rows, 
     return rc;
 }
 
+/* Blocks [b0, b0 + n) of a tensor in a block encoding (row-major, cols / block per row) into
+ * out, each weight checked finite (a block's fp16 scales may be Inf or NaN). */
+static lmq_code decode_blocks(const q_scheme *s, const uint8_t *data, int64_t cols, int64_t b0, int64_t n,
+                              float *out, lmq_err *err)
+{
+    const int64_t per_row = cols / s->enc->block;
+    for (int64_t b = b0; b < b0 + n; b++) {
+        float *o = out + (b - b0) * s->enc->block;
+        s->decode_block(data + (size_t)b * s->enc->block_bytes, o);
+        for (unsigned i = 0; i < s->enc->block; i++)
+            if (!isfinite(o[i]))
+                return lmq_fail(err, LMQ_E_FORMAT, "element %" PRId64 " (row %" PRId64 ", %s block %" PRId64
+                                ") decodes to %g", (b % per_row) * s->enc->block + i + b / per_row * cols,
+                                b / per_row, s->enc->name, b % per_row, (double)o[i]);
+    }
+    return LMQ_OK;
+}
+
 lmq_code q_dequantize_rows(const lmq_qparams *qp, const uint8_t *data, size_t size, int64_t rows,
                            int64_t cols, int64_t row0, int64_t nrows, float *out, lmq_err *err)
 {
@@ -436,11 +473,14 @@ lmq_code q_dequantize_rows(const lmq_qparams *qp, const uint8_t *data, size_t si
     if (rc)
         return rc;
     const q_scheme *s = q_scheme_get(qp->dtype);
-    if (!s->decode)
+    if (!s->decode && !s->decode_block)
         return lmq_fail(err, LMQ_E_UNSUPPORTED, "%s holds opaque bytes, not numbers", s->enc->name);
     if (row0 < 0 || nrows < 0 || row0 > rows - nrows)
         return lmq_fail(err, LMQ_E_ARG, "rows %" PRId64 " + %" PRId64 " outside a tensor of %"
                         PRId64 " rows", row0, nrows, rows);
+    if (s->decode_block)
+        return decode_blocks(s, data, cols, row0 * (cols / s->enc->block), nrows * (cols / s->enc->block), out,
+                             err);
     uint32_t codes[CHUNK];
     for (int64_t r = row0; r < row0 + nrows; r++)
         for (int64_t gi = 0; gi < L.groups_per_row; gi++) {
@@ -495,6 +535,12 @@ lmq_code q_validate(const lmq_qparams *qp, const uint8_t *data, size_t size, int
     if (rc)
         return rc;
     const q_scheme *s = q_scheme_get(qp->dtype);
+    if (s->decode_block) { /* every block decoded and checked */
+        float block[256];
+        for (int64_t b = 0; b < rows * (cols / s->enc->block) && !rc; b++)
+            rc = decode_blocks(s, data, cols, b, 1, block, err);
+        return rc;
+    }
     if (!s->decode)
         return LMQ_OK;
     for (int64_t i = 0; i < L.n_scales; i++) {

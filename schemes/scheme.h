@@ -72,8 +72,11 @@ struct q_scheme {
     uint32_t (*to_code)(float x);  /* float codes: nearest code, ties to even */
     float (*from_code)(uint32_t c);
     q_fit_fn fit;        /* groups with a scale (never called at granularity none) */
-    q_encode_fn encode;  /* NULL for BYTES: carried verbatim, not a numeric encoding */
+    q_encode_fn encode;  /* NULL for BYTES: carried verbatim, not a numeric encoding; NULL for
+                            block encodings too: imported as they are, never produced */
     q_decode_fn decode;
+    void (*decode_block)(const uint8_t *block, float *out); /* block encodings: one block's
+                            enc->block weights from its enc->block_bytes bytes (gguf_blocks.h) */
 };
 
 /* The row for dtype; NULL when dtype is not one. */

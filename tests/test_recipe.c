@@ -170,6 +170,8 @@ START_TEST(err_bad_values)
 {
     parse_fails("name: x\nrules:\n  - match: \"*\"\n    scheme: int5\n", "recipe.yaml:4: rules[0].scheme: unknown scheme 'int5'",
                 NULL);
+    parse_fails("name: x\nrules:\n  - match: \"*\"\n    scheme: q4_k\n",
+                "recipe.yaml:4: rules[0].scheme: scheme 'q4_k' is imported from GGUF files as it is", NULL);
     const char *bad_groups[] = { "100", "8", "0", "1", "131072", "4294967296" };
     for (size_t i = 0; i < sizeof bad_groups / sizeof *bad_groups; i++) {
         char text[256];

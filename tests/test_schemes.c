@@ -152,12 +152,17 @@ START_TEST(table_rows)
         const char *name;
         unsigned bits, scale_bits;
         int integer;
+        unsigned block, block_bytes; /* GGUF's block_<type> structs (ggml-common.h) */
     } want[LMQ_T_COUNT] = {
         [LMQ_T_F32] = { "fp32", 32, 0, 0 },         [LMQ_T_F16] = { "fp16", 16, 0, 0 },
         [LMQ_T_BF16] = { "bf16", 16, 0, 0 },       [LMQ_T_F8_E4M3] = { "fp8_e4m3", 8, 32, 0 },
         [LMQ_T_F8_E5M2] = { "fp8_e5m2", 8, 32, 0 }, [LMQ_T_INT8] = { "int8", 8, 16, 1 },
         [LMQ_T_INT4] = { "int4", 4, 16, 1 },       [LMQ_T_INT3] = { "int3", 3, 16, 1 },
         [LMQ_T_INT2] = { "int2", 2, 16, 1 },       [LMQ_T_BYTES] = { "bytes", 8, 0, 0 },
+        [LMQ_T_Q4_1] = { "q4_1", 0, 0, 0, 32, 20 }, [LMQ_T_Q5_0] = { "q5_0", 0, 0, 0, 32, 22 },
+        [LMQ_T_Q5_1] = { "q5_1", 0, 0, 0, 32, 24 }, [LMQ_T_Q4_K] = { "q4_k", 0, 0, 0, 256, 144 },
+        [LMQ_T_Q5_K] = { "q5_k", 0, 0, 0, 256, 176 }, [LMQ_T_Q6_K] = { "q6_k", 0, 0, 0, 256, 210 },
+        [LMQ_T_Q8_0] = { "q8_0", 0, 0, 0, 32, 34 }, [LMQ_T_Q4_0] = { "q4_0", 0, 0, 0, 32, 18 },
     };
     for (unsigned t = 0; t < LMQ_T_COUNT; t++) {
         const lmq_encoding *s = lmq_encoding_of(t);
@@ -168,6 +173,8 @@ START_TEST(table_rows)
         ck_assert_uint_eq(s->bits, want[t].bits);
         ck_assert_uint_eq(s->scale_bits, want[t].scale_bits);
         ck_assert_int_eq(s->integer, want[t].integer);
+        ck_assert_uint_eq(s->block, want[t].block);
+        ck_assert_uint_eq(s->block_bytes, want[t].block_bytes);
         ck_assert_ptr_eq(lmq_encoding_find(want[t].name), s);
     }
     ck_assert_ptr_null(q_scheme_get(LMQ_T_COUNT));

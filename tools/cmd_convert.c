@@ -5,6 +5,8 @@
 #include "common/clock.h"
 #include "common/file.h"
 #include "convert/convert.h"
+#include "convert/gguf.h"
+#include "convert/paths.h"
 #include "formats/artefact.h"
 #include "formats/container.h"
 #include "tools/args.h"
@@ -14,7 +16,7 @@ static const char usage[] =
     "usage: lmq convert SRC -o OUT.lmq [--tokenizer FILE|DIR] [--zstd] [--split-qkv]\n"
     "SRC is a Hugging Face model directory (config.json + model.safetensors, or a sharded\n"
     "checkpoint with model.safetensors.index.json), a .safetensors file with config.json beside\n"
-    "it, or a llama2.c .bin checkpoint. The tokenizer is found beside the checkpoint unless\n"
+    "it, a llama2.c .bin checkpoint, or a GGUF file (.gguf: encodings kept). The tokenizer is found beside the checkpoint unless\n"
     "--tokenizer names it. --zstd compresses each tensor where that makes it smaller.\n"
     "--split-qkv (GPT-2) stores the fused c_attn as separate attn_q, attn_k, attn_v tensors.\n";
 
@@ -42,10 +44,16 @@ int cmd_convert(int argc, char **argv)
     const double t0 = lmq_now();
     lmq_plan p;
     lmq_convert_opts co = { .tokenizer = tokenizer, .split_qkv = split_qkv };
-    /* Tensor by tensor, so that memory holds about one tensor, not the model. */
-    if (lmq_convert_plan(src[0], &co, &p, &err) ||
-        lmq_container_write_stream(out, &p.model, lmq_plan_produce, &p, zstd ? LMQ_CODEC_ZSTD : LMQ_CODEC_NONE,
-                                   &err)) {
+    if (cv_ends_with(src[0], ".gguf")) { /* quantised tensors kept: a model, not an fp32 plan */
+        lmq_plan_init(&p);
+        if (tokenizer || split_qkv || lmq_gguf_convert(src[0], out, zstd, &p.model, &err)) {
+            fprintf(stderr, "lmq convert: %s\n", tokenizer || split_qkv ? "--tokenizer and --split-qkv do not apply "
+                    "to a GGUF file (its tokenizer is in its metadata)" : err.msg);
+            return 1;
+        }
+    } else if (lmq_convert_plan(src[0], &co, &p, &err) || /* tensor by tensor: memory holds about one */
+               lmq_container_write_stream(out, &p.model, lmq_plan_produce, &p,
+                                          zstd ? LMQ_CODEC_ZSTD : LMQ_CODEC_NONE, &err)) {
         fprintf(stderr, "lmq convert: %s\n", err.msg);
         lmq_plan_free(&p);
         return 1;

@@ -13,6 +13,7 @@ static const struct {
     { "convert", cmd_convert, "convert SRC -o OUT.lmq [--tokenizer FILE]   import a checkpoint" },
     { "calibrate", cmd_calibrate, "calibrate MODEL.lmq --text FILE -o STATS.lmq  activation statistics" },
     { "quantize", cmd_quantize, "quantize IN.lmq --recipe R.yaml -o OUT.lmq  apply a recipe" },
+    { "export", cmd_export, "export A.lmq --to gguf -o OUT.gguf [--allow-requantize]  for llama.cpp" },
     { "verify", cmd_verify, "verify A.lmq [B.lmq ...] --text FILE [--reference REF.lmq] [--ctx N]" },
     { "generate", cmd_generate, "generate MODEL.lmq [--prompt TEXT] [-n N] [--temp T] [--top-p P] [--seed S]" },
     { "inspect", cmd_inspect, "inspect A.lmq                               manifest and tensor table" },
