@@ -10,6 +10,7 @@
 #include "common/err.h"
 #include "convert/convert.h"
 #include "export/compressed_tensors.h"
+#include "export/gguf.h"
 #include "formats/artefact.h"
 #include "formats/container.h"
 #include "formats/manifest.h"
@@ -55,16 +56,12 @@ const char *lmq_status_name(int code)
 int lmq_convert_file(const char *src, const char *out_path, const lmq_convert_options *opts, lmq_status *st)
 {
     const lmq_convert_options o = opts ? *opts : (lmq_convert_options){ 0 };
-    const lmq_convert_opts co = { .tokenizer = o.tokenizer, .split_qkv = o.split_qkv };
-    const char *inputs[] = { src, o.tokenizer };
+    const lmq_convert_opts co = { .tokenizer = o.tokenizer, .split_qkv = o.split_qkv, .zstd = o.zstd };
     lmq_err err;
     lmq_plan p;
-    lmq_code c = lmq_output_check(out_path, inputs, 2, &err);
-    if (!c && !(c = lmq_convert_plan(src, &co, &p, &err))) {
-        c = lmq_container_write_stream(out_path, &p.model, lmq_plan_produce, &p,
-                                       o.zstd ? LMQ_CODEC_ZSTD : LMQ_CODEC_NONE, &err);
+    lmq_code c = lmq_convert_write(src, out_path, &co, &p, &err);
+    if (!c)
         lmq_plan_free(&p);
-    }
     return done(c, &err, st);
 }
 
@@ -256,4 +253,15 @@ int lmq_export_compressed_tensors(const char *in_path, const char *out_dir, lmq_
 {
     lmq_err err;
     return done(ct_export(in_path, out_dir, NULL, &err), &err, st);
+}
+
+int lmq_export_gguf(const char *in_path, const char *out_path, int allow_requantize, lmq_status *st)
+{
+    lmq_err err;
+    lmq_gguf_report rep = { 0 };
+    lmq_code c = lmq_output_check(out_path, &in_path, 1, &err);
+    if (!c)
+        c = lmq_gguf_export(in_path, out_path, allow_requantize, &rep, &err);
+    free(rep.log);
+    return done(c, &err, st);
 }

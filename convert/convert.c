@@ -1,11 +1,13 @@
-/* lmq_convert_plan: picks the importer for what src is. */
+/* lmq_convert_plan: picks the importer for what src is; lmq_convert_write: the whole import. */
 #include "convert/convert.h"
 
 #include <string.h>
 #include <sys/stat.h>
 
+#include "common/file.h"
 #include "convert/gguf.h"
 #include "convert/paths.h"
+#include "formats/artefact.h"
 #include "formats/llama2c.h"
 
 lmq_code lmq_convert_plan(const char *src, const lmq_convert_opts *opts, lmq_plan *out, lmq_err *err)
@@ -49,4 +51,26 @@ lmq_code lmq_convert(const char *src, const lmq_convert_opts *opts, lmq_model *o
         return c;
     }
     return lmq_plan_load(&p, out, err);
+}
+
+lmq_code lmq_convert_write(const char *src, const char *out_path, const lmq_convert_opts *opts, lmq_plan *summary,
+                           lmq_err *err)
+{
+    const lmq_convert_opts o = opts ? *opts : (lmq_convert_opts){ 0 };
+    /* A directory source counts every file in it: config, weights, tokenizer. */
+    const char *inputs[] = { src, o.tokenizer };
+    lmq_plan_init(summary);
+    lmq_code c = lmq_output_check(out_path, inputs, 2, err);
+    if (c)
+        return c;
+    if (cv_ends_with(src, ".gguf")) /* quantised tensors kept: a model, not an fp32 plan */
+        return o.tokenizer || o.split_qkv
+                   ? lmq_fail(err, LMQ_E_ARG, "%s: --tokenizer and --split-qkv do not apply to a GGUF file (its "
+                              "tokenizer is in its metadata)", src)
+                   : lmq_gguf_convert(src, out_path, o.zstd, &summary->model, err);
+    if (!(c = lmq_convert_plan(src, &o, summary, err)) &&
+        (c = lmq_container_write_stream(out_path, &summary->model, lmq_plan_produce, summary,
+                                        o.zstd ? LMQ_CODEC_ZSTD : LMQ_CODEC_NONE, err)))
+        lmq_plan_free(summary);
+    return c;
 }

@@ -25,11 +25,18 @@ typedef struct {
     /* GPT-2: store the fused c_attn as blk.i.attn_q / attn_k / attn_v (.weight [dim, dim],
      * .bias [dim]) instead of blk.i.attn_qkv. An error for a model whose q, k, v are separate. */
     int split_qkv;
+    int zstd; /* lmq_convert_write: zstd-compressed tensor blobs */
 } lmq_convert_opts;
 
 /* Plans the import into out (initialised here; freed again on failure): everything but the
  * tensors' values, which are checked finite as they are produced. opts may be NULL. */
 lmq_code lmq_convert_plan(const char *src, const lmq_convert_opts *opts, lmq_plan *out, lmq_err *err);
+/* The artefact at out_path (written atomically; refused when it names an input, lmq_output_check)
+ * from src, tensor by tensor, memory holding about one: what lmq convert does. A GGUF file keeps
+ * its encodings (convert/gguf.h; opts' tokenizer and split_qkv do not apply to it). summary
+ * (initialised here; lmq_plan_free it after a success) receives the model as written. */
+lmq_code lmq_convert_write(const char *src, const char *out_path, const lmq_convert_opts *opts, lmq_plan *summary,
+                           lmq_err *err);
 /* The plan with every tensor loaded: fills out (initialised here; freed again on failure). */
 lmq_code lmq_convert(const char *src, const lmq_convert_opts *opts, lmq_model *out, lmq_err *err);
 

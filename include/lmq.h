@@ -136,6 +136,10 @@ void lmq_artefact_close(lmq_artefact *a);
 /* Writes the artefact into directory out_dir as a compressed-tensors checkpoint (vLLM's
  * format: model.safetensors, config.json with its quantization_config, tokenizer files). */
 int lmq_export_compressed_tensors(const char *in_path, const char *out_dir, lmq_status *st);
+/* Writes the artefact as a GGUF file (llama.cpp) at out_path. Encodings whose grid GGUF lacks
+ * are refused, naming the tensor, unless allow_requantize (then re-quantised to Q8_0 and listed
+ * in the file's lmq.requantized metadata). */
+int lmq_export_gguf(const char *in_path, const char *out_path, int allow_requantize, lmq_status *st);
 
 #ifdef __cplusplus
 }

@@ -164,6 +164,26 @@ START_TEST(export_refuses_what_the_format_cannot_hold)
 }
 END_TEST
 
+/* int4 g64 has no GGUF type: refused naming a tensor, or re-quantised on request; the file
+ * written then imports again. */
+START_TEST(export_gguf_refuses_or_requantizes)
+{
+    char q[1024], g[1024], back[1024];
+    snprintf(q, sizeof q, "%s/g64.lmq", dir);
+    snprintf(g, sizeof g, "%s/g64.gguf", dir);
+    snprintf(back, sizeof back, "%s/back.lmq", dir);
+    lmq_status st;
+    ck_assert_int_eq(lmq_quantize_file(fp, "recipes/int4-g64.yaml", q, &(lmq_quantize_options){ .threads = 1 },
+                                       &st), LMQ_STATUS_OK);
+    ck_assert_int_eq(lmq_export_gguf(q, g, 0, &st), LMQ_STATUS_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(st.message, "blk.0."));
+    ck_assert_int_eq(access(g, F_OK), -1);
+    ck_assert_msg(lmq_export_gguf(q, g, 1, &st) == LMQ_STATUS_OK, "%s", st.message);
+    ck_assert_msg(lmq_convert_file(g, back, NULL, &st) == LMQ_STATUS_OK, "%s", st.message);
+    ck_assert_int_eq(lmq_export_gguf(q, q, 1, &st), LMQ_STATUS_ARG);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("api");
@@ -173,6 +193,7 @@ int main(void)
     tcase_add_test(tc, errors_are_values);
     tcase_add_test(tc, artefact_handle);
     tcase_add_test(tc, audit_reports_problems);
+    tcase_add_test(tc, export_gguf_refuses_or_requantizes);
     tcase_add_test(tc, verify_rows);
     tcase_add_test(tc, export_refuses_what_the_format_cannot_hold);
     suite_add_tcase(s, tc);

@@ -14,6 +14,7 @@
 #include "common/file.h"
 #include "common/fp.h"
 #include "convert/gguf.h"
+#include "export/gguf.h"
 #include "formats/container.h"
 #include "formats/gguf.h"
 #include "quantize/quantize.h"

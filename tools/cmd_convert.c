@@ -3,11 +3,7 @@
 #include <stdio.h>
 
 #include "common/clock.h"
-#include "common/file.h"
 #include "convert/convert.h"
-#include "convert/gguf.h"
-#include "convert/paths.h"
-#include "formats/artefact.h"
 #include "formats/container.h"
 #include "tools/args.h"
 #include "tools/cmd.h"
@@ -35,27 +31,11 @@ int cmd_convert(int argc, char **argv)
         return 2;
     }
     lmq_err err;
-    /* A directory source counts every file in it: config, weights, tokenizer. */
-    const char *inputs[] = { src[0], tokenizer };
-    if (lmq_output_check(out, inputs, 2, &err)) {
-        fprintf(stderr, "lmq convert: %s\n", err.msg);
-        return 1;
-    }
     const double t0 = lmq_now();
     lmq_plan p;
-    lmq_convert_opts co = { .tokenizer = tokenizer, .split_qkv = split_qkv };
-    if (cv_ends_with(src[0], ".gguf")) { /* quantised tensors kept: a model, not an fp32 plan */
-        lmq_plan_init(&p);
-        if (tokenizer || split_qkv || lmq_gguf_convert(src[0], out, zstd, &p.model, &err)) {
-            fprintf(stderr, "lmq convert: %s\n", tokenizer || split_qkv ? "--tokenizer and --split-qkv do not apply "
-                    "to a GGUF file (its tokenizer is in its metadata)" : err.msg);
-            return 1;
-        }
-    } else if (lmq_convert_plan(src[0], &co, &p, &err) || /* tensor by tensor: memory holds about one */
-               lmq_container_write_stream(out, &p.model, lmq_plan_produce, &p,
-                                          zstd ? LMQ_CODEC_ZSTD : LMQ_CODEC_NONE, &err)) {
+    const lmq_convert_opts co = { .tokenizer = tokenizer, .split_qkv = split_qkv, .zstd = zstd };
+    if (lmq_convert_write(src[0], out, &co, &p, &err)) {
         fprintf(stderr, "lmq convert: %s\n", err.msg);
-        lmq_plan_free(&p);
         return 1;
     }
     const lmq_model m = p.model;

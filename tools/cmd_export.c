@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "common/file.h"
-#include "convert/gguf.h"
+#include "export/gguf.h"
 #include "export/compressed_tensors.h"
 #include "tools/args.h"
 #include "tools/cmd.h"

@@ -1,5 +1,5 @@
-/* lmq_gguf_export: an lmq artefact as a GGUF file (convert/gguf.h). */
-#include "convert/gguf.h"
+/* lmq_gguf_export: an lmq artefact as a GGUF file (export/gguf.h). */
+#include "export/gguf.h"
 
 #include <inttypes.h>
 #include <jansson.h>
@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "convert/gguf.h"
 #include "formats/gguf.h"
 #include "runtime/artefact.h"
 #include "schemes/scheme.h"
