@@ -36,4 +36,10 @@ lmq_code lmq_convert(const char *src, const lmq_convert_opts *opts, lmq_model *o
  * index.json. */
 lmq_code lmq_convert_hf(const char *src, const lmq_convert_opts *opts, lmq_plan *out, lmq_err *err);
 
+/* Recipes may name tensors as Hugging Face modules: writes to out the canonical name pattern for
+ * hf ("lm_head" -> "output.weight", "model.layers.*.mlp.down_proj" -> "blk.*.ffn_down.weight";
+ * the family prefix and ".weight" optional, the layer an index or wildcards) from the same
+ * tables the import uses. Returns 0 when hf names no module of a supported family. */
+int lmq_hf_canonical(const char *hf, char *out, size_t cap);
+
 #endif
