@@ -8,6 +8,7 @@
 #include "formats/container.h"
 #include "tools/args.h"
 #include "tools/cmd.h"
+#include "tools/progress.h"
 
 static const char usage[] =
     "usage: lmq convert SRC -o OUT.lmq [--tokenizer FILE|DIR] [--zstd] [--split-qkv]\n"
@@ -16,6 +17,21 @@ static const char usage[] =
     "it, or a llama2.c .bin checkpoint. The tokenizer is found beside the checkpoint unless\n"
     "--tokenizer names it. --zstd compresses each tensor where that makes it smaller.\n"
     "--split-qkv (GPT-2) stores the fused c_attn as separate attn_q, attn_k, attn_v tensors.\n";
+
+typedef struct {
+    lmq_plan *plan;
+    progress pr;
+} convert_run;
+
+/* The plan's producer, reporting each tensor once it is produced. */
+static lmq_code produce(void *ctx, int i, float *out, lmq_err *err)
+{
+    convert_run *r = ctx;
+    lmq_code c = lmq_plan_produce(r->plan, i, out, err);
+    if (!c)
+        progress_show(&r->pr, i + 1, r->plan->model.n_tensors, r->plan->model.tensors[i].name);
+    return c;
+}
 
 int cmd_convert(int argc, char **argv)
 {
@@ -41,10 +57,14 @@ int cmd_convert(int argc, char **argv)
     const double t0 = lmq_now();
     lmq_plan p;
     lmq_convert_opts co = { .tokenizer = tokenizer, .split_qkv = split_qkv };
+    convert_run run = { .plan = &p };
+    progress_init(&run.pr, "convert");
     /* Tensor by tensor, so that memory holds about one tensor, not the model. */
-    if (lmq_convert_plan(src[0], &co, &p, &err) ||
-        lmq_container_write_stream(out, &p.model, lmq_plan_produce, &p, zstd ? LMQ_CODEC_ZSTD : LMQ_CODEC_NONE,
-                                   &err)) {
+    lmq_code c = lmq_convert_plan(src[0], &co, &p, &err);
+    if (!c)
+        c = lmq_container_write_stream(out, &p.model, produce, &run, zstd ? LMQ_CODEC_ZSTD : LMQ_CODEC_NONE, &err);
+    progress_end(&run.pr);
+    if (c) {
         fprintf(stderr, "lmq convert: %s\n", err.msg);
         lmq_plan_free(&p);
         return 1;
