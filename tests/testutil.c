@@ -5,6 +5,9 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "convert/convert.h"
 #include "formats/container.h"
@@ -12,8 +15,22 @@
 const char *fixture(const char *rel)
 {
     static char buf[4096];
-    const char *root = getenv("LMQ_FIXTURES");
-    snprintf(buf, sizeof buf, "%s/%s", root ? root : "../shared/fixtures", rel);
+    const char *env = getenv("LMQ_FIXTURES"), *root = env ? env : "../shared/fixtures", *ci = getenv("CI");
+    struct stat st;
+    if (stat(root, &st) || !S_ISDIR(st.st_mode)) {
+        ck_assert_msg(!ci || strcmp(ci, "true"), "fixture %s: the fixtures folder %s is absent, and CI=true wants "
+                      "every test run", rel, root);
+        fprintf(stderr, "SKIP (%s): needs fixture %s; the fixtures folder %s is absent (" FIXTURES_FROM ")\n",
+                tcase_name(), rel, root);
+        const char *log = getenv("LMQ_SKIP_LOG");
+        FILE *f = log ? fopen(log, "a") : NULL;
+        if (f) {
+            fprintf(f, "%s: needs fixture %s\n", tcase_name(), rel);
+            fclose(f);
+        }
+        _exit(0); /* Check runs each test in a child of its own: this ends the test, passed */
+    }
+    snprintf(buf, sizeof buf, "%s/%s", root, rel);
     return buf;
 }
 

@@ -2,7 +2,7 @@
 # lmq --version (the manifests' tool_version), lmq help (every command's synopsis, taken from
 # the command's own --help), lmq help COMMAND, and plain progress lines with an ETA when stderr
 # is not a terminal. Runs on the demo model in the repository (no fixtures needed).
-source "$(dirname "$0")/lib.bash"
+. "$(dirname "$0")/lib.bash"
 
 run 0 "$LMQ" --version
 version=$(cat "$tmp/out")

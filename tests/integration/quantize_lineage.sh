@@ -4,7 +4,7 @@
 # recipe, schemes and bits per weight); an output equal to the input is refused. --explain
 # prints the plan (schemes, deciding rule or ignore by file:line, Hugging Face names resolved)
 # and writes nothing. Runs on the demo model in the repository (no fixtures needed).
-source "$(dirname "$0")/lib.bash"
+. "$(dirname "$0")/lib.bash"
 
 "$LMQ" convert demo/sotu-gpt2 -o "$tmp/fp32.lmq" >/dev/null
 "$LMQ" quantize "$tmp/fp32.lmq" --recipe recipes/int8-channel.yaml -o "$tmp/i8.lmq" >/dev/null
