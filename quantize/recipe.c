@@ -423,9 +423,12 @@ static lmq_code read_scheme(ROW_ARGS)
         }
     const lmq_encoding *row = lmq_encoding_find(s);
     if (!row || row->dtype == LMQ_T_BYTES) {
-        char known[256];
-        return perr(CTX, line_of(v), path, "unknown scheme '%s' (known: %s; presets W8A16, W4A16, W8A8, FP8)", s,
-                    lmq_encoding_names(known, sizeof known, LMQ_T_BYTES));
+        char known[256], presets[64] = "";
+        for (size_t i = 0; i < sizeof PRESETS / sizeof PRESETS[0]; i++)
+            snprintf(presets + strlen(presets), sizeof presets - strlen(presets), "%s%s", i ? ", " : "",
+                     PRESETS[i].name);
+        return perr(CTX, line_of(v), path, "unknown scheme '%s' (known: %s; presets %s)", s,
+                    lmq_encoding_names(known, sizeof known, LMQ_T_BYTES), presets);
     }
     scheme_kind kind = kind_of(row);
     rule->qp.dtype = (uint16_t)row->dtype;

@@ -8,7 +8,8 @@ run 0 "$LMQ" --version
 version=$(cat "$tmp/out")
 [[ "$version" =~ ^lmq\ [0-9]+\.[0-9]+\.[0-9]+$ ]] || fail "--version printed '$version'"
 "$LMQ" convert demo/sotu-gpt2 -o "$tmp/fp32.lmq" 2>"$tmp/convert.err" >/dev/null
-"$LMQ" manifest "$tmp/fp32.lmq" | grep -qxF "tool_version: \"$version\"" || fail "manifest tool_version is not '$version'"
+run 0 "$LMQ" manifest "$tmp/fp32.lmq"
+grep -qxF "tool_version: \"$version\"" "$tmp/out" || fail "manifest tool_version is not '$version'"
 
 run 0 "$LMQ" help
 cp "$tmp/out" "$tmp/help"
