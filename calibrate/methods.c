@@ -431,8 +431,9 @@ static lmq_code run(job *j, const char *in_path, const char *recipe_path, const 
     if (c)
         return c;
     const uint64_t in_sum = in.file_checksum;
+    c = q_input_check(&in, in_path, &j->o->q, err); /* before any calibrated work */
     lmq_container_close(&in);
-    if ((c = q_recipe_load(recipe_path, &j->recipe, err)) || (c = cal_stats_open(&j->st, stats_path, err)))
+    if (c || (c = q_recipe_load(recipe_path, &j->recipe, err)) || (c = cal_stats_open(&j->st, stats_path, err)))
         return c;
     if (j->st.man.calib_model_checksum != in_sum)
         return lmq_fail(err, LMQ_E_ARG, "%s: statistics of another model (checksum %016llx; %s is %016llx)", stats_path,

@@ -232,6 +232,17 @@ static const lmq_tensor_entry *first_quantised(const lmq_container *in)
     return NULL;
 }
 
+lmq_code q_input_check(const lmq_container *in, const char *in_path, const q_opts *opts, lmq_err *err)
+{
+    const lmq_tensor_entry *q = first_quantised(in);
+    char scheme[LMQ_SCHEME_MAX];
+    if (!q || (opts && opts->requantize))
+        return LMQ_OK;
+    return lmq_fail(err, LMQ_E_ARG, "%s: already quantised (tensor %s is %s): quantising it again compounds the "
+                    "errors; give --requantize to do it anyway (the manifest then records the input's lineage)",
+                    in_path, q->name, q_describe(&q->q, scheme, sizeof scheme));
+}
+
 /* The manifest's lineage section: what the already quantised input was. */
 static lmq_code record_lineage(q_run *r, const char *in_path, lmq_err *err)
 {
@@ -296,12 +307,8 @@ static lmq_code run(q_run *r, const char *in_path, const char *recipe_path, cons
     if ((c = lmq_container_open_manifest(&r->in, &r->src, in_path, err)))
         return c;
     const lmq_tensor_entry *q = first_quantised(&r->in);
-    if (q && !(opts && opts->requantize)) {
-        const lmq_manifest_tensor *was = lmq_manifest_find(&r->src, q->name);
-        return lmq_fail(err, LMQ_E_ARG, "%s: already quantised (tensor %s is %s): quantising it again compounds "
-                        "the errors; give --requantize to do it anyway (the manifest then records the input's "
-                        "lineage)", in_path, q->name, was ? was->scheme : lmq_encoding_of(q->q.dtype)->name);
-    }
+    if ((c = q_input_check(&r->in, in_path, opts, err)))
+        return c;
     if ((c = q_recipe_load(recipe_path, &r->recipe, err)) || (c = resolve(r, 1, err)) ||
         (c = start_manifest(r, opts, err)) || (q && (c = record_lineage(r, in_path, err))))
         return c;

@@ -45,6 +45,10 @@ typedef struct {
     int requantize;
 } q_opts;
 
+/* LMQ_E_ARG, saying why, when the artefact in (opened from in_path) has a tensor already quantised
+ * (not fp32) and opts do not allow requantising; q_quantize_file checks this first. */
+lmq_code q_input_check(const lmq_container *in, const char *in_path, const q_opts *opts, lmq_err *err);
+
 /* Reads in_path (any lmq artefact), applies the recipe at recipe_path and writes out_path
  * atomically. The input stays mapped and uncompressed fp32 is read in place: peak memory is
  * about one tensor in fp32 twice (the weights and their reconstruction) plus its encoding,

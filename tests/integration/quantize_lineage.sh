@@ -14,6 +14,12 @@ run 1 "$LMQ" quantize "$tmp/i8.lmq" --recipe recipes/int4-g32.yaml -o "$tmp/re.l
 has "$tmp/i8.lmq: already quantised (tensor blk.0.attn_qkv.weight is int8 per-channel)"
 has "--requantize"
 [ -z "$(ls "$tmp" | grep '^re\.lmq')" ] || fail "a refused requantize left $(ls "$tmp")"
+# The same through the calibrated path (--stats), refused before any calibrated work.
+head -c 3000 demo/sotu-eval.txt >"$tmp/calib.txt"
+"$LMQ" calibrate "$tmp/i8.lmq" --text "$tmp/calib.txt" --windows 1 --ctx 32 -o "$tmp/stats.lmq" >/dev/null
+run 1 "$LMQ" quantize "$tmp/i8.lmq" --recipe recipes/gptq-int4-g128.yaml --stats "$tmp/stats.lmq" -o "$tmp/re.lmq"
+has "$tmp/i8.lmq: already quantised (tensor blk.0.attn_qkv.weight is int8 per-channel)"
+[ ! -e "$tmp/re.lmq" ] || fail "a refused calibrated requantize wrote its output"
 # The output may not be the input, with or without --requantize.
 run 1 "$LMQ" quantize "$tmp/i8.lmq" --recipe recipes/int4-g32.yaml -o "$tmp/i8.lmq" --requantize
 has "same file as the input"
