@@ -41,5 +41,9 @@ lmq_code lmq_convert_hf(const char *src, const lmq_convert_opts *opts, lmq_plan 
  * the family prefix and ".weight" optional, the layer an index or wildcards) from the same
  * tables the import uses. Returns 0 when hf names no module of a supported family. */
 int lmq_hf_canonical(const char *hf, char *out, size_t cap);
+/* The other way: the Hugging Face name (ending in ".weight" or ".bias"; with the family prefix
+ * when prefixed) of canonical tensor name canon in supported family number family (0, 1, ...),
+ * into out and returns 1; 0 when that family has no such tensor, -1 past the last family. */
+int lmq_hf_name_of(const char *canon, int family, int prefixed, char *out, size_t cap);
 
 #endif

@@ -571,6 +571,30 @@ static lmq_code load_weights(hf_ctx *x, lmq_plan *p, lmq_err *err)
     return LMQ_OK;
 }
 
+/* The Hugging Face name of canonical tensor canon in fam (the family prefix included when
+ * prefixed; lm_head never has it), into out; 0 when fam has none. */
+static int hf_name_of(const hf_family *fam, int prefixed, const char *canon, char *out, size_t cap)
+{
+    for (size_t i = 0; i < fam->n_names; i++) {
+        int layer;
+        const name_row *r = &fam->names[i];
+        if (r->canon && pattern_match(r->canon, canon, &layer)) {
+            char bare[LMQ_NAME_MAX];
+            pattern_expand(r->hf, layer, bare, sizeof bare);
+            return snprintf(out, cap, "%s%s", prefixed && r->kind != MAP_CLASSIFIER ? fam->prefix : "", bare) <
+                   (int)cap;
+        }
+    }
+    return 0;
+}
+
+int lmq_hf_name_of(const char *canon, int family, int prefixed, char *out, size_t cap)
+{
+    if (family < 0 || (size_t)family >= N_FAMILIES)
+        return -1;
+    return hf_name_of(&FAMILIES[family], prefixed, canon, out, cap);
+}
+
 /* Adds the source tensor's name to a validation error about a canonical tensor. */
 static void name_origin(const hf_ctx *x, const lmq_plan *p, lmq_err *err)
 {
@@ -582,16 +606,7 @@ static void name_origin(const hf_ctx *x, const lmq_plan *p, lmq_err *err)
     for (int i = 0; i < m->n_tensors; i++)
         if (!strcmp(m->tensors[i].name, canon))
             snprintf(hf, sizeof hf, "%s", p->sources[i].origin);
-    for (size_t i = 0; i < x->fam->n_names && !hf[0]; i++) {
-        int layer;
-        const name_row *r = &x->fam->names[i];
-        if (r->canon && pattern_match(r->canon, canon, &layer)) {
-            char bare[LMQ_NAME_MAX];
-            pattern_expand(r->hf, layer, bare, sizeof bare);
-            snprintf(hf, sizeof hf, "%s%s", x->prefixed && r->kind != MAP_CLASSIFIER ? x->fam->prefix : "", bare);
-        }
-    }
-    if (hf[0]) {
+    if (hf[0] || hf_name_of(x->fam, x->prefixed, canon, hf, sizeof hf)) {
         size_t n = strlen(err->msg);
         snprintf(err->msg + n, sizeof err->msg - n, " (checkpoint tensor %s)", hf);
     }

@@ -744,6 +744,19 @@ int q_pattern_count(const q_pattern *p, const q_tensor_ref *t, int n)
     return count;
 }
 
+const char *q_pattern_hf_hint(const q_pattern *p, const q_tensor_ref *t, int n, char *hf, size_t cap)
+{
+    char weight[LMQ_NAME_MAX + 8];
+    snprintf(weight, sizeof weight, "%s.weight", p->text);
+    for (int i = 0; i < n && !p->canon; i++)
+        for (int f = 0, found = 0; found >= 0; f++)
+            for (int prefixed = 1; prefixed >= 0 && found >= 0; prefixed--)
+                if ((found = lmq_hf_name_of(t[i].name, f, prefixed, hf, cap)) > 0 &&
+                    (q_glob_match(p->text, hf) || q_glob_match(weight, hf)))
+                    return t[i].name;
+    return NULL;
+}
+
 /* The first of p[0..n) that matches name, or NULL. */
 static const q_pattern *first_match(const q_pattern *p, int n, const char *name)
 {
@@ -768,6 +781,12 @@ static lmq_code check_pattern(const q_recipe *r, const q_pattern *p, const char 
     if (first < 0 && p->canon)
         return lmq_fail(err, LMQ_E_RECIPE, "%s:%d: pattern '%s' (the Hugging Face name of '%s') matches no tensor "
                         "(%s)", r->path, p->line, p->text, p->canon, key);
+    char hf[2 * LMQ_NAME_MAX];
+    const char *hint = first < 0 ? q_pattern_hf_hint(p, t, n, hf, sizeof hf) : NULL;
+    if (hint)
+        return lmq_fail(err, LMQ_E_RECIPE, "%s:%d: pattern '%s' matches no tensor (%s); it matches the Hugging Face "
+                        "name '%s', which lmq calls '%s': write canonical names (recipes/README.md), or Hugging Face "
+                        "names with wildcards in the layer index only", r->path, p->line, p->text, key, hf, hint);
     if (first < 0)
         return lmq_fail(err, LMQ_E_RECIPE, "%s:%d: pattern '%s' matches no tensor (%s)", r->path, p->line,
                         p->text, key);

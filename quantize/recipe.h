@@ -39,6 +39,11 @@ typedef struct {
 const char *q_pattern_glob(const q_pattern *p);
 /* How many of the tensors p matches. */
 int q_pattern_count(const q_pattern *p, const q_tensor_ref *t, int n);
+/* For a pattern that matches none of t but reads as a Hugging Face name with wildcards beyond the
+ * layer index (which do not resolve): the first tensor whose HF name it matches (as written or
+ * with ".weight"; with or without the family prefix). Writes that HF name to hf and returns the
+ * tensor's canonical name, or NULL. */
+const char *q_pattern_hf_hint(const q_pattern *p, const q_tensor_ref *t, int n, char *hf, size_t cap);
 
 /* How a rule chooses codes (calibrate/ runs the calibrated methods), with its parameters. */
 typedef struct {

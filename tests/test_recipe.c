@@ -986,6 +986,31 @@ START_TEST(hf_names_resolve)
     ck_assert_int_eq(resolve(text, &m, 0, &plan, &e), LMQ_E_RECIPE);
     ck_assert_msg(strstr(e.msg, "recipe.yaml:3: pattern 'transformer.h.*.attn.c_attn' (the Hugging Face name of "
                                 "'blk.*.attn_qkv.weight') matches no tensor"), "%s", e.msg);
+    /* Wildcards beyond the layer index do not resolve; the error names a tensor the HF name
+     * matches and what lmq calls it. */
+    static const struct {
+        const char *pattern, *hf, *canon;
+        int gpt2;
+    } hints[] = {
+        { "model.layers.*.mlp.*", "model.layers.0.mlp.gate_proj.weight", "blk.0.ffn_gate.weight", 0 },
+        { "layers.*.self_attn.*", "layers.0.self_attn.q_proj.weight", "blk.0.attn_q.weight", 0 },
+        { "*.o_proj", "model.layers.0.self_attn.o_proj.weight", "blk.0.attn_out.weight", 0 },
+        { "transformer.h.*.mlp.*", "transformer.h.0.mlp.c_fc.weight", "blk.0.ffn_up.weight", 1 },
+        { "h.1.*.c_proj", "h.1.attn.c_proj.weight", "blk.1.attn_out.weight", 1 },
+    };
+    for (size_t i = 0; i < sizeof hints / sizeof hints[0]; i++) {
+        names_t hm;
+        char t[160], want[400];
+        if (hints[i].gpt2)
+            gpt2_names(&hm, 2);
+        else
+            llama_names(&hm, 2);
+        snprintf(t, sizeof t, "name: x\nrules:\n  - match: \"%s\"\n    scheme: fp16\n", hints[i].pattern);
+        ck_assert_int_eq(resolve(t, &hm, 1, &plan, &e), LMQ_E_RECIPE);
+        snprintf(want, sizeof want, "recipe.yaml:3: pattern '%s' matches no tensor (rules[0].match); it matches the "
+                 "Hugging Face name '%s', which lmq calls '%s'", hints[i].pattern, hints[i].hf, hints[i].canon);
+        ck_assert_msg(strstr(e.msg, want), "%s\nlacks\n%s", e.msg, want);
+    }
     /* q_recipe_plan reports nothing for it: --explain counts the pattern's matches instead. */
     q_recipe r;
     ck_assert_int_eq(parse(text, &r, &e), LMQ_OK);

@@ -33,11 +33,16 @@ static const char usage[] =
 static void print_pattern(const q_explain *x, const q_pattern *p, const char *key, int *unmatched)
 {
     int n = q_pattern_count(p, x->refs, x->n_refs);
+    char hf[2 * LMQ_NAME_MAX];
+    const char *hint = n ? NULL : q_pattern_hf_hint(p, x->refs, x->n_refs, hf, sizeof hf);
     printf("  %s:%d %s '%s'", x->recipe.path, p->line, key, p->text);
     if (p->canon)
         printf(" -> %s (Hugging Face name)", p->canon);
     if (n)
         printf(": %d tensor%s\n", n, n == 1 ? "" : "s");
+    else if (hint)
+        printf(": MATCHES NO TENSOR; it matches the Hugging Face name %s, which lmq calls %s (HF names may have "
+               "wildcards in the layer index only)\n", hf, hint);
     else
         printf(": MATCHES NO TENSOR%s\n", p->canon ? "" : " (canonical names: recipes/README.md)");
     *unmatched += !n;

@@ -76,6 +76,11 @@ has "$tmp/llama.yaml:3 rules[0].match 'model.layers.*.self_attn.q_proj' -> blk.*
 has "1 pattern matches no tensor"
 run 1 "$LMQ" quantize "$tmp/fp32.lmq" --recipe "$tmp/llama.yaml" -o "$tmp/x.lmq"
 has "pattern 'model.layers.*.self_attn.q_proj' (the Hugging Face name of 'blk.*.attn_q.weight') matches no tensor"
+# An HF name with a wildcard beyond the layer index does not resolve: the report names a tensor
+# it matches as an HF name, and its canonical name.
+printf 'name: x\nrules:\n  - match: transformer.h.*.mlp.*\n    scheme: fp16\n' >"$tmp/wild.yaml"
+run 1 "$LMQ" quantize "$tmp/fp32.lmq" --recipe "$tmp/wild.yaml" --explain
+has "'transformer.h.*.mlp.*': MATCHES NO TENSOR; it matches the Hugging Face name transformer.h.0.mlp.c_fc.weight, which lmq calls blk.0.ffn_up.weight"
 run 2 "$LMQ" quantize "$tmp/fp32.lmq" --recipe "$tmp/hf.yaml" --explain -o "$tmp/x.lmq"
 [ ! -e "$tmp/x.lmq" ] || fail "--explain wrote an artefact"
 # On a quantised input --explain says so.
