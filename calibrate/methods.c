@@ -431,12 +431,15 @@ static lmq_code run(job *j, const char *in_path, const char *recipe_path, const 
     if (c)
         return c;
     const uint64_t in_sum = in.file_checksum;
+    if (!(c = q_recipe_load(recipe_path, &j->recipe, err)) && !(c = cal_stats_open(&j->st, stats_path, err)) &&
+        j->st.man.calib_model_checksum != in_sum)
+        c = lmq_fail(err, LMQ_E_ARG, "%s: statistics of another model (checksum %016llx; %s is %016llx)", stats_path,
+                     (unsigned long long)j->st.man.calib_model_checksum, in_path, (unsigned long long)in_sum);
+    if (!c)
+        c = q_input_check(&in, in_path, &j->o->q, err); /* before any calibrated work */
     lmq_container_close(&in);
-    if ((c = q_recipe_load(recipe_path, &j->recipe, err)) || (c = cal_stats_open(&j->st, stats_path, err)))
+    if (c)
         return c;
-    if (j->st.man.calib_model_checksum != in_sum)
-        return lmq_fail(err, LMQ_E_ARG, "%s: statistics of another model (checksum %016llx; %s is %016llx)", stats_path,
-                        (unsigned long long)j->st.man.calib_model_checksum, in_path, (unsigned long long)in_sum);
     if (!q_recipe_needs_stats(&j->recipe)) /* round to nearest: the statistics have nothing to add */
         return q_quantize_file(in_path, recipe_path, out_path, &j->o->q, err);
     if ((c = rt_load_artefact(in_path, &j->m, err)) || (c = q_recipe_resolve_model(&j->recipe, &j->m, &j->plan, err)))

@@ -53,6 +53,21 @@ lmq_code lmq_convert(const char *src, const lmq_convert_opts *opts, lmq_model *o
     return lmq_plan_load(&p, out, err);
 }
 
+typedef struct {
+    lmq_plan *plan;
+    const lmq_convert_opts *o;
+} write_run;
+
+/* The plan's producer, reporting each tensor once it is produced. */
+static lmq_code produce(void *ctx, int i, float *out, lmq_err *err)
+{
+    write_run *r = ctx;
+    lmq_code c = lmq_plan_produce(r->plan, i, out, err);
+    if (!c && r->o->progress)
+        r->o->progress(r->o->progress_ctx, i + 1, r->plan->model.n_tensors, r->plan->model.tensors[i].name);
+    return c;
+}
+
 lmq_code lmq_convert_write(const char *src, const char *out_path, const lmq_convert_opts *opts, lmq_plan *summary,
                            lmq_err *err)
 {
@@ -68,8 +83,9 @@ lmq_code lmq_convert_write(const char *src, const char *out_path, const lmq_conv
                    ? lmq_fail(err, LMQ_E_ARG, "%s: --tokenizer and --split-qkv do not apply to a GGUF file (its "
                               "tokenizer is in its metadata)", src)
                    : lmq_gguf_convert(src, out_path, o.zstd, &summary->model, err);
+    write_run run = { summary, &o };
     if (!(c = lmq_convert_plan(src, &o, summary, err)) &&
-        (c = lmq_container_write_stream(out_path, &summary->model, lmq_plan_produce, summary,
+        (c = lmq_container_write_stream(out_path, &summary->model, produce, &run,
                                         o.zstd ? LMQ_CODEC_ZSTD : LMQ_CODEC_NONE, err)))
         lmq_plan_free(summary);
     return c;

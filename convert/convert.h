@@ -26,6 +26,9 @@ typedef struct {
      * .bias [dim]) instead of blk.i.attn_qkv. An error for a model whose q, k, v are separate. */
     int split_qkv;
     int zstd; /* lmq_convert_write: zstd-compressed tensor blobs */
+    /* lmq_convert_write: called after each tensor is written (may be NULL) */
+    void (*progress)(void *ctx, int done, int total, const char *name);
+    void *progress_ctx;
 } lmq_convert_opts;
 
 /* Plans the import into out (initialised here; freed again on failure): everything but the
@@ -52,5 +55,15 @@ lmq_code lmq_hf_name(lmq_family family, const char *canon, char *out, size_t cap
 /* The Hugging Face importer behind lmq_convert_plan, for a directory, a .safetensors file or an
  * index.json. */
 lmq_code lmq_convert_hf(const char *src, const lmq_convert_opts *opts, lmq_plan *out, lmq_err *err);
+
+/* Recipes may name tensors as Hugging Face modules: writes to out the canonical name pattern for
+ * hf ("lm_head" -> "output.weight", "model.layers.*.mlp.down_proj" -> "blk.*.ffn_down.weight";
+ * the family prefix and ".weight" optional, the layer an index or wildcards) from the same
+ * tables the import uses. Returns 0 when hf names no module of a supported family. */
+int lmq_hf_canonical(const char *hf, char *out, size_t cap);
+/* The other way: the Hugging Face name (ending in ".weight" or ".bias"; with the family prefix
+ * when prefixed) of canonical tensor name canon in supported family number family (0, 1, ...),
+ * into out and returns 1; 0 when that family has no such tensor, -1 past the last family. */
+int lmq_hf_name_of(const char *canon, int family, int prefixed, char *out, size_t cap);
 
 #endif

@@ -713,6 +713,15 @@ lmq_code lmq_hf_name(lmq_family family, const char *canon, char *out, size_t cap
     return LMQ_OK;
 }
 
+int lmq_hf_name_of(const char *canon, int family, int prefixed, char *out, size_t cap)
+{
+    if (family < 0 || (size_t)family >= N_FAMILIES)
+        return -1;
+    char name[2 * LMQ_NAME_MAX];
+    return hf_reverse(&FAMILIES[family], canon, prefixed, name, sizeof name) &&
+           snprintf(out, cap, "%s", name) < (int)cap;
+}
+
 /* Adds the source tensor's name to a validation error about a canonical tensor. */
 static void name_origin(const hf_ctx *x, const lmq_plan *p, lmq_err *err)
 {
@@ -806,3 +815,50 @@ done:
     return c;
 }
 
+/* ---- Hugging Face names in recipes ---------------------------------------------------- */
+
+/* The layer part of a recipe pattern: an index, or wildcards standing for one. */
+static int layer_part_ok(const char *s, size_t n)
+{
+    if (!n)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || s[i] == '*' || s[i] == '?'))
+            return 0;
+    return 1;
+}
+
+int lmq_hf_canonical(const char *hf, char *out, size_t cap)
+{
+    for (size_t f = 0; f < N_FAMILIES; f++) {
+        const hf_family *fam = &FAMILIES[f];
+        const size_t plen = strlen(fam->prefix);
+        const char *bare = strncmp(hf, fam->prefix, plen) ? hf : hf + plen;
+        size_t n = strlen(bare);
+        const int has_kind = (n > 7 && !strcmp(bare + n - 7, ".weight")) || (n > 5 && !strcmp(bare + n - 5, ".bias"));
+        char name[2 * LMQ_NAME_MAX];
+        if (snprintf(name, sizeof name, "%s%s", bare, has_kind ? "" : ".weight") >= (int)sizeof name)
+            return 0;
+        n = strlen(name);
+        for (int k = 0; k < 2; k++)
+            for (size_t i = 0; i < fam->n_names[k]; i++) {
+                const name_row *r = &fam->names[k][i];
+                const char *ph = strstr(r->hf, "{L}");
+                if (!r->canon)
+                    continue;
+                if (!ph) {
+                    if (!strcmp(r->hf, name))
+                        return snprintf(out, cap, "%s", r->canon) < (int)cap;
+                    continue;
+                }
+                const size_t pre = (size_t)(ph - r->hf), suf = strlen(ph + 3);
+                if (n > pre + suf && !strncmp(name, r->hf, pre) && !strcmp(name + n - suf, ph + 3) &&
+                    layer_part_ok(name + pre, n - pre - suf)) {
+                    const char *cph = strstr(r->canon, "{L}");
+                    return snprintf(out, cap, "%.*s%.*s%s", (int)(cph - r->canon), r->canon,
+                                    (int)(n - pre - suf), name + pre, cph + 3) < (int)cap;
+                }
+            }
+    }
+    return 0;
+}

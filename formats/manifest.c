@@ -68,6 +68,17 @@ static const lmq_yf_field calib_fields[] = {
 };
 static const lmq_yf_table calib_table = YF_TABLE(calib_fields);
 
+static const lmq_yf_field lineage_fields[] = {
+    YF_KEY("path", YF_TEXT, lmq_manifest, lineage_path),
+    YF_KEY("file_checksum", YF_HEX, lmq_manifest, lineage_file_checksum),
+    YF_KEY("recipe", YF_TEXT, lmq_manifest, lineage_recipe),
+    YF_KEY("recipe_checksum", YF_HEX, lmq_manifest, lineage_recipe_checksum),
+    YF_KEY("schemes", YF_TEXT, lmq_manifest, lineage_schemes),
+    YF_KEY("bits_per_weight", YF_REAL, lmq_manifest, lineage_bpw),
+    YF_KEY("linear_bpw", YF_REAL, lmq_manifest, lineage_linear_bpw),
+};
+static const lmq_yf_table lineage_table = YF_TABLE(lineage_fields);
+
 static const lmq_yf_field totals_fields[] = {
     YF_KEY("params", YF_UINT, lmq_manifest_totals, params),
     YF_KEY("tensor_bytes", YF_UINT, lmq_manifest_totals, tensor_bytes),
@@ -143,6 +154,8 @@ static const lmq_yf_field top_fields[] = {
       .present_off = offsetof(lmq_manifest, recipe) },
     { .key = "calibration", .k = YF_MAP, .sub = &calib_table, .flags = YF_OPTIONAL,
       .present_off = offsetof(lmq_manifest, calibration) },
+    { .key = "lineage", .k = YF_MAP, .sub = &lineage_table, .flags = YF_OPTIONAL,
+      .present_off = offsetof(lmq_manifest, lineage_path) },
     { .key = "totals", .k = YF_MAP, .off = offsetof(lmq_manifest, totals), .sub = &totals_table },
     { .key = "tensors", .k = YF_SEQ, .off = offsetof(lmq_manifest, tensors), .size = sizeof(lmq_manifest_tensor),
       .sub = &tensor_table, .count_off = offsetof(lmq_manifest, n_tensors), .cap_off = offsetof(lmq_manifest, cap_tensors) },
@@ -168,6 +181,9 @@ void lmq_manifest_free(lmq_manifest *m)
     free(m->source_notes);
     free(m->recipe);
     free(m->calibration);
+    free(m->lineage_path);
+    free(m->lineage_recipe);
+    free(m->lineage_schemes);
     free(m->tensors);
     free(m->files);
     memset(m, 0, sizeof *m);

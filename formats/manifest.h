@@ -81,6 +81,13 @@ struct lmq_manifest {
     uint64_t calib_stats_checksum; /* file checksum of the statistics a quantize run used (0: none) */
     int calib_windows, calib_ctx;  /* the P1 windows run */
     uint64_t calib_tokens;
+    /* lineage: the already quantised artefact a quantize run read (--requantize); NULL when none. */
+    char *lineage_path;            /* the input as given (owned) */
+    uint64_t lineage_file_checksum; /* its file checksum (footer) */
+    char *lineage_recipe;          /* its recipe's name (owned; NULL reads as "") */
+    uint64_t lineage_recipe_checksum;
+    char *lineage_schemes;         /* the schemes its tensors use, in order of first use (owned) */
+    double lineage_bpw, lineage_linear_bpw; /* its bits per weight: all tensors, the linear ones */
     lmq_manifest_tensor *tensors;
     int n_tensors, cap_tensors;
     lmq_manifest_file *files;

@@ -205,7 +205,7 @@ static int same_encoding(const q_plan_entry *a, const q_plan_entry *b)
            a->act.gran == b->act.gran;
 }
 
-static lmq_code resolve(q_run *r, lmq_err *err)
+static lmq_code resolve(q_run *r, int check, lmq_err *err)
 {
     q_tensor_ref *refs = calloc((size_t)r->in.n_tensors + 1, sizeof *refs);
     if (!refs)
@@ -216,8 +216,64 @@ static lmq_code resolve(q_run *r, lmq_err *err)
         if (t->q.dtype != LMQ_T_BYTES)
             refs[n++] = (q_tensor_ref){ t->name, t->ndim };
     }
-    lmq_code c = q_recipe_resolve(&r->recipe, refs, n, r->src.arch.tied_embedding, &r->plan, err);
+    lmq_code c = (check ? q_recipe_resolve : q_recipe_plan)(&r->recipe, refs, n, r->src.arch.tied_embedding,
+                                                            &r->plan, err);
     free(refs);
+    return c;
+}
+
+/* The first tensor of the input that is not fp32 (carried files aside), or NULL. */
+static const lmq_tensor_entry *first_quantised(const lmq_container *in)
+{
+    for (int k = 0; k < in->n_tensors; k++) {
+        const lmq_tensor_entry *t = &in->tensors[in->by_offset[k]];
+        if (t->q.dtype != LMQ_T_F32 && t->q.dtype != LMQ_T_BYTES)
+            return t;
+    }
+    return NULL;
+}
+
+lmq_code q_input_check(const lmq_container *in, const char *in_path, const q_opts *opts, lmq_err *err)
+{
+    const lmq_tensor_entry *q = first_quantised(in);
+    char scheme[LMQ_SCHEME_MAX];
+    if (!q || (opts && opts->requantize))
+        return LMQ_OK;
+    return lmq_fail(err, LMQ_E_ARG, "%s: already quantised (tensor %s is %s): quantising it again compounds the "
+                    "errors; give --requantize to do it anyway (the manifest then records the input's lineage)",
+                    in_path, q->name, q_describe(&q->q, scheme, sizeof scheme));
+}
+
+/* The manifest's lineage section: what the already quantised input was. */
+static lmq_code record_lineage(q_run *r, const char *in_path, lmq_err *err)
+{
+    const lmq_manifest *src = &r->src;
+    lmq_manifest *o = &r->out;
+    char schemes[1024] = "";
+    uint64_t bits = 0;
+    for (int i = 0; i < src->n_tensors; i++) {
+        const char *s = src->tensors[i].scheme;
+        bits += src->tensors[i].bits;
+        int seen = 0;
+        for (int j = 0; j < i && !seen; j++)
+            seen = !strcmp(src->tensors[j].scheme, s);
+        if (!seen)
+            snprintf(schemes + strlen(schemes), sizeof schemes - strlen(schemes), "%s%s", *schemes ? ", " : "", s);
+    }
+    o->lineage_file_checksum = r->in.file_checksum;
+    o->lineage_recipe_checksum = src->recipe_checksum;
+    o->lineage_bpw = src->totals.params ? (double)bits / (double)src->totals.params : 0;
+    o->lineage_linear_bpw = src->totals.linear_bpw;
+    q_recipe was = { 0 };
+    lmq_err ignored;
+    /* Its recipe's name, when the embedded text still parses (it did when it was applied). */
+    const char *name = src->recipe && !q_recipe_parse(src->recipe, strlen(src->recipe), in_path, &was, &ignored)
+                           ? was.name : NULL;
+    lmq_code c;
+    (void)((c = lmq_manifest_set(&o->lineage_path, in_path, err)) ||
+           (c = lmq_manifest_set(&o->lineage_recipe, name, err)) ||
+           (c = lmq_manifest_set(&o->lineage_schemes, schemes, err)));
+    q_recipe_free(&was);
     return c;
 }
 
@@ -251,8 +307,11 @@ static lmq_code run(q_run *r, const char *in_path, const char *recipe_path, cons
     r->opts = opts;
     if ((c = lmq_container_open_manifest(&r->in, &r->src, in_path, err)))
         return c;
-    if ((c = q_recipe_load(recipe_path, &r->recipe, err)) || (c = resolve(r, err)) ||
-        (c = start_manifest(r, opts, err)))
+    const lmq_tensor_entry *q = first_quantised(&r->in);
+    if ((c = q_input_check(&r->in, in_path, opts, err)))
+        return c;
+    if ((c = q_recipe_load(recipe_path, &r->recipe, err)) || (c = resolve(r, 1, err)) ||
+        (c = start_manifest(r, opts, err)) || (q && (c = record_lineage(r, in_path, err))))
         return c;
     if (q_recipe_needs_stats(&r->recipe) && !(opts && opts->override))
         return q_recipe_stats_error(&r->recipe, err);
@@ -313,4 +372,42 @@ lmq_code q_quantize_file(const char *in_path, const char *recipe_path, const cha
     if (r.in.data)
         lmq_container_close(&r.in);
     return c;
+}
+
+lmq_code q_explain_open(const char *in_path, const char *recipe_path, q_explain *x, lmq_err *err)
+{
+    q_run r;
+    memset(&r, 0, sizeof r);
+    memset(x, 0, sizeof *x);
+    lmq_manifest_init(&r.src);
+    lmq_code c = lmq_container_open_manifest(&r.in, &r.src, in_path, err);
+    if (!c && !(c = q_recipe_load(recipe_path, &r.recipe, err)) && !(c = resolve(&r, 0, err)) &&
+        !(x->refs = calloc((size_t)r.plan.n + 1, sizeof *x->refs)))
+        c = lmq_fail(err, LMQ_E_NOMEM, "out of memory");
+    if (!c) {
+        const lmq_tensor_entry *q = first_quantised(&r.in);
+        snprintf(x->quantised, sizeof x->quantised, "%s", q ? q->name : "");
+        x->recipe = r.recipe;
+        x->plan = r.plan;
+        x->n_refs = r.plan.n;
+        for (int i = 0; i < r.plan.n; i++) {
+            const char *name = r.plan.entries[i].derived_from_tied ? "tok_embd.weight" : r.plan.entries[i].name;
+            x->refs[i] = (q_tensor_ref){ x->plan.entries[i].name, lmq_container_find(&r.in, name)->ndim };
+        }
+    } else {
+        q_plan_free(&r.plan);
+        q_recipe_free(&r.recipe);
+    }
+    lmq_manifest_free(&r.src);
+    if (r.in.data)
+        lmq_container_close(&r.in);
+    return c;
+}
+
+void q_explain_free(q_explain *x)
+{
+    q_plan_free(&x->plan);
+    q_recipe_free(&x->recipe);
+    free(x->refs);
+    memset(x, 0, sizeof *x);
 }

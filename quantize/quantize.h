@@ -7,6 +7,7 @@
 
 #include "common/err.h"
 #include "formats/manifest.h"
+#include "quantize/recipe.h"
 
 /* Called after each tensor: done of total, and the tensor's name. */
 typedef void (*q_progress_fn)(void *ctx, int done, int total, const char *name);
@@ -39,7 +40,14 @@ typedef struct {
      * (rel_error 1): its weights all lie below the encoding's smallest step (e.g. subnormal). */
     q_warn_fn warn;
     void *warn_ctx;
+    /* An input with any tensor already quantised (not fp32) is refused unless this is set; then
+     * the output's manifest records its lineage (the input's file checksum and summary). */
+    int requantize;
 } q_opts;
+
+/* LMQ_E_ARG, saying why, when the artefact in (opened from in_path) has a tensor already quantised
+ * (not fp32) and opts do not allow requantising; q_quantize_file checks this first. */
+lmq_code q_input_check(const lmq_container *in, const char *in_path, const q_opts *opts, lmq_err *err);
 
 /* Reads in_path (any lmq artefact), applies the recipe at recipe_path and writes out_path
  * atomically. The input stays mapped and uncompressed fp32 is read in place: peak memory is
@@ -48,5 +56,19 @@ typedef struct {
  * online CPU). Deterministic: the artefact does not depend on the thread count. */
 lmq_code q_quantize_file(const char *in_path, const char *recipe_path, const char *out_path, const q_opts *opts,
                          lmq_err *err);
+
+/* What `lmq quantize --explain` shows, with nothing written: the recipe and its plan over the
+ * input's tensors (made without requiring every pattern to match: count them with
+ * q_pattern_count over refs, which include output.weight for a tied model as the plan does). */
+typedef struct {
+    q_recipe recipe;
+    q_plan plan;
+    q_tensor_ref *refs; /* refs[i] names plan.entries[i] */
+    int n_refs;
+    char quantised[LMQ_NAME_MAX]; /* the first input tensor already quantised; "" when none */
+} q_explain;
+
+lmq_code q_explain_open(const char *in_path, const char *recipe_path, q_explain *x, lmq_err *err);
+void q_explain_free(q_explain *x);
 
 #endif

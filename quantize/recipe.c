@@ -13,6 +13,7 @@
 #include "common/file.h"
 #include "common/yaml_doc.h"
 #include "common/yaml_fields.h"
+#include "convert/convert.h"
 #include "schemes/scheme.h"
 
 /* ---- schemes ---- */
@@ -35,6 +36,20 @@ static const struct {
     { "group", LMQ_GRAN_GROUP },
 };
 #define N_GRANS (int)(sizeof GRANS / sizeof GRANS[0])
+
+/* llm-compressor's preset schemes (compressed-tensors' quant_scheme.py) as lmq writes them
+ * (recipes/README.md): weights symmetric; W8A8's activations int8 per token, dynamic. FP8's
+ * weights are per tensor there; lmq's fp8 has a scale per row, and no fp8 activations. */
+static const struct {
+    const char *name;
+    lmq_qparams qp;
+    lmq_act act;
+} PRESETS[] = {
+    { "W8A16", { LMQ_T_INT8, LMQ_GRAN_CHANNEL, 0, 0 }, { LMQ_ACT_NONE, 0 } },
+    { "W4A16", { LMQ_T_INT4, LMQ_GRAN_GROUP, 0, 128 }, { LMQ_ACT_NONE, 0 } },
+    { "W8A8", { LMQ_T_INT8, LMQ_GRAN_CHANNEL, 0, 0 }, { LMQ_ACT_INT8, LMQ_ACT_TOKEN } },
+    { "FP8", { LMQ_T_F8_E4M3, LMQ_GRAN_CHANNEL, 0, 0 }, { LMQ_ACT_NONE, 0 } },
+};
 
 /* ---- glob ---- */
 
@@ -188,11 +203,12 @@ static lmq_code add_pattern(pctx *c, const yaml_node_t *n, const char *key, q_pa
     if (!grown)
         return lmq_fail(c->err, LMQ_E_NOMEM, "%s: out of memory", c->path);
     *arr = grown;
-    grown[*count].line = line_of(n);
-    if (!(grown[*count].text = dup_str(s)))
+    q_pattern *p = &grown[(*count)++];
+    char canon[LMQ_NAME_MAX];
+    *p = (q_pattern){ .text = dup_str(s), .line = line_of(n) };
+    if (lmq_hf_canonical(s, canon, sizeof canon) && !(p->canon = dup_str(canon)))
         return lmq_fail(c->err, LMQ_E_NOMEM, "%s: out of memory", c->path);
-    (*count)++;
-    return LMQ_OK;
+    return p->text ? LMQ_OK : lmq_fail(c->err, LMQ_E_NOMEM, "%s: out of memory", c->path);
 }
 
 /* A pattern or a list of patterns. */
@@ -398,14 +414,24 @@ static lmq_code read_scheme(ROW_ARGS)
     lmq_code rc = get_string(CTX, v, path, &s);
     if (rc)
         return rc;
+    for (size_t i = 0; i < sizeof PRESETS / sizeof PRESETS[0]; i++)
+        if (!strcmp(PRESETS[i].name, s)) {
+            rule->qp = PRESETS[i].qp;
+            rule->act = PRESETS[i].act;
+            rule->preset = PRESETS[i].name;
+            return LMQ_OK;
+        }
     const lmq_encoding *row = lmq_encoding_find(s);
     if (row && row->block)
         return perr(CTX, line_of(v), path, "scheme '%s' is imported from GGUF files as it is: lmq does not quantise "
                     "to it", s);
     if (!row || row->dtype == LMQ_T_BYTES) {
-        char known[256];
-        return perr(CTX, line_of(v), path, "unknown scheme '%s' (known: %s)", s,
-                    lmq_encoding_names(known, sizeof known, LMQ_T_BYTES));
+        char known[256], presets[64] = "";
+        for (size_t i = 0; i < sizeof PRESETS / sizeof PRESETS[0]; i++)
+            snprintf(presets + strlen(presets), sizeof presets - strlen(presets), "%s%s", i ? ", " : "",
+                     PRESETS[i].name);
+        return perr(CTX, line_of(v), path, "unknown scheme '%s' (known: %s; presets %s)", s,
+                    lmq_encoding_names(known, sizeof known, LMQ_T_BYTES), presets);
     }
     scheme_kind kind = kind_of(row);
     rule->qp.dtype = (uint16_t)row->dtype;
@@ -414,9 +440,18 @@ static lmq_code read_scheme(ROW_ARGS)
     return LMQ_OK;
 }
 
+/* A preset brings granularity, group, symmetry and activations; the rule may not restate them. */
+static lmq_code preset_given(const lmq_yf_reader *rd, const q_rule *rule, const yaml_node_t *key, const char *path)
+{
+    return perr(CTX, line_of(key), path, "comes with preset %s (recipes/README.md): give a plain scheme to choose it",
+                rule->preset);
+}
+
 static lmq_code read_gran(ROW_ARGS)
 {
     q_rule *rule = base;
+    if (rule->preset)
+        return v ? preset_given(rd, rule, key, path) : LMQ_OK;
     const char *s = scheme_of(rule)->name, *g;
     scheme_kind kind = kind_of(scheme_of(rule));
     if (!v) {
@@ -446,6 +481,8 @@ static lmq_code read_gran(ROW_ARGS)
 static lmq_code read_group(ROW_ARGS)
 {
     q_rule *rule = base;
+    if (rule->preset)
+        return v ? preset_given(rd, rule, key, path) : LMQ_OK;
     if (rule->qp.gran != LMQ_GRAN_GROUP)
         return v ? perr(CTX, line_of(key), path, "given without granularity: group") : LMQ_OK;
     if (!v)
@@ -461,6 +498,8 @@ static lmq_code read_group(ROW_ARGS)
 static lmq_code read_symmetric(ROW_ARGS)
 {
     q_rule *rule = base;
+    if (rule->preset)
+        return preset_given(rd, rule, key, path);
     if (kind_of(scheme_of(rule)) != KIND_INT)
         return perr(CTX, line_of(key), path, "applies to integer schemes only, not %s", scheme_of(rule)->name);
     int sym = 1;
@@ -482,6 +521,8 @@ static lmq_code read_method(ROW_ARGS)
 
 static lmq_code read_act(ROW_ARGS)
 {
+    if (((q_rule *)base)->preset)
+        return preset_given(rd, base, key, path);
     if (v->type != YAML_MAPPING_NODE)
         return perr(CTX, line_of(v), path, "expected a mapping {scheme: int8, granularity: token or tensor}, got %s",
                     type_name(v));
@@ -638,8 +679,10 @@ static lmq_code parse_text(pctx *c, q_recipe *r)
 
 static void free_patterns(q_pattern *p, int n)
 {
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
         free(p[i].text);
+        free(p[i].canon);
+    }
     free(p);
 }
 
@@ -694,12 +737,36 @@ lmq_code q_recipe_load(const char *path, q_recipe *r, lmq_err *err)
 
 static int needs_matrix(lmq_dtype dtype) { return kind_of(lmq_encoding_of(dtype)) != KIND_FLOAT; }
 
-static int any_match(const q_pattern *p, int n, const char *name)
+const char *q_pattern_glob(const q_pattern *p) { return p->canon ? p->canon : p->text; }
+
+int q_pattern_count(const q_pattern *p, const q_tensor_ref *t, int n)
+{
+    int count = 0;
+    for (int i = 0; i < n; i++)
+        count += q_glob_match(q_pattern_glob(p), t[i].name);
+    return count;
+}
+
+const char *q_pattern_hf_hint(const q_pattern *p, const q_tensor_ref *t, int n, char *hf, size_t cap)
+{
+    char weight[LMQ_NAME_MAX + 8];
+    snprintf(weight, sizeof weight, "%s.weight", p->text);
+    for (int i = 0; i < n && !p->canon; i++)
+        for (int f = 0, found = 0; found >= 0; f++)
+            for (int prefixed = 1; prefixed >= 0 && found >= 0; prefixed--)
+                if ((found = lmq_hf_name_of(t[i].name, f, prefixed, hf, cap)) > 0 &&
+                    (q_glob_match(p->text, hf) || q_glob_match(weight, hf)))
+                    return t[i].name;
+    return NULL;
+}
+
+/* The first of p[0..n) that matches name, or NULL. */
+static const q_pattern *first_match(const q_pattern *p, int n, const char *name)
 {
     for (int i = 0; i < n; i++)
-        if (q_glob_match(p[i].text, name))
-            return 1;
-    return 0;
+        if (q_glob_match(q_pattern_glob(&p[i]), name))
+            return &p[i];
+    return NULL;
 }
 
 /* Every pattern must match a tensor; a pattern of a matrix-only rule must match a matrix (its
@@ -709,11 +776,20 @@ static lmq_code check_pattern(const q_recipe *r, const q_pattern *p, const char 
 {
     int first = -1, matrices = 0;
     for (int i = 0; i < n; i++)
-        if (q_glob_match(p->text, t[i].name)) {
+        if (q_glob_match(q_pattern_glob(p), t[i].name)) {
             if (first < 0)
                 first = i;
             matrices += t[i].ndim >= 2;
         }
+    if (first < 0 && p->canon)
+        return lmq_fail(err, LMQ_E_RECIPE, "%s:%d: pattern '%s' (the Hugging Face name of '%s') matches no tensor "
+                        "(%s)", r->path, p->line, p->text, p->canon, key);
+    char hf[2 * LMQ_NAME_MAX];
+    const char *hint = first < 0 ? q_pattern_hf_hint(p, t, n, hf, sizeof hf) : NULL;
+    if (hint)
+        return lmq_fail(err, LMQ_E_RECIPE, "%s:%d: pattern '%s' matches no tensor (%s); it matches the Hugging Face "
+                        "name '%s', which lmq calls '%s': write canonical names (recipes/README.md), or Hugging Face "
+                        "names with wildcards in the layer index only", r->path, p->line, p->text, key, hf, hint);
     if (first < 0)
         return lmq_fail(err, LMQ_E_RECIPE, "%s:%d: pattern '%s' matches no tensor (%s)", r->path, p->line,
                         p->text, key);
@@ -730,15 +806,18 @@ static lmq_code check_pattern(const q_recipe *r, const q_pattern *p, const char 
 
 static void decide(const q_recipe *r, const q_tensor_ref *t, q_plan_entry *e)
 {
+    memset(e, 0, sizeof *e);
     snprintf(e->name, sizeof e->name, "%s", t->name);
     e->qp = (lmq_qparams){ .dtype = LMQ_T_F32, .gran = LMQ_GRAN_NONE };
-    if (any_match(r->ignore, r->n_ignore, t->name)) {
+    const q_pattern *ignored = first_match(r->ignore, r->n_ignore, t->name);
+    if (ignored) {
         e->keep_reason = Q_KEEP_IGNORED;
+        e->rule_line = ignored->line;
         return;
     }
     for (int i = 0; i < r->n_rules; i++) {
         const q_rule *rule = &r->rules[i];
-        if (!any_match(rule->match, rule->n_match, t->name))
+        if (!first_match(rule->match, rule->n_match, t->name))
             continue;
         if (t->ndim < 2 && needs_matrix((lmq_dtype)rule->qp.dtype)) {
             if (!e->rule_line)
@@ -780,8 +859,8 @@ void q_plan_free(q_plan *plan)
     plan->n = 0;
 }
 
-lmq_code q_recipe_resolve(const q_recipe *r, const q_tensor_ref *tensors, int n_tensors, int tied,
-                          q_plan *plan, lmq_err *err)
+static lmq_code resolve(const q_recipe *r, const q_tensor_ref *tensors, int n_tensors, int tied, int check,
+                        q_plan *plan, lmq_err *err)
 {
     memset(plan, 0, sizeof *plan);
     int tok = -1;
@@ -814,9 +893,9 @@ lmq_code q_recipe_resolve(const q_recipe *r, const q_tensor_ref *tensors, int n_
 
     lmq_code rc = LMQ_OK;
     char key[32];
-    for (int i = 0; i < r->n_ignore && !rc; i++)
+    for (int i = 0; i < r->n_ignore && !rc && check; i++)
         rc = check_pattern(r, &r->ignore[i], "ignore", -1, all, n, err);
-    for (int k = 0; k < r->n_rules && !rc; k++)
+    for (int k = 0; k < r->n_rules && !rc && check; k++)
         for (int i = 0; i < r->rules[k].n_match && !rc; i++) {
             snprintf(key, sizeof key, "rules[%d].match", k);
             rc = check_pattern(r, &r->rules[k].match[i], key, k, all, n, err);
@@ -849,6 +928,18 @@ lmq_code q_recipe_resolve(const q_recipe *r, const q_tensor_ref *tensors, int n_
     }
     free(all);
     return rc;
+}
+
+lmq_code q_recipe_resolve(const q_recipe *r, const q_tensor_ref *tensors, int n_tensors, int tied,
+                          q_plan *plan, lmq_err *err)
+{
+    return resolve(r, tensors, n_tensors, tied, 1, plan, err);
+}
+
+lmq_code q_recipe_plan(const q_recipe *r, const q_tensor_ref *tensors, int n_tensors, int tied, q_plan *plan,
+                       lmq_err *err)
+{
+    return resolve(r, tensors, n_tensors, tied, 0, plan, err);
 }
 
 lmq_code q_recipe_resolve_model(const q_recipe *r, const lmq_model *m, q_plan *plan, lmq_err *err)

@@ -22,10 +22,28 @@
 #define Q_RECIPE_MAX_BYTES (1u << 20) /* recipes are small; a larger file is refused */
 #define Q_GROUP_MAX 65536u
 
+/* One tensor of the model, as the resolver needs it. */
 typedef struct {
-    char *text; /* owned, as written (only * and ? are special) */
-    int line;   /* 1-based line in the recipe file */
+    const char *name; /* canonical name (formats/model.h) */
+    int ndim;         /* 1: norm weight or bias, which only float schemes may take */
+} q_tensor_ref;
+
+typedef struct {
+    char *text;  /* owned, as written (only * and ? are special) */
+    char *canon; /* owned: the canonical pattern when text is a Hugging Face module name
+                    (lmq_hf_canonical), else NULL */
+    int line;    /* 1-based line in the recipe file */
 } q_pattern;
+
+/* The pattern tensor names are matched against: canonical, whichever way it was written. */
+const char *q_pattern_glob(const q_pattern *p);
+/* How many of the tensors p matches. */
+int q_pattern_count(const q_pattern *p, const q_tensor_ref *t, int n);
+/* For a pattern that matches none of t but reads as a Hugging Face name with wildcards beyond the
+ * layer index (which do not resolve): the first tensor whose HF name it matches (as written or
+ * with ".weight"; with or without the family prefix). Writes that HF name to hf and returns the
+ * tensor's canonical name, or NULL. */
+const char *q_pattern_hf_hint(const q_pattern *p, const q_tensor_ref *t, int n, char *hf, size_t cap);
 
 /* How a rule chooses codes (calibrate/ runs the calibrated methods), with its parameters. */
 typedef struct {
@@ -47,6 +65,7 @@ typedef struct {
     q_method method;
     lmq_act act; /* activations: quantisation of the input of the linear layers it matches */
     int line;    /* line of the rule (its list item) */
+    const char *preset; /* the llm-compressor preset scheme: wrote qp and act ("W4A16"), or NULL */
 } q_rule;
 
 typedef struct {
@@ -70,11 +89,6 @@ lmq_code q_recipe_load(const char *path, q_recipe *r, lmq_err *err);
 lmq_code q_recipe_parse(const char *text, size_t len, const char *label, q_recipe *r, lmq_err *err);
 void q_recipe_free(q_recipe *r);
 
-/* One tensor of the model, as the resolver needs it. */
-typedef struct {
-    const char *name; /* canonical name (formats/model.h) */
-    int ndim;         /* 1: norm weight or bias, which only float schemes may take */
-} q_tensor_ref;
 
 /* Reasons a tensor keeps its source precision (keep_reason below). */
 #define Q_KEEP_IGNORED "ignored by recipe"
@@ -88,7 +102,8 @@ typedef struct {
     lmq_act act;             /* the rule's activations (none when keep_reason is set) */
     const char *keep_reason; /* NULL: qp comes from a rule; else one of Q_KEEP_* */
     int rule_line;           /* the rule that decided (or, for Q_KEEP_ONLY_MATRICES, the first
-                                one that passed the tensor over); 0 for none */
+                                one that passed the tensor over; for Q_KEEP_IGNORED, the ignore
+                                pattern's line); 0 for none */
     int derived_from_tied;   /* 1: output.weight, the classifier use of the tied tok_embd.weight */
 } q_plan_entry;
 
@@ -103,6 +118,10 @@ typedef struct {
  * gets an entry for each use. On failure *plan is left empty. */
 lmq_code q_recipe_resolve(const q_recipe *r, const q_tensor_ref *tensors, int n_tensors, int tied,
                           q_plan *plan, lmq_err *err);
+/* The same without requiring every pattern to match a tensor (lmq quantize --explain reports
+ * those with q_pattern_count instead); every other check is made. */
+lmq_code q_recipe_plan(const q_recipe *r, const q_tensor_ref *tensors, int n_tensors, int tied, q_plan *plan,
+                       lmq_err *err);
 /* The same over a model in memory (its tensors in order, arch.tied_embedding). */
 lmq_code q_recipe_resolve_model(const q_recipe *r, const lmq_model *m, q_plan *plan, lmq_err *err);
 void q_plan_free(q_plan *plan);

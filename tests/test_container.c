@@ -515,6 +515,13 @@ static void fill_manifest(lmq_manifest *m)
     snprintf(t->reason, sizeof t->reason, "embedding: kept at source precision");
     ck_assert_int_eq(lmq_manifest_add_file(m, "vocab.json", 12345, &e), 0);
     m->totals = (lmq_manifest_totals){ 10, 20, 30, 4.5 };
+    ck_assert_int_eq(lmq_manifest_set(&m->lineage_path, "in: int8.lmq", &e), 0);
+    ck_assert_int_eq(lmq_manifest_set(&m->lineage_recipe, "int8-channel", &e), 0);
+    ck_assert_int_eq(lmq_manifest_set(&m->lineage_schemes, "fp32, int8 per-channel", &e), 0);
+    m->lineage_file_checksum = 0xfedcba9876543210ULL;
+    m->lineage_recipe_checksum = 2;
+    m->lineage_bpw = 9.125;
+    m->lineage_linear_bpw = 1.0 / 3;
 }
 
 static void assert_manifests_equal(const lmq_manifest *a, const lmq_manifest *b)
@@ -536,6 +543,15 @@ static void assert_manifests_equal(const lmq_manifest *a, const lmq_manifest *b)
     ck_assert(a->kind == b->kind && a->calib_model_checksum == b->calib_model_checksum &&
               a->calib_stats_checksum == b->calib_stats_checksum && a->calib_windows == b->calib_windows &&
               a->calib_ctx == b->calib_ctx && a->calib_tokens == b->calib_tokens);
+    ck_assert_int_eq(!a->lineage_path, !b->lineage_path);
+    if (a->lineage_path) {
+        ck_assert_str_eq(a->lineage_path, b->lineage_path);
+        ck_assert_str_eq(a->lineage_recipe ? a->lineage_recipe : "", b->lineage_recipe ? b->lineage_recipe : "");
+        ck_assert_str_eq(a->lineage_schemes, b->lineage_schemes);
+    }
+    ck_assert(a->lineage_file_checksum == b->lineage_file_checksum &&
+              a->lineage_recipe_checksum == b->lineage_recipe_checksum && a->lineage_bpw == b->lineage_bpw &&
+              a->lineage_linear_bpw == b->lineage_linear_bpw);
     ck_assert_int_eq(a->n_tensors, b->n_tensors);
     for (int i = 0; i < a->n_tensors; i++) {
         const lmq_manifest_tensor *x = &a->tensors[i], *y = &b->tensors[i];

@@ -662,7 +662,7 @@ START_TEST(resolve_ignore)
         const q_plan_entry *p = &plan.entries[i];
         if (strncmp(p->name, "blk.0.", 6) == 0 || strcmp(p->name, "pos_embd.weight") == 0) {
             expect_kept(p, Q_KEEP_IGNORED);
-            ck_assert_int_eq(p->rule_line, 0);
+            ck_assert_int_eq(p->rule_line, 5); /* the ignore list's line */
             ignored++;
         } else {
             expect_qp(p, LMQ_T_F16, LMQ_GRAN_NONE, 0, 0);
@@ -906,6 +906,179 @@ START_TEST(shipped_on_stories260K)
 }
 END_TEST
 
+/* Hugging Face module names in patterns: the canonical pattern each stands for, written out
+ * from the two families' module layouts (GPT2LMHeadModel, LlamaForCausalLM), and names that are
+ * no HF module left as written. */
+START_TEST(hf_names)
+{
+    static const struct {
+        const char *written, *canon; /* canon NULL: not an HF module name */
+    } cases[] = {
+        { "lm_head", "output.weight" },
+        { "lm_head.weight", "output.weight" },
+        { "model.layers.*.mlp.down_proj", "blk.*.ffn_down.weight" },
+        { "model.layers.*.mlp.down_proj.weight", "blk.*.ffn_down.weight" },
+        { "layers.3.self_attn.q_proj", "blk.3.attn_q.weight" },
+        { "model.layers.1?.self_attn.o_proj", "blk.1?.attn_out.weight" },
+        { "model.layers.*.post_attention_layernorm", "blk.*.ffn_norm.weight" },
+        { "model.embed_tokens", "tok_embd.weight" },
+        { "model.norm", "out_norm.weight" },
+        { "transformer.h.*.attn.c_attn", "blk.*.attn_qkv.weight" },
+        { "transformer.h.*.attn.c_attn.bias", "blk.*.attn_qkv.bias" },
+        { "h.0.mlp.c_fc", "blk.0.ffn_up.weight" },
+        { "transformer.h.*.mlp.c_proj", "blk.*.ffn_down.weight" },
+        { "transformer.h.*.attn.c_proj", "blk.*.attn_out.weight" },
+        { "transformer.wte", "tok_embd.weight" },
+        { "transformer.wpe", "pos_embd.weight" },
+        { "transformer.ln_f.bias", "out_norm.bias" },
+        { "blk.*.ffn_down.weight", NULL },
+        { "output.weight", NULL },
+        { "*", NULL },
+        { "model.layers.*.mlp.*", NULL },         /* a wildcard outside the layer index */
+        { "model.layers.x.mlp.down_proj", NULL }, /* not a layer index */
+        { "model.layers..mlp.down_proj", NULL },
+        { "transformer.h.*.attn.bias", NULL },    /* a buffer, not a weight */
+        { "lm_head.bias", NULL },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char text[256];
+        snprintf(text, sizeof text, "name: x\nrules:\n  - match: \"%s\"\n    scheme: fp16\n", cases[i].written);
+        q_recipe r;
+        lmq_err e;
+        ck_assert_msg(parse(text, &r, &e) == LMQ_OK, "%s", e.msg);
+        const q_pattern *p = &r.rules[0].match[0];
+        ck_assert_str_eq(p->text, cases[i].written);
+        if (cases[i].canon)
+            ck_assert_msg(p->canon && !strcmp(p->canon, cases[i].canon), "%s: got %s, want %s", cases[i].written,
+                          p->canon ? p->canon : "(none)", cases[i].canon);
+        else
+            ck_assert_msg(!p->canon, "%s resolved to %s", cases[i].written, p->canon);
+        ck_assert_str_eq(q_pattern_glob(p), cases[i].canon ? cases[i].canon : cases[i].written);
+        q_recipe_free(&r);
+    }
+}
+END_TEST
+
+/* HF names decide like the canonical names they stand for; one of the other family names no
+ * tensor of this model, and the error says which canonical name it meant. */
+START_TEST(hf_names_resolve)
+{
+    names_t m;
+    llama_names(&m, 2);
+    add(&m, 2, "output.weight");
+    q_plan plan;
+    lmq_err e;
+    const char *text = "name: x\nrules:\n  - match: [lm_head, model.layers.*.mlp.down_proj]\n    scheme: int8\n"
+                       "    granularity: channel\nignore: model.layers.1.mlp.down_proj\n";
+    ck_assert_int_eq(resolve(text, &m, 0, &plan, &e), LMQ_OK);
+    for (int i = 0; i < plan.n; i++) {
+        const q_plan_entry *p = &plan.entries[i];
+        if (!strcmp(p->name, "output.weight") || !strcmp(p->name, "blk.0.ffn_down.weight")) {
+            expect_qp(p, LMQ_T_INT8, LMQ_GRAN_CHANNEL, 0, 0);
+            ck_assert_int_eq(p->rule_line, 3);
+        } else if (!strcmp(p->name, "blk.1.ffn_down.weight")) {
+            expect_kept(p, Q_KEEP_IGNORED);
+            ck_assert_int_eq(p->rule_line, 6);
+        } else {
+            expect_kept(p, Q_KEEP_NO_RULE);
+        }
+    }
+    q_plan_free(&plan);
+    text = "name: x\nrules:\n  - match: transformer.h.*.attn.c_attn\n    scheme: fp16\n";
+    ck_assert_int_eq(resolve(text, &m, 0, &plan, &e), LMQ_E_RECIPE);
+    ck_assert_msg(strstr(e.msg, "recipe.yaml:3: pattern 'transformer.h.*.attn.c_attn' (the Hugging Face name of "
+                                "'blk.*.attn_qkv.weight') matches no tensor"), "%s", e.msg);
+    /* Wildcards beyond the layer index do not resolve; the error names a tensor the HF name
+     * matches and what lmq calls it. */
+    static const struct {
+        const char *pattern, *hf, *canon;
+        int gpt2;
+    } hints[] = {
+        { "model.layers.*.mlp.*", "model.layers.0.mlp.gate_proj.weight", "blk.0.ffn_gate.weight", 0 },
+        { "layers.*.self_attn.*", "layers.0.self_attn.q_proj.weight", "blk.0.attn_q.weight", 0 },
+        { "*.o_proj", "model.layers.0.self_attn.o_proj.weight", "blk.0.attn_out.weight", 0 },
+        { "transformer.h.*.mlp.*", "transformer.h.0.mlp.c_fc.weight", "blk.0.ffn_up.weight", 1 },
+        { "h.1.*.c_proj", "h.1.attn.c_proj.weight", "blk.1.attn_out.weight", 1 },
+    };
+    for (size_t i = 0; i < sizeof hints / sizeof hints[0]; i++) {
+        names_t hm;
+        char t[160], want[400];
+        if (hints[i].gpt2)
+            gpt2_names(&hm, 2);
+        else
+            llama_names(&hm, 2);
+        snprintf(t, sizeof t, "name: x\nrules:\n  - match: \"%s\"\n    scheme: fp16\n", hints[i].pattern);
+        ck_assert_int_eq(resolve(t, &hm, 1, &plan, &e), LMQ_E_RECIPE);
+        snprintf(want, sizeof want, "recipe.yaml:3: pattern '%s' matches no tensor (rules[0].match); it matches the "
+                 "Hugging Face name '%s', which lmq calls '%s'", hints[i].pattern, hints[i].hf, hints[i].canon);
+        ck_assert_msg(strstr(e.msg, want), "%s\nlacks\n%s", e.msg, want);
+    }
+    /* q_recipe_plan reports nothing for it: --explain counts the pattern's matches instead. */
+    q_recipe r;
+    ck_assert_int_eq(parse(text, &r, &e), LMQ_OK);
+    ck_assert_int_eq(q_recipe_plan(&r, m.refs, m.n, 0, &plan, &e), LMQ_OK);
+    ck_assert_int_eq(q_pattern_count(&r.rules[0].match[0], m.refs, m.n), 0);
+    for (int i = 0; i < plan.n; i++)
+        expect_kept(&plan.entries[i], Q_KEEP_NO_RULE);
+    q_plan_free(&plan);
+    q_recipe_free(&r);
+}
+END_TEST
+
+/* llm-compressor's presets (compressed-tensors quant_scheme.py): W8A16 int8 per channel, W4A16
+ * int4 groups of 128, W8A8 int8 per channel with int8 per-token dynamic activations, all
+ * symmetric; FP8 as lmq stores fp8 (e4m3, a scale per row). */
+START_TEST(presets)
+{
+    static const struct {
+        const char *name;
+        lmq_dtype dtype;
+        lmq_gran gran;
+        uint32_t group;
+        lmq_act_scheme act;
+    } cases[] = {
+        { "W8A16", LMQ_T_INT8, LMQ_GRAN_CHANNEL, 0, LMQ_ACT_NONE },
+        { "W4A16", LMQ_T_INT4, LMQ_GRAN_GROUP, 128, LMQ_ACT_NONE },
+        { "W8A8", LMQ_T_INT8, LMQ_GRAN_CHANNEL, 0, LMQ_ACT_INT8 },
+        { "FP8", LMQ_T_F8_E4M3, LMQ_GRAN_CHANNEL, 0, LMQ_ACT_NONE },
+    };
+    names_t m;
+    llama_names(&m, 1);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char text[256];
+        snprintf(text, sizeof text, "name: x\nrules:\n  - match: \"blk.*\"\n    scheme: %s\n", cases[i].name);
+        q_recipe r;
+        q_plan plan;
+        lmq_err e;
+        ck_assert_msg(parse(text, &r, &e) == LMQ_OK, "%s", e.msg);
+        ck_assert_str_eq(r.rules[0].preset, cases[i].name);
+        ck_assert_int_eq(q_recipe_resolve(&r, m.refs, m.n, 0, &plan, &e), LMQ_OK);
+        const q_plan_entry *p = entry(&plan, "blk.0.ffn_up.weight");
+        expect_qp(p, cases[i].dtype, cases[i].gran, cases[i].group, 0);
+        ck_assert_int_eq(p->act.scheme, cases[i].act);
+        ck_assert_int_eq(p->act.gran, LMQ_ACT_TOKEN);
+        expect_kept(entry(&plan, "blk.0.attn_norm.weight"), Q_KEEP_ONLY_MATRICES);
+        q_plan_free(&plan);
+        q_recipe_free(&r);
+    }
+    /* A preset may take a method, but does not let the rule restate what it sets. */
+    q_recipe r;
+    lmq_err e;
+    ck_assert_int_eq(parse("name: x\nrules:\n  - match: \"blk.*\"\n    scheme: W4A16\n    method: gptq\n", &r, &e),
+                     LMQ_OK);
+    ck_assert_int_eq(r.rules[0].method.method, LMQ_METHOD_GPTQ);
+    q_recipe_free(&r);
+    parse_fails("name: x\nrules:\n  - match: \"blk.*\"\n    scheme: W4A16\n    granularity: group\n",
+                "recipe.yaml:5: rules[0].granularity: comes with preset W4A16", NULL);
+    parse_fails("name: x\nrules:\n  - match: \"blk.*\"\n    scheme: W8A16\n    symmetric: false\n",
+                "recipe.yaml:5: rules[0].symmetric: comes with preset W8A16", NULL);
+    parse_fails("name: x\nrules:\n  - match: \"blk.*\"\n    scheme: W8A8\n    activations: {scheme: int8, "
+                "granularity: tensor}\n", "recipe.yaml:5: rules[0].activations: comes with preset W8A8", NULL);
+    parse_fails("name: x\nrules:\n  - match: \"blk.*\"\n    scheme: w4a16\n",
+                "recipe.yaml:4: rules[0].scheme: unknown scheme 'w4a16'", "presets W8A16, W4A16, W8A8, FP8", NULL);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("recipe");
@@ -930,6 +1103,9 @@ int main(void)
     tcase_add_test(tc, resolve_first_match);
     tcase_add_test(tc, resolve_ignore);
     tcase_add_test(tc, resolve_tied);
+    tcase_add_test(tc, hf_names);
+    tcase_add_test(tc, hf_names_resolve);
+    tcase_add_test(tc, presets);
     suite_add_tcase(s, tc);
     tc = tcase_create("shipped");
     tcase_add_loop_test(tc, shipped_recipe, 0, N_SHIPPED);

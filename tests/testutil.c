@@ -5,16 +5,51 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "convert/convert.h"
 #include "formats/artefact.h"
 #include "formats/container.h"
 
+/* Fixtures the repository carries byte for byte (demo/PROVENANCE.md), read from there when the
+ * fixtures folder is absent. */
+static const struct {
+    const char *fixture, *repo;
+} IN_REPO[] = {
+    { "sotu-gpt2", "demo/sotu-gpt2" },
+    { "gpt2-tokenizer", "demo/sotu-gpt2" }, /* the same vocab.json and merges.txt */
+    { "text/sotu-eval.txt", "demo/sotu-eval.txt" },
+};
+
 const char *fixture(const char *rel)
 {
     static char buf[4096];
-    const char *root = getenv("LMQ_FIXTURES");
-    snprintf(buf, sizeof buf, "%s/%s", root ? root : "../shared/fixtures", rel);
+    const char *env = getenv("LMQ_FIXTURES"), *root = env ? env : "../shared/fixtures", *ci = getenv("CI");
+    struct stat st;
+    const int absent = stat(root, &st) || !S_ISDIR(st.st_mode);
+    for (size_t i = 0; absent && i < sizeof IN_REPO / sizeof IN_REPO[0]; i++) {
+        const size_t n = strlen(IN_REPO[i].fixture);
+        if (!strncmp(rel, IN_REPO[i].fixture, n) && (!rel[n] || rel[n] == '/')) {
+            snprintf(buf, sizeof buf, "%s%s", IN_REPO[i].repo, rel + n);
+            return buf;
+        }
+    }
+    if (absent) {
+        ck_assert_msg(!ci || strcmp(ci, "true"), "fixture %s: the fixtures folder %s is absent, and CI=true wants "
+                      "every test run", rel, root);
+        fprintf(stderr, "SKIP (%s): needs fixture %s; the fixtures folder %s is absent (" FIXTURES_FROM ")\n",
+                tcase_name(), rel, root);
+        const char *log = getenv("LMQ_SKIP_LOG");
+        FILE *f = log ? fopen(log, "a") : NULL;
+        if (f) {
+            fprintf(f, "%s: needs fixture %s\n", tcase_name(), rel);
+            fclose(f);
+        }
+        _exit(0); /* Check runs each test in a child of its own: this ends the test, passed */
+    }
+    snprintf(buf, sizeof buf, "%s/%s", root, rel);
     return buf;
 }
 

@@ -7,7 +7,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Returns a static buffer holding <fixtures>/<rel>. */
+#define FIXTURES_FROM                                                                                  \
+    "fixtures are ../shared/fixtures beside the repository, described by its PROVENANCE.md; "         \
+    "LMQ_FIXTURES names another place"
+
+/* Returns a static buffer holding <fixtures>/<rel>. When the fixtures folder is absent (a clone
+ * on its own) the fixtures the repository carries (demo/: sotu-gpt2, the GPT-2 tokenizer, the
+ * SOTU text) are read from there; for any other the calling test is skipped: a SKIP line on
+ * stderr (and in $LMQ_SKIP_LOG when set), and the test ends as passed; under CI=true it fails. */
 const char *fixture(const char *rel);
 /* A fresh empty directory under /tmp for this test's outputs. */
 const char *test_tmpdir(void);

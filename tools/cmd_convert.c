@@ -7,14 +7,20 @@
 #include "formats/container.h"
 #include "tools/args.h"
 #include "tools/cmd.h"
+#include "tools/progress.h"
 
 static const char usage[] =
     "usage: lmq convert SRC -o OUT.lmq [--tokenizer FILE|DIR] [--zstd] [--split-qkv]\n"
     "SRC is a Hugging Face model directory (config.json + model.safetensors, or a sharded\n"
     "checkpoint with model.safetensors.index.json), a .safetensors file with config.json beside\n"
-    "it, a llama2.c .bin checkpoint, or a GGUF file (.gguf: encodings kept). The tokenizer is found beside the checkpoint unless\n"
-    "--tokenizer names it. --zstd compresses each tensor where that makes it smaller.\n"
+    "it, a llama2.c .bin checkpoint, or a GGUF file (.gguf: encodings kept). The tokenizer is\n"
+    "found beside the checkpoint unless --tokenizer names it. --zstd compresses each tensor where that makes it smaller.\n"
     "--split-qkv (GPT-2) stores the fused c_attn as separate attn_q, attn_k, attn_v tensors.\n";
+
+static void show(void *ctx, int done, int total, const char *name)
+{
+    progress_show(ctx, done, total, name);
+}
 
 int cmd_convert(int argc, char **argv)
 {
@@ -33,8 +39,13 @@ int cmd_convert(int argc, char **argv)
     lmq_err err;
     const double t0 = lmq_now();
     lmq_plan p;
-    const lmq_convert_opts co = { .tokenizer = tokenizer, .split_qkv = split_qkv, .zstd = zstd };
-    if (lmq_convert_write(src[0], out, &co, &p, &err)) {
+    progress pr;
+    progress_init(&pr, "convert");
+    const lmq_convert_opts co = { .tokenizer = tokenizer, .split_qkv = split_qkv, .zstd = zstd,
+                                  .progress = show, .progress_ctx = &pr };
+    lmq_code c = lmq_convert_write(src[0], out, &co, &p, &err);
+    progress_end(&pr);
+    if (c) {
         fprintf(stderr, "lmq convert: %s\n", err.msg);
         return 1;
     }

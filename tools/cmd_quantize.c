@@ -1,5 +1,6 @@
 /* lmq quantize: an artefact and a recipe in, a quantised artefact out. */
 #include <stdio.h>
+#include <string.h>
 #include <sys/resource.h>
 
 #include "calibrate/methods.h"
@@ -7,19 +8,92 @@
 #include "common/file.h"
 #include "common/pool.h"
 #include "quantize/quantize.h"
+#include "schemes/scheme.h"
 #include "tools/args.h"
 #include "tools/cmd.h"
 #include "tools/progress.h"
 
 static const char usage[] =
     "usage: lmq quantize IN.lmq --recipe R.yaml -o OUT.lmq [--stats STATS.lmq [--calib-text FILE]]\n"
-    "                    [--threads N]\n"
+    "                    [--threads N] [--requantize]\n"
+    "       lmq quantize IN.lmq --recipe R.yaml --explain\n"
     "Applies the recipe (recipes/README.md) tensor by tensor and writes OUT.lmq atomically, with a\n"
     "manifest of what was done to each tensor. Recipes with calibrated methods (gptq, awq) or\n"
     "smoothquant need the statistics `lmq calibrate` took on IN.lmq (--stats; recipes that round to\n"
     "nearest leave them unused). GPTQ runs the calibration windows again block by block, from the\n"
     "text the statistics name or --calib-text (the same text, elsewhere: its checksum is checked).\n"
-    "Each tensor is quantised on N threads (default 0: one per CPU); the bytes do not depend on N.\n";
+    "Each tensor is quantised on N threads (default 0: one per CPU); the bytes do not depend on N.\n"
+    "An input already quantised is refused unless --requantize is given; OUT's manifest then records\n"
+    "its lineage (the input's file checksum, recipe, schemes, bits per weight).\n"
+    "--explain writes nothing: it prints each pattern (a Hugging Face module name with the canonical\n"
+    "name it stands for) and how many tensors it matches, then each tensor's scheme and the rule or\n"
+    "ignore pattern (recipe file:line) that decided it; exit 1 when a pattern matches no tensor.\n";
+
+/* --explain: the patterns, then the plan, tensor by tensor. */
+static void print_pattern(const q_explain *x, const q_pattern *p, const char *key, int *unmatched)
+{
+    int n = q_pattern_count(p, x->refs, x->n_refs);
+    char hf[2 * LMQ_NAME_MAX];
+    const char *hint = n ? NULL : q_pattern_hf_hint(p, x->refs, x->n_refs, hf, sizeof hf);
+    printf("  %s:%d %s '%s'", x->recipe.path, p->line, key, p->text);
+    if (p->canon)
+        printf(" -> %s (Hugging Face name)", p->canon);
+    if (n)
+        printf(": %d tensor%s\n", n, n == 1 ? "" : "s");
+    else if (hint)
+        printf(": MATCHES NO TENSOR; it matches the Hugging Face name %s, which lmq calls %s (HF names may have "
+               "wildcards in the layer index only)\n", hf, hint);
+    else
+        printf(": MATCHES NO TENSOR%s\n", p->canon ? "" : " (canonical names: recipes/README.md)");
+    *unmatched += !n;
+}
+
+static int explain(const char *in, const char *recipe)
+{
+    q_explain x;
+    lmq_err err;
+    if (q_explain_open(in, recipe, &x, &err)) {
+        fprintf(stderr, "lmq quantize: %s\n", err.msg);
+        return 1;
+    }
+    const q_recipe *r = &x.recipe;
+    int unmatched = 0;
+    char key[48];
+    printf("recipe %s (%s), %d rule%s\npatterns:\n", r->path, r->name, r->n_rules, r->n_rules == 1 ? "" : "s");
+    for (int k = 0; k < r->n_rules; k++)
+        for (int i = 0; i < r->rules[k].n_match; i++) {
+            snprintf(key, sizeof key, "rules[%d].match", k);
+            print_pattern(&x, &r->rules[k].match[i], key, &unmatched);
+        }
+    for (int i = 0; i < r->n_ignore; i++)
+        print_pattern(&x, &r->ignore[i], "ignore", &unmatched);
+    printf("tensors of %s:\n", in);
+    for (int i = 0; i < x.plan.n; i++) {
+        const q_plan_entry *e = &x.plan.entries[i];
+        char scheme[LMQ_SCHEME_MAX], why[LMQ_REASON_MAX + 64];
+        q_describe(&e->qp, scheme, sizeof scheme);
+        if (e->act.scheme != LMQ_ACT_NONE)
+            snprintf(scheme + strlen(scheme), sizeof scheme - strlen(scheme), ", a8 %s", lmq_act_gran_names[e->act.gran]);
+        if (!e->keep_reason)
+            snprintf(why, sizeof why, "rule at %s:%d%s%s", r->path, e->rule_line,
+                     e->method.method ? ", method " : "", e->method.method ? lmq_method_names[e->method.method] : "");
+        else if (e->rule_line)
+            snprintf(why, sizeof why, "%s (%s:%d)", e->keep_reason, r->path, e->rule_line);
+        else
+            snprintf(why, sizeof why, "%s", e->keep_reason);
+        printf("  %-24s %-28s %s%s\n", e->name, scheme, why,
+               e->derived_from_tied ? " [classifier use of the tied tok_embd.weight]" : "");
+    }
+    if (x.quantised[0])
+        printf("note: %s is already quantised (tensor %s): quantize needs --requantize\n", in, x.quantised);
+    q_explain_free(&x);
+    if (unmatched) {
+        fprintf(stderr, "lmq quantize: %d pattern%s match%s no tensor: quantize refuses this recipe for %s\n",
+                unmatched, unmatched == 1 ? "" : "s", unmatched == 1 ? "es" : "", in);
+        return 1;
+    }
+    return 0;
+}
 
 static void on_progress(void *ctx, int done, int total, const char *name)
 {
@@ -41,19 +115,22 @@ static void on_warn(void *ctx, const char *tensor, const char *msg)
 int cmd_quantize(int argc, char **argv)
 {
     const char *out = NULL, *recipe = NULL, *stats = NULL, *calib_text = NULL, *threads_s = "0", *in[1];
-    int n;
+    int n, requantize = 0, explain_only = 0;
     const arg_opt opts[] = { { "--output", "-o", &out, NULL },       { "--recipe", "-r", &recipe, NULL },
                              { "--stats", NULL, &stats, NULL },       { "--calib-text", NULL, &calib_text, NULL },
-                             { "--threads", NULL, &threads_s, NULL }, { 0 } };
+                             { "--threads", NULL, &threads_s, NULL }, { "--requantize", NULL, NULL, &requantize },
+                             { "--explain", NULL, NULL, &explain_only }, { 0 } };
     int rc = args_parse(argc, argv, opts, in, 1, &n, usage);
     if (rc >= 0)
         return rc;
     long threads;
     if (!args_int("quantize", "--threads", threads_s, 0, LMQ_POOL_MAX_THREADS, &threads))
         return 2;
-    if (n != 1 || !out || !recipe || (calib_text && !stats)) {
+    if (explain_only && n == 1 && recipe && !out)
+        return explain(in[0], recipe);
+    if (n != 1 || !out || !recipe || (calib_text && !stats) || explain_only) {
         fprintf(stderr, "lmq quantize: need IN.lmq, --recipe R.yaml and -o OUT.lmq (--calib-text goes with "
-                        "--stats)\n%s", usage);
+                        "--stats; --explain with IN.lmq and --recipe alone)\n%s", usage);
         return 2;
     }
     lmq_err err;
@@ -65,7 +142,7 @@ int cmd_quantize(int argc, char **argv)
     progress pr;
     progress_init(&pr, "quantize");
     q_opts qo = { .progress = on_progress, .progress_ctx = &pr, .threads = (int)threads, .warn = on_warn,
-                  .warn_ctx = &pr };
+                  .warn_ctx = &pr, .requantize = requantize };
     cal_quantize_opts co = { .q = qo, .calib_text = calib_text, .progress = on_stage, .progress_ctx = &pr };
     const double t0 = lmq_now();
     lmq_code c = stats ? cal_quantize_file(in[0], recipe, stats, out, &co, &err)

@@ -2,25 +2,21 @@
 # The main job: convert the demo model, calibrate it, apply every shipped recipe, verify them side
 # by side. The text's first 6 addresses calibrate (GPTQ, AWQ, SmoothQuant); every artefact is
 # scored on the other 4, which no method has seen.
-# The demo model (demo/sotu-gpt2, ours) and its evaluation text (public domain) are in the repo;
-# the GPT-2 tokenizer files come from the fixtures ($LMQ_FIXTURES, default ../shared/fixtures).
+# The demo model (demo/sotu-gpt2, ours, with the GPT-2 tokenizer files beside it, which convert
+# finds there) and its evaluation text (public domain) are in the repository: no fixtures needed
+# (demo/PROVENANCE.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 LMQ=${LMQ:-build/lmq}
 LMQ_ABS=$LMQ
 [[ $LMQ != */* ]] || LMQ_ABS=$(realpath "$LMQ")
-FIX=${LMQ_FIXTURES:-../shared/fixtures}
 OUT=${OUT:-out/demo}
-[ -f "$FIX/gpt2-tokenizer/vocab.json" ] || {
-    echo "demo: the GPT-2 tokenizer (vocab.json, merges.txt) is not in $FIX/gpt2-tokenizer; set LMQ_FIXTURES" >&2
-    exit 1
-}
 mkdir -p "$OUT"
 # Documents FIRST..LAST (1-based) of a P1 text, with the separators between them.
 docs() { awk -v a="$2" -v b="$3" 'BEGIN { d = 1 } /^<\|endoftext\|>\r?$/ { if (++d > a && d <= b) print; next } d >= a && d <= b' "$1"; }
 docs demo/sotu-eval.txt 1 6 >"$OUT/calib.txt"
 docs demo/sotu-eval.txt 7 10 >"$OUT/eval.txt"
-"$LMQ" convert demo/sotu-gpt2 --tokenizer "$FIX/gpt2-tokenizer" -o "$OUT/fp32.lmq"
+"$LMQ" convert demo/sotu-gpt2 -o "$OUT/fp32.lmq"
 # Inside $OUT the statistics name their model and text "fp32.lmq" and "calib.txt" (GPTQ reads the
 # text again by that name), so that no artefact's bytes depend on where OUT is (manifests/expected/).
 ROOT=$PWD

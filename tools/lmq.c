@@ -1,38 +1,82 @@
 /* lmq: the command line. Dispatches to one subcommand per pipeline stage. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "common/file.h"
+#include "formats/manifest.h"
 #include "tools/cmd.h"
 
 static const struct {
     const char *name;
     int (*run)(int, char **);
-    const char *usage;
+    const char *what;
 } commands[] = {
-    { "convert", cmd_convert, "convert SRC -o OUT.lmq [--tokenizer FILE]   import a checkpoint" },
-    { "calibrate", cmd_calibrate, "calibrate MODEL.lmq --text FILE -o STATS.lmq  activation statistics" },
-    { "quantize", cmd_quantize, "quantize IN.lmq --recipe R.yaml -o OUT.lmq  apply a recipe" },
-    { "export", cmd_export, "export A.lmq --to gguf -o OUT.gguf [--allow-requantize]  for llama.cpp" },
-    { "verify", cmd_verify, "verify A.lmq [B.lmq ...] --text FILE [--reference REF.lmq] [--ctx N]" },
-    { "generate", cmd_generate, "generate MODEL.lmq [--prompt TEXT] [-n N] [--temp T] [--top-p P] [--seed S]" },
-    { "inspect", cmd_inspect, "inspect A.lmq                               manifest and tensor table" },
-    { "manifest", cmd_manifest, "manifest A.lmq [--json]                     the manifest alone (YAML or JSON)" },
-    { "audit", cmd_audit, "audit PATH [...] [--policy P ...] [--expect FILE|DIR] [--format text|json|junit] [--output FILE]  checksums, manifest, loader and policy checks" },
-    { "diff", cmd_diff, "diff A.lmq B.lmq|EXPECTED.yaml [--json] [--tolerance T]  what differs between two manifests" },
-    { "synth", cmd_synth, "synth --shape SHAPE -o DIR [--seed S]       a real-shape checkpoint of random weights" },
-    { "outliers", cmd_outliers, "outliers IN.lmq -o OUT.lmq [--channels 4] [--factor 30] [--seed 1]  a test model with activation outliers" },
-    { "budget", cmd_budget, "budget MODEL.lmq|--shape S --memory 80GiB [--ctx N] [--kv fp16|int8]  KV-cache sizing" },
-    { "export", cmd_export, "export A.lmq --to TARGET -o OUT             another tool's format (compressed-tensors)" },
-    { "probe", cmd_probe, "probe [--device cpu|cuda] [--mib N] [--threads N] [--json]  memory (or device copy) bandwidth" },
+    { "convert", cmd_convert, "import a checkpoint as an fp32 artefact" },
+    { "calibrate", cmd_calibrate, "activation statistics for calibrated recipes" },
+    { "quantize", cmd_quantize, "apply a recipe" },
+    { "export", cmd_export, "another tool's format: GGUF (llama.cpp), compressed-tensors (vLLM)" },
+    { "verify", cmd_verify, "perplexity, top-1, KL and speed, side by side" },
+    { "generate", cmd_generate, "continue a prompt" },
+    { "inspect", cmd_inspect, "manifest and tensor table" },
+    { "manifest", cmd_manifest, "the manifest alone (YAML or JSON)" },
+    { "audit", cmd_audit, "checksums, manifest, loader and policy checks, for CI" },
+    { "diff", cmd_diff, "what differs between two manifests" },
+    { "synth", cmd_synth, "a real-shape checkpoint of random weights" },
+    { "outliers", cmd_outliers, "a test model with activation outliers" },
+    { "budget", cmd_budget, "KV-cache sizing: how many sequences fit" },
+    { "probe", cmd_probe, "memory (or CUDA device copy) bandwidth" },
 };
+#define N_COMMANDS (sizeof commands / sizeof commands[0])
+
+/* The synopsis of command i: the "usage:" lines of its own --help text (the line and those
+ * that continue it, indented), read from a child that runs the command with --help, so the
+ * options listed here are the ones the command parses. */
+static void print_synopsis(FILE *f, size_t i)
+{
+    int fd[2];
+    fflush(NULL);
+    pid_t pid = pipe(fd) ? -1 : fork();
+    if (pid == 0) {
+        close(fd[0]);
+        dup2(fd[1], STDOUT_FILENO);
+        char *argv[] = { (char *)commands[i].name, "--help", NULL };
+        int rc = commands[i].run(2, argv);
+        fflush(stdout);
+        _exit(rc);
+    }
+    if (pid < 0) {
+        fprintf(f, "  lmq %s ...  (%s)\n", commands[i].name, commands[i].what);
+        return;
+    }
+    close(fd[1]);
+    FILE *in = fdopen(fd[0], "r");
+    char line[1024];
+    int in_usage = 0;
+    while (in && fgets(line, sizeof line, in)) {
+        const int starts = !strncmp(line, "usage: ", 7);
+        in_usage = starts || (in_usage && line[0] == ' ');
+        /* "usage: " gives way to a 2-space indent; continuation lines move with it. */
+        if (in_usage)
+            fprintf(f, "  %s", starts ? line + 7 : line + (strspn(line, " ") >= 7 ? 7 : 0));
+    }
+    if (in)
+        fclose(in);
+    else
+        close(fd[0]);
+    waitpid(pid, NULL, 0);
+    fprintf(f, "      %s\n", commands[i].what);
+}
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: lmq COMMAND [ARGS]\n\n");
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        fprintf(f, "  lmq %s\n", commands[i].usage);
-    fprintf(f, "\n'lmq COMMAND --help' describes a command's options.\n");
+    fprintf(f, "%s: quantise language models and prove what they are worth\n\n"
+               "usage: lmq COMMAND [ARGS]   lmq help [COMMAND]   lmq --version\n\n", LMQ_TOOL_VERSION);
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        print_synopsis(f, i);
+    fprintf(f, "\n'lmq help COMMAND' (or 'lmq COMMAND --help') describes a command and its options.\n");
 }
 
 static void on_stale(void *user, const char *path, int removed)
@@ -42,17 +86,44 @@ static void on_stale(void *user, const char *path, int removed)
             removed == 1 ? "" : "s");
 }
 
+static int find(const char *name)
+{
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        if (!strcmp(name, commands[i].name))
+            return (int)i;
+    return -1;
+}
+
+static int unknown(const char *name)
+{
+    fprintf(stderr, "lmq: unknown command '%s'\n\n", name);
+    usage(stderr);
+    return 2;
+}
+
 int main(int argc, char **argv)
 {
     lmq_atomic_on_stale(on_stale, NULL);
-    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
     }
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (!strcmp(argv[1], commands[i].name))
-            return commands[i].run(argc - 1, argv + 1);
-    fprintf(stderr, "lmq: unknown command '%s'\n\n", argv[1]);
-    usage(stderr);
-    return 2;
+    const char *a = argv[1];
+    if (!strcmp(a, "--version") || !strcmp(a, "-V") || !strcmp(a, "version")) {
+        printf("%s\n", LMQ_TOOL_VERSION);
+        return 0;
+    }
+    if (!strcmp(a, "--help") || !strcmp(a, "-h") || (!strcmp(a, "help") && argc == 2)) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(a, "help")) {
+        int i = find(argv[2]);
+        if (i < 0 || argc > 3)
+            return i < 0 ? unknown(argv[2]) : (fprintf(stderr, "usage: lmq help [COMMAND]\n"), 2);
+        char *help[] = { argv[2], "--help", NULL };
+        return commands[i].run(2, help);
+    }
+    int i = find(a);
+    return i < 0 ? unknown(a) : commands[i].run(argc - 1, argv + 1);
 }

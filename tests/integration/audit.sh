@@ -5,6 +5,7 @@
 # Exit codes (README "Audit in CI"): 0 all pass, 2 usage, 3 values, 4 manifest, 5 checksum,
 # 6 format, 7 I/O; the most severe kind found wins.
 . "$(dirname "$0")/lib.bash"
+need_fixtures
 
 SAMPLER="$(dirname "$LMQ")/tests/test_container"
 

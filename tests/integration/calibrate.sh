@@ -5,6 +5,7 @@
 # and a text shorter than one window are clear errors that write nothing; GPTQ, AWQ and
 # SmoothQuant artefacts pass audit, record what was done, and do not depend on the thread count.
 . "$(dirname "$0")/lib.bash"
+need_fixtures
 
 T="$FIX/text/tinystories-valid.txt"
 "$LMQ" convert "$FIX/stories260K/stories260K.bin" -o "$tmp/s.lmq" >/dev/null

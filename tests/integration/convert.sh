@@ -4,6 +4,7 @@
 # about one tensor at a time. (Streamed and whole-model writes are compared byte for byte in
 # tests/test_convert.c.)
 . "$(dirname "$0")/lib.bash"
+need_fixtures
 
 for src in stories260K/stories260K.bin stories260K-hf sotu-gpt2; do
     name=$(basename "$src" .bin)

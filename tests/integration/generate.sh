@@ -3,6 +3,7 @@
 # reference's text (golden/greedy.json), a seed must give the same sampled text again, the
 # end of text and a full context must end a run with a note (exit 0), and bad options exit 2.
 . "$(dirname "$0")/lib.bash"
+need_fixtures
 
 # gen STATUS ARGS...: runs lmq generate, stdout to $tmp/out and stderr to $tmp/err; fails unless
 # it exits with STATUS.

@@ -5,6 +5,7 @@
 # goes at the next run; quantize killed (-9 or TERM) at random moments leaves the old artefact or
 # the new one, never a mix, and no temporary file once a run completes; a full disk says why.
 . "$(dirname "$0")/lib.bash"
+need_fixtures
 
 S="$FIX/stories260K/stories260K.bin"
 R=recipes/fp16.yaml

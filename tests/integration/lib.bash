@@ -4,6 +4,7 @@
 #   fail MSG   stops the script, naming it
 #   run STATUS CMD...   runs CMD with its output in $tmp/out; fails unless it exits with STATUS
 #   has TEXT   fails unless $tmp/out holds TEXT
+#   need_fixtures   skips the script on a clone without the fixtures folder (fails under CI=true)
 set -euo pipefail
 
 LMQ=${LMQ:-build/lmq}
@@ -21,3 +22,13 @@ run() {
     [ "$got" = "$want" ] || { cat "$tmp/out" >&2; fail "'$*' exited $got, expected $want"; }
 }
 has() { grep -qF -- "$1" "$tmp/out" || { cat "$tmp/out" >&2; fail "output lacks: $1"; }; }
+
+# Fixtures come from outside the repository. A script that needs them calls this first: without
+# the folder it is skipped (a SKIP line, also in $LMQ_SKIP_LOG when set), unless CI=true.
+need_fixtures() {
+    [ -d "$FIX" ] && return 0
+    [ "${CI:-}" != true ] || fail "the fixtures folder $FIX is absent, and CI=true wants every test run"
+    echo "SKIP $SCRIPT: needs the fixtures folder $FIX (fixtures are ../shared/fixtures beside the repository, described by its PROVENANCE.md; LMQ_FIXTURES names another place)" >&2
+    [ -z "${LMQ_SKIP_LOG:-}" ] || echo "$SCRIPT: needs the fixtures folder" >>"$LMQ_SKIP_LOG"
+    exit 0
+}

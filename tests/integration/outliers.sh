@@ -3,6 +3,7 @@
 # W8A8 with one activation scale per layer call gets clearly worse on it (what the outliers are
 # for), inspect shows the activation quantisation, and bad arguments or inputs write nothing.
 . "$(dirname "$0")/lib.bash"
+need_fixtures
 
 "$LMQ" convert "$FIX/stories260K/stories260K.bin" -o "$tmp/s.lmq" >/dev/null
 head -c 60000 "$FIX/text/tinystories-valid.txt" >"$tmp/t.txt"

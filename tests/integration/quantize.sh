@@ -4,6 +4,7 @@
 # when its uses differ; a recipe with an error names file, line and key, and leaves no artefact;
 # quantised artefacts run.
 . "$(dirname "$0")/lib.bash"
+need_fixtures
 
 "$LMQ" convert "$FIX/stories260K/stories260K.bin" -o "$tmp/s.lmq" >/dev/null
 "$LMQ" calibrate "$tmp/s.lmq" --text "$FIX/text/tinystories-valid.txt" --windows 8 -o "$tmp/stats.lmq" >/dev/null

@@ -2,6 +2,7 @@
 # lmq verify end to end: fp32 perplexity of stories260K with its counts and JSON (top-level
 # ppl, checked against the golden value), and bad input refused with a clear message, exit 1.
 . "$(dirname "$0")/lib.bash"
+need_fixtures
 
 "$LMQ" convert "$FIX/stories260K/stories260K.bin" -o "$tmp/s.lmq" >/dev/null
 text="$FIX/text/tinystories-valid.txt"
