@@ -57,6 +57,28 @@ int args_parse(int argc, char **argv, const arg_opt *opts, const char **pos, int
     return -1;
 }
 
+int args_take(int *argc, char **argv, const char *name, arg_list *l)
+{
+    size_t len = strlen(name);
+    int out = 1;
+    for (int i = 1; i < *argc; i++) {
+        const char *a = argv[i];
+        if (strncmp(a, name, len) || (a[len] && a[len] != '=')) {
+            argv[out++] = argv[i];
+            continue;
+        }
+        const char *v = a[len] ? a + len + 1 : i + 1 < *argc ? argv[++i] : NULL;
+        if (!v || l->n == l->max) {
+            fprintf(stderr, v ? "lmq %s: %s given more than %d times\n" : "lmq %s: %s needs a value\n", argv[0], name,
+                    l->max);
+            return 2;
+        }
+        l->v[l->n++] = v;
+    }
+    *argc = out;
+    return -1;
+}
+
 int args_int(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out)
 {
     char *end;

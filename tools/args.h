@@ -18,6 +18,15 @@ typedef struct {
 int args_parse(int argc, char **argv, const arg_opt *opts, const char **pos, int max_pos, int *n_pos,
                const char *usage);
 
+/* The values of a repeatable option, in command-line order, in room for max the caller gives. */
+typedef struct {
+    const char **v;
+    int n, max;
+} arg_list;
+/* Takes every "NAME VALUE" and "NAME=VALUE" out of argv (before args_parse sees it) into l.
+ * Returns -1, or 2 after printing an error (a value missing, more than l->max of them). */
+int args_take(int *argc, char **argv, const char *name, arg_list *l);
+
 /* Parses an integer option value in [lo, hi]; returns 0 and prints an error when it is not. */
 int args_int(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out);
 /* The same for a finite double in [lo, hi]. */
