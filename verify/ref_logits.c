@@ -88,7 +88,7 @@ static lmq_code head_parse(const char *path, const char *text, size_t len, vf_lo
                                "tokens_checksum", &tok, "text_checksum", &txt, "reference", "path", &rp,
                                "file_checksum", &rc, "scheme", &rs, "linear_bpw", &h->ref.linear_bpw, "mib",
                                &h->ref.mib);
-    ok = ok && !strcmp(proto, "P1") && h->ctx >= 2 && h->vocab >= 1 && windows >= 1 && tokens >= windows * h->ctx &&
+    ok = ok && !strcmp(proto, "P1") && h->ctx >= 2 && h->vocab >= 1 && windows >= 1 && windows <= tokens / h->ctx &&
          vf_hex_parse(tok, &h->tokens_checksum) && vf_hex_parse(txt, &h->text_checksum) &&
          vf_hex_parse(rc, &h->ref.file_checksum);
     if (ok) {
@@ -234,8 +234,12 @@ lmq_code vf_logits_open(const char *path, vf_logits_head *head, uint64_t *checks
         c = lmq_fail(err, LMQ_E_FORMAT, "%s: a header of %" PRIu64 " bytes does not fit", path, hlen);
     if (!c)
         c = head_parse(path, (const char *)d + PREFIX, (size_t)hlen, head, err);
-    if (!c && (size_t)(head->ctx - 1) * (size_t)head->vocab > ((size_t)1 << 34))
-        c = lmq_fail(err, LMQ_E_FORMAT, "%s: windows of %d × %d logits", path, head->ctx - 1, head->vocab);
+    /* Before allocating a window: the first one's frame must say it holds that many bytes. */
+    const size_t first = PREFIX + (size_t)hlen, bytes = (size_t)(head->ctx - 1) * (size_t)head->vocab * sizeof(float);
+    if (!c && (size - 8 - first < 8 || get_le(d + first, 8) > size - 8 - first - 8 ||
+               ZSTD_getFrameContentSize(d + first + 8, (size_t)get_le(d + first, 8)) != bytes))
+        c = lmq_fail(err, LMQ_E_FORMAT, "%s: the first window does not hold %d × %d logits", path, head->ctx - 1,
+                     head->vocab);
     if (!c)
         c = buffers(f, path, head->ctx, head->vocab, head->windows, err);
     if (!c && !(f->dctx = ZSTD_createDCtx()))
@@ -244,7 +248,7 @@ lmq_code vf_logits_open(const char *path, vf_logits_head *head, uint64_t *checks
         vf_logits_close(f);
         return c;
     }
-    f->at = PREFIX + (size_t)hlen;
+    f->at = first;
     if (checksum)
         *checksum = get_le(d + size - 8, 8);
     *out = f;
