@@ -149,9 +149,11 @@ lmq_code vf_run(const char *ref_path, const char *const *cand_paths, int n_cands
                                               &report->text_checksum, err);
     if (!c && n_ids < (size_t)ctx)
         c = lmq_fail(err, LMQ_E_ARG, "%s: %zu tokens, shorter than one window of %d", text_path, n_ids, ctx);
-    const vf_logits_head run = { .ctx = ctx, .vocab = l[saved].m.arch.vocab_size, .windows = (int64_t)n_ids / ctx,
-                                 .tokens = (int64_t)n_ids, .tokens_checksum = c ? 0 : vf_tokens_checksum(ids, n_ids),
-                                 .text_checksum = report->text_checksum, .ref = rows[0] };
+    vf_logits_head run = { 0 }; /* what saved logits are bound to */
+    if (!c)
+        run = (vf_logits_head){ .ctx = ctx, .vocab = l[saved].m.arch.vocab_size, .windows = (int64_t)n_ids / ctx,
+                                .tokens = (int64_t)n_ids, .tokens_checksum = vf_tokens_checksum(ids, n_ids),
+                                .text_checksum = report->text_checksum, .ref = rows[0] };
     if (!c && saved)
         c = open_saved(opts, &run, &rows[0], ref_path != NULL, report, &lf, err);
     if (!c && opts->save_ref_logits)
