@@ -234,10 +234,12 @@ lmq_code vf_logits_open(const char *path, vf_logits_head *head, uint64_t *checks
         c = lmq_fail(err, LMQ_E_FORMAT, "%s: a header of %" PRIu64 " bytes does not fit", path, hlen);
     if (!c)
         c = head_parse(path, (const char *)d + PREFIX, (size_t)hlen, head, err);
-    /* Before allocating a window: the first one's frame must say it holds that many bytes. */
+    /* Before allocating a window: the first one's frame must say it holds that many bytes, and be
+     * large enough to: a zstd block holds at most 128 KiB and takes at least 4 bytes. */
     const size_t first = PREFIX + (size_t)hlen, bytes = (size_t)(head->ctx - 1) * (size_t)head->vocab * sizeof(float);
-    if (!c && (size - 8 - first < 8 || get_le(d + first, 8) > size - 8 - first - 8 ||
-               ZSTD_getFrameContentSize(d + first + 8, (size_t)get_le(d + first, 8)) != bytes))
+    const uint64_t z = !c && size - 8 - first >= 8 ? get_le(d + first, 8) : 0;
+    if (!c && (!z || z > size - 8 - first - 8 || bytes / ((size_t)128 << 10) > z / 4 ||
+               ZSTD_getFrameContentSize(d + first + 8, (size_t)z) != bytes))
         c = lmq_fail(err, LMQ_E_FORMAT, "%s: the first window does not hold %d × %d logits", path, head->ctx - 1,
                      head->vocab);
     if (!c)
