@@ -85,4 +85,11 @@ has "saved with ctx 64; this run uses ctx 32"
 run 1 "$LMQ" verify "$tmp/q8.lmq" --reference "$tmp/q4.lmq" --reference-logits "$tmp/ref.logits" --text "$tmp/t.txt" \
     --ctx 64 --bandwidth 10
 has "ref.logits: saved for reference"
+
+# A record is an output like any other: never written through a link, refused before the run.
+rm "$tmp/q8.lmq.verify.json"
+ln -s "$tmp/t2.txt" "$tmp/q8.lmq.verify.json"
+run 1 v --record
+has "q8.lmq.verify.json: output is a symbolic link"
+cmp -s "$tmp/t2.txt" <(sed 's/Once/Twice/' "$tmp/t.txt") || fail "the link's target changed"
 echo "gates.sh: ok"
