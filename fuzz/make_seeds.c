@@ -16,6 +16,7 @@
 #include "formats/manifest.h"
 #include "formats/safetensors.h"
 #include "quantize/quantize.h"
+#include "verify/ref_logits.h"
 
 static const char *outdir;
 
@@ -582,6 +583,27 @@ static void text_seeds(void)
     }
 }
 
+/* Saved reference logits: three windows of a tiny vocabulary, one of them all zeros. */
+static void ref_logits_seeds(void)
+{
+    vf_logits_head h = { .ctx = 5, .vocab = 7, .windows = 3, .tokens = 16, .tokens_checksum = 1, .text_checksum = 2 };
+    snprintf(h.ref.path, sizeof h.ref.path, "ref.lmq");
+    snprintf(h.ref.scheme, sizeof h.ref.scheme, "fp32");
+    float win[4 * 7];
+    vf_logits_file *f;
+    lmq_err err;
+    if (vf_logits_create(seed_path("ref_logits", "three.logits"), &h, &f, &err))
+        die("ref_logits", &err);
+    for (int w = 0; w < 3; w++) {
+        for (int i = 0; i < 4 * 7; i++)
+            win[i] = w == 1 ? 0.0f : weight((uint32_t)(w * 28 + i));
+        if (vf_logits_save(f, w, win, 4 * 7, &err))
+            die("ref_logits", &err);
+    }
+    if (vf_logits_finish(f, NULL, &err))
+        die("ref_logits", &err);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -607,5 +629,6 @@ int main(int argc, char **argv)
     hf_json_variant_seeds();
     spm_model_seed();
     text_seeds();
+    ref_logits_seeds();
     return 0;
 }

@@ -10,18 +10,29 @@
 #include "tools/args.h"
 #include "tools/cmd.h"
 #include "tools/progress.h"
+#include "verify/gate.h"
+#include "verify/record.h"
 #include "verify/run.h"
 
 static const char usage[] =
     "usage: lmq verify A.lmq [B.lmq ...] --text FILE [--reference REF.lmq] [--ctx N] [--threads N]\n"
     "                  [--json FILE] [--markdown FILE] [--speed-only] [--bandwidth GBPS]\n"
+    "                  [--gate 'METRIC<=X' ...] [--record] [--save-reference-logits FILE]\n"
+    "                  [--reference-logits FILE]\n"
     "Scores every artefact on FILE by protocol P1 (windows of N tokens, default 256, each from an\n"
     "empty cache). The reference (default: the first artefact) is run once; every other artefact\n"
     "is compared with it: top-1 agreement and KL(P_ref || P) per position. Then measures each\n"
     "artefact's speed on its packed weights: prefill (one pass over N tokens) and decode (one token\n"
     "at a time), and decode's fraction of the memory roofline (weight bytes per token over the\n"
     "read bandwidth, probed at start unless --bandwidth gives it in GB/s). --speed-only skips the\n"
-    "scoring (no --text needed). Prints a table; --json and --markdown write the same report to files.\n";
+    "scoring (no --text needed). Prints a table; --json and --markdown write the same report to files.\n"
+    "--gate 'METRIC OP X' (repeatable; METRIC a numeric field of a JSON row, e.g. kl_mean, top1,\n"
+    "dppl_pct; OP one of <=, >=, <, >) must hold for every artefact but the reference: the table\n"
+    "shows PASS/FAIL and the command exits 9 when one fails. --record writes A.lmq.verify.json beside\n"
+    "each artefact but the reference: its row bound to the checksums of the artefact, the reference\n"
+    "and the text, and to the protocol. --save-reference-logits FILE keeps the reference's logits;\n"
+    "--reference-logits FILE scores against them instead of running the reference (the same text\n"
+    "and --ctx are required; --reference, if given, must be the artefact they were saved for).\n";
 
 #define MAX_ARTEFACTS 256
 
@@ -44,17 +55,35 @@ static int write_report(const char *path, void (*emit)(FILE *, const vf_report *
     return !c;
 }
 
+/* Names every failed gate on stderr with the value that failed it. */
+static void report_failures(const vf_report *r)
+{
+    for (int i = 1; i < r->n_rows; i++) {
+        json_t *row = vf_row_json(r, i);
+        for (int g = 0; g < r->n_gates; g++)
+            if (r->rows[i].gates_failed >> g & 1)
+                fprintf(stderr, "lmq verify: %s: gate '%s' failed (%s = %.6g)\n", r->rows[i].path, r->gates[g].text,
+                        r->gates[g].metric, json_number_value(json_object_get(row, r->gates[g].metric)));
+        json_decref(row);
+    }
+}
+
 int cmd_verify(int argc, char **argv)
 {
     const char *text = NULL, *ref = NULL, *ctx_s = "256", *threads_s = "0", *json = NULL, *md = NULL;
-    const char *bw_s = "0", *pos[MAX_ARTEFACTS];
-    int n, speed_only = 0;
+    const char *bw_s = "0", *pos[MAX_ARTEFACTS], *save_logits = NULL, *ref_logits = NULL, *gate_s[VF_MAX_GATES];
+    int n, speed_only = 0, record = 0;
+    arg_list gate_list = { gate_s, 0, VF_MAX_GATES };
+    int rc = args_take(&argc, argv, "--gate", &gate_list);
+    if (rc >= 0)
+        return rc;
     const arg_opt opts[] = { { "--text", "-t", &text, NULL },      { "--reference", NULL, &ref, NULL },
                              { "--ctx", NULL, &ctx_s, NULL },      { "--threads", NULL, &threads_s, NULL },
                              { "--json", NULL, &json, NULL },      { "--markdown", NULL, &md, NULL },
                              { "--speed-only", NULL, NULL, &speed_only }, { "--bandwidth", NULL, &bw_s, NULL },
-                             { 0 } };
-    int rc = args_parse(argc, argv, opts, pos, MAX_ARTEFACTS, &n, usage);
+                             { "--record", NULL, NULL, &record },  { "--save-reference-logits", NULL, &save_logits, NULL },
+                             { "--reference-logits", NULL, &ref_logits, NULL }, { 0 } };
+    rc = args_parse(argc, argv, opts, pos, MAX_ARTEFACTS, &n, usage);
     if (rc >= 0)
         return rc;
     long ctx, threads;
@@ -66,31 +95,60 @@ int cmd_verify(int argc, char **argv)
         fprintf(stderr, "lmq verify: need at least one artefact and --text FILE\n%s", usage);
         return 2;
     }
-    const char *reports[] = { json, md };
-    /* Reports replace no input: checked before the long run, and again as they are written. */
-    const char *inputs[MAX_ARTEFACTS + 2];
+    lmq_err err;
+    vf_gate gates[VF_MAX_GATES];
+    for (int g = 0; g < gate_list.n; g++)
+        if (vf_gate_parse(gate_s[g], &gates[g], &err)) {
+            fprintf(stderr, "lmq verify: %s\n", err.msg);
+            return 2;
+        }
+    if (speed_only && (gate_list.n || record || save_logits || ref_logits)) {
+        fprintf(stderr, "lmq verify: --gate, --record and reference logits need the scores --speed-only skips\n");
+        return 2;
+    }
+    if (save_logits && ref_logits) {
+        fprintf(stderr, "lmq verify: --save-reference-logits and --reference-logits exclude each other\n");
+        return 2;
+    }
+    /* The reference first; candidates are the others, each once. With saved logits the reference
+     * is not run: every artefact named is a candidate unless it is --reference. */
+    const char *cands[MAX_ARTEFACTS];
+    int n_cands = 0;
+    if (!ref && !ref_logits)
+        ref = pos[0];
+    for (int i = 0; i < n; i++)
+        if (!ref || strcmp(pos[i], ref) != 0)
+            cands[n_cands++] = pos[i];
+    if ((record || gate_list.n || ref_logits) && !n_cands) {
+        fprintf(stderr, "lmq verify: --gate, --record and --reference-logits need an artefact besides the reference\n");
+        return 2;
+    }
+    /* Outputs replace no input: checked before the long run, and again as they are written. */
+    const char *inputs[MAX_ARTEFACTS + 3];
     memcpy(inputs, pos, (size_t)n * sizeof *pos);
     inputs[n] = ref;
     inputs[n + 1] = text;
-    lmq_err err;
-    for (int i = 0; i < 2; i++)
-        if (reports[i] && lmq_output_check(reports[i], inputs, n + 2, &err)) {
+    inputs[n + 2] = ref_logits;
+    const char *outputs[MAX_ARTEFACTS + 3] = { json, md, save_logits };
+    char records[MAX_ARTEFACTS][600];
+    int n_out = 3;
+    for (int i = 0; record && i < n_cands; i++) {
+        if (vr_path(cands[i], records[i], sizeof records[i], &err)) {
             fprintf(stderr, "lmq verify: %s\n", err.msg);
             return 1;
         }
-    /* The reference first; candidates are the others, each once. */
-    const char *cands[MAX_ARTEFACTS];
-    int n_cands = 0;
-    if (!ref)
-        ref = pos[0];
-    for (int i = 0; i < n; i++)
-        if (strcmp(pos[i], ref) != 0)
-            cands[n_cands++] = pos[i];
+        outputs[n_out++] = records[i];
+    }
+    for (int i = 0; i < n_out; i++)
+        if (outputs[i] && lmq_output_check(outputs[i], inputs, n + 3, &err)) {
+            fprintf(stderr, "lmq verify: %s\n", err.msg);
+            return 1;
+        }
 
     progress pr;
     progress_init(&pr, "verify");
     vf_run_opts vo = { .ctx = (int)ctx, .threads = (int)threads, .speed_only = speed_only, .bandwidth_gbps = bw,
-                       .progress = on_progress, .user = &pr };
+                       .progress = on_progress, .user = &pr, .save_ref_logits = save_logits, .ref_logits = ref_logits };
     const double t0 = lmq_now();
     vf_report r;
     lmq_code c = vf_run(ref, cands, n_cands, text, &vo, &r, &err);
@@ -99,9 +157,19 @@ int cmd_verify(int argc, char **argv)
         fprintf(stderr, "lmq verify: %s\n", err.msg);
         return 1;
     }
+    r.gates = gates;
+    r.n_gates = gate_list.n;
+    vf_report_gate(&r);
     vf_report_table(stdout, &r);
     printf("time: %.2f s\n", lmq_now() - t0);
     int ok = (!json || write_report(json, vf_report_json, &r)) && (!md || write_report(md, vf_report_markdown, &r));
+    for (int i = 1; ok && record && i < r.n_rows; i++)
+        if (vr_write(&r, i, &err)) {
+            fprintf(stderr, "lmq verify: %s\n", err.msg);
+            ok = 0;
+        }
+    report_failures(&r);
+    const int passed = vf_report_passed(&r);
     free((void *)r.rows);
-    return ok ? 0 : 1;
+    return !ok ? 1 : passed ? 0 : 9;
 }

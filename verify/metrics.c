@@ -80,15 +80,10 @@ static lmq_code check_model(const rt_state *s, const char *what, int vocab, int 
     return LMQ_OK;
 }
 
-/* Runs one model over one window and scores its positions; adds them to acc. */
-static lmq_code run_model(rt_state *s, const int32_t *win, int ctx, float *logits, score_job *job, pos_score *scores,
-                          accum *acc, int64_t kl_at, const char *what, int64_t w, lmq_err *err)
+/* Scores one window's positions of the logits in job (the model whose state is s); adds them to acc. */
+static lmq_code score_window(const rt_state *s, int ctx, score_job *job, const float *logits, pos_score *scores,
+                             accum *acc, int64_t kl_at, const char *what, int64_t w, lmq_err *err)
 {
-    const double t0 = lmq_now();
-    lmq_code c = rt_forward(s, win, ctx, 0, RT_LOGITS_ALL, logits, err);
-    acc->seconds += lmq_now() - t0;
-    if (c)
-        return lmq_err_prefix(err, "%s, window %lld: ", what, (long long)w);
     job->isa = rt_state_exec(s)->isa;
     job->lq = logits;
     job->out = scores;
@@ -105,16 +100,49 @@ static lmq_code run_model(rt_state *s, const int32_t *win, int ctx, float *logit
     return LMQ_OK;
 }
 
+/* Runs one model over one window and scores its positions. */
+static lmq_code run_model(rt_state *s, const int32_t *win, int ctx, float *logits, score_job *job, pos_score *scores,
+                          accum *acc, int64_t kl_at, const char *what, int64_t w, lmq_err *err)
+{
+    const double t0 = lmq_now();
+    lmq_code c = rt_forward(s, win, ctx, 0, RT_LOGITS_ALL, logits, err);
+    acc->seconds += lmq_now() - t0;
+    if (c)
+        return lmq_err_prefix(err, "%s, window %lld: ", what, (long long)w);
+    return score_window(s, ctx, job, logits, scores, acc, kl_at, what, w, err);
+}
+
+/* The reference's window: run, or loaded from saved logits; then saved when asked. */
+static lmq_code reference_window(rt_state *ref, rt_state *scorer, const vf_opts *o, const int32_t *win, int ctx,
+                                 int vocab, float *lr, score_job *job, pos_score *sr, accum *acc, int64_t w,
+                                 lmq_err *err)
+{
+    const size_t n = (size_t)(ctx - 1) * (size_t)vocab;
+    lmq_code c;
+    if (o->load) {
+        if ((c = o->load(o->logits_user, w, lr, n, err)))
+            return c;
+        c = score_window(scorer, ctx, job, lr, sr, acc, w * (ctx - 1), "reference logits", w, err);
+    } else
+        c = run_model(ref, win, ctx, lr, job, sr, acc, w * (ctx - 1), "reference", w, err);
+    return !c && o->save ? o->save(o->logits_user, w, lr, n, err) : c;
+}
+
 lmq_code vf_score(rt_state *ref, rt_state *const *cands, int n_cands, const int32_t *tokens, int64_t n_tokens,
                   const vf_opts *opts, vf_result *ref_out, vf_result *cand_out, lmq_err *err)
 {
-    const int ctx = opts && opts->ctx ? opts->ctx : 256;
-    const int vocab = rt_state_model(ref)->arch.vocab_size;
+    const vf_opts none = { 0 };
+    opts = opts ? opts : &none;
+    const int ctx = opts->ctx ? opts->ctx : 256;
     if (ctx < 2)
         return lmq_fail(err, LMQ_E_ARG, "window of %d tokens: at least 2 are needed to score one", ctx);
     if (n_cands < 0)
         return lmq_fail(err, LMQ_E_ARG, "%d candidate models", n_cands);
-    lmq_code c = check_model(ref, "the reference", vocab, ctx, err);
+    if (!ref && (!opts->load || n_cands < 1))
+        return lmq_fail(err, LMQ_E_ARG, "no reference: give its model or its saved logits and a candidate");
+    rt_state *scorer = ref ? ref : cands[0]; /* whose vocabulary and kernels score the reference's logits */
+    const int vocab = rt_state_model(scorer)->arch.vocab_size;
+    lmq_code c = ref ? check_model(ref, "the reference", vocab, ctx, err) : LMQ_OK;
     for (int i = 0; i < n_cands && !c; i++) {
         char what[32];
         snprintf(what, sizeof what, "candidate %d", i + 1);
@@ -141,14 +169,14 @@ lmq_code vf_score(rt_state *ref, rt_state *const *cands, int n_cands, const int3
     for (int64_t w = 0; w < windows && !c; w++) {
         const int32_t *win = tokens + w * ctx;
         score_job job = { .vocab = vocab, .next = win + 1, .lr = lr };
-        c = run_model(ref, win, ctx, lr, &job, sr, &acc[0], w * (ctx - 1), "reference", w, err);
+        c = reference_window(ref, scorer, opts, win, ctx, vocab, lr, &job, sr, &acc[0], w, err);
         job.ref = sr;
         for (int i = 0; i < n_cands && !c; i++) {
             char what[32];
             snprintf(what, sizeof what, "candidate %d", i + 1);
             c = run_model(cands[i], win, ctx, lq, &job, sq, &acc[i + 1], w * (ctx - 1), what, w, err);
         }
-        if (!c && opts && opts->progress)
+        if (!c && opts->progress)
             opts->progress(opts->user, w + 1, windows);
     }
     if (!c) {

@@ -26,15 +26,23 @@ typedef struct {
 /* Called after each window (done = 1..windows). */
 typedef void (*vf_progress_fn)(void *user, int64_t done, int64_t windows);
 
+/* The reference's logits of one window's scored positions ((ctx - 1) × vocab fp32, n values),
+ * to save them (vf_opts.save) or to use saved ones instead of running the reference (load). */
+typedef lmq_code (*vf_logits_fn)(void *user, int64_t window, float *logits, size_t n, lmq_err *err);
+
 typedef struct {
     int ctx; /* window length; 0 = 256 */
     vf_progress_fn progress;
     void *user;
+    vf_logits_fn save, load; /* either may be NULL; with load, ref may be NULL (see vf_score) */
+    void *logits_user;
 } vf_opts;
 
 /* Scores the reference (its top1 = 1, KL = 0) and n_cands candidates (any may be 0) on
  * tokens[0..n_tokens). All models must share the vocabulary; each state must hold ctx
- * positions. Errors: ctx < 2, ctx beyond a model's context, a stream shorter than one window,
+ * positions. With opts->load the reference's logits come from it instead of running ref (which
+ * may then be NULL when n_cands >= 1: the first candidate gives the vocabulary and kernels);
+ * saved logits give the results of running the reference, bit for bit. Errors: ctx < 2, ctx beyond a model's context, a stream shorter than one window,
  * a token outside the vocabulary, non-finite logits (never a NaN result). */
 lmq_code vf_score(rt_state *ref, rt_state *const *cands, int n_cands, const int32_t *tokens, int64_t n_tokens,
                   const vf_opts *opts, vf_result *ref_out, vf_result *cand_out, lmq_err *err);

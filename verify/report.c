@@ -1,5 +1,7 @@
 #include "verify/report.h"
 
+#include <ctype.h>
+#include <inttypes.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +36,7 @@ lmq_code vf_row_from_artefact(const char *path, vf_row *row, lmq_err *err)
     if (rc)
         return rc;
     row->mib = (double)c.size / (1024.0 * 1024.0);
+    row->file_checksum = c.file_checksum;
     row->linear_bpw = man.totals.linear_bpw;
     double *errs = malloc(((size_t)man.n_tensors + 1) * sizeof *errs);
     if (!errs) {
@@ -76,14 +79,31 @@ static const char *base(const char *path)
 }
 
 /* The columns, shared by the table and Markdown: heading, then how one row prints. */
-#define N_COLS 14
+#define N_COLS 15
 #define CELL 600 /* holds any field of a row */
 static const char *const heads[N_COLS] = { "artefact", "scheme",   "bpw",   "MiB",    "err med", "err max",
                                            "PPL",      "dPPL %",   "top-1", "KL mean", "KL p99", "tok/s pre/dec",
-                                           "W MiB",    "roofline" };
+                                           "W MiB",    "roofline", "gates" };
 
-static void cells(const vf_row *w, char out[N_COLS][CELL])
+/* The last column, the gates, shows only when there are gates. */
+static int n_cols(const vf_report *r)
 {
+    return r->n_gates ? N_COLS : N_COLS - 1;
+}
+
+/* "PASS", or "FAIL" and the gates that failed; "ref" for the reference. */
+static void gate_cell(const vf_report *r, int i, char *out)
+{
+    const vf_row *w = &r->rows[i];
+    size_t n = (size_t)snprintf(out, CELL, "%s", !i ? "ref" : w->gates_failed ? "FAIL" : "PASS");
+    for (int g = 0; g < r->n_gates && n < CELL; g++)
+        if (i && w->gates_failed >> g & 1)
+            n += (size_t)snprintf(out + n, CELL - n, " %s", r->gates[g].text);
+}
+
+static void cells(const vf_report *r, int i, char out[N_COLS][CELL])
+{
+    const vf_row *w = &r->rows[i];
     snprintf(out[0], CELL, "%s", base(w->path));
     snprintf(out[1], CELL, "%s", w->scheme);
     snprintf(out[2], CELL, "%.3f", w->linear_bpw);
@@ -96,9 +116,11 @@ static void cells(const vf_row *w, char out[N_COLS][CELL])
     snprintf(out[8], CELL, q ? "%.4f" : "-", w->res.top1);
     snprintf(out[9], CELL, q ? "%.3g" : "-", w->res.kl_mean);
     snprintf(out[10], CELL, q ? "%.3g" : "-", w->res.kl_p99);
-    snprintf(out[11], CELL, "%.0f/%.0f", w->prefill_tps, w->decode_tps);
-    snprintf(out[12], CELL, "%.2f", w->weight_mib);
+    const int s = w->decode_tps > 0; /* speed measured (not a reference given by saved logits) */
+    snprintf(out[11], CELL, s ? "%.0f/%.0f" : "-", w->prefill_tps, w->decode_tps);
+    snprintf(out[12], CELL, s ? "%.2f" : "-", w->weight_mib);
     snprintf(out[13], CELL, w->roofline > 0 ? "%.0f%%" : "-", 100.0 * w->roofline);
+    gate_cell(r, i, out[14]);
 }
 
 static void header_lines(FILE *f, const vf_report *r, const char *prefix)
@@ -122,19 +144,21 @@ void vf_report_table(FILE *f, const vf_report *r)
     char (*c)[N_COLS][CELL] = calloc((size_t)r->n_rows, sizeof *c);
     if (!c)
         return;
+    const int nc = n_cols(r);
     int width[N_COLS];
-    for (int j = 0; j < N_COLS; j++)
+    for (int j = 0; j < nc; j++)
         width[j] = (int)strlen(heads[j]);
     for (int i = 0; i < r->n_rows; i++) {
-        cells(&r->rows[i], c[i]);
-        for (int j = 0; j < N_COLS; j++)
+        cells(r, i, c[i]);
+        for (int j = 0; j < nc; j++)
             if ((int)strlen(c[i][j]) > width[j])
                 width[j] = (int)strlen(c[i][j]);
     }
     header_lines(f, r, "");
     for (int i = -1; i < r->n_rows; i++) { /* the heading, then the rows */
-        for (int j = 0; j < N_COLS; j++)
-            fprintf(f, j < 2 ? "%s%-*s" : "%s%*s", j ? "  " : "", width[j], i < 0 ? heads[j] : c[i][j]);
+        for (int j = 0; j < nc; j++)
+            fprintf(f, j < 2 || j == N_COLS - 1 ? "%s%-*s" : "%s%*s", j ? "  " : "", j == N_COLS - 1 ? 0 : width[j],
+                    i < 0 ? heads[j] : c[i][j]);
         fputc('\n', f);
     }
     free(c);
@@ -142,44 +166,113 @@ void vf_report_table(FILE *f, const vf_report *r)
 
 void vf_report_markdown(FILE *f, const vf_report *r)
 {
+    const int nc = n_cols(r);
     header_lines(f, r, "");
     fputc('\n', f);
-    for (int j = 0; j < N_COLS; j++)
+    for (int j = 0; j < nc; j++)
         fprintf(f, "| %s ", heads[j]);
     fputs("|\n", f);
-    for (int j = 0; j < N_COLS; j++)
-        fputs(j < 2 ? "| --- " : "| ---: ", f);
+    for (int j = 0; j < nc; j++)
+        fputs(j < 2 || j == N_COLS - 1 ? "| --- " : "| ---: ", f);
     fputs("|\n", f);
     for (int i = 0; i < r->n_rows; i++) {
         char c[N_COLS][CELL];
-        cells(&r->rows[i], c);
-        for (int j = 0; j < N_COLS; j++)
+        cells(r, i, c);
+        for (int j = 0; j < nc; j++)
             fprintf(f, "| %s ", c[j]);
         fputs("|\n", f);
     }
+}
+
+void vf_hex(uint64_t v, char out[17])
+{
+    snprintf(out, 17, "%016" PRIx64, v);
+}
+
+int vf_hex_parse(const char *s, uint64_t *v)
+{
+    *v = 0;
+    for (int i = 0; i < 16; i++) {
+        if (!s || !isxdigit((unsigned char)s[i]))
+            return 0;
+        *v = *v << 4 | (uint64_t)(isdigit((unsigned char)s[i]) ? s[i] - '0' : (s[i] | 0x20) - 'a' + 10);
+    }
+    return s[16] == '\0';
+}
+
+static json_t *hex_json(uint64_t v)
+{
+    char h[17];
+    vf_hex(v, h);
+    return json_string(h);
+}
+
+json_t *vf_row_json(const vf_report *r, int i)
+{
+    const vf_row *w = &r->rows[i];
+    json_t *o = json_pack("{s:s, s:s, s:o, s:b, s:s, s:f, s:f, s:i, s:f, s:f, s:s, s:f, s:f, s:f, s:f, s:f, s:f, s:f, "
+                          "s:f, s:f, s:f}",
+                          "artefact", base(w->path), "path", w->path, "file_checksum", hex_json(w->file_checksum),
+                          "is_reference", i == 0, "scheme", w->scheme, "linear_bpw", w->linear_bpw, "mib", w->mib,
+                          "changed_tensors", w->n_changed, "rel_error_median", w->err_median, "rel_error_worst",
+                          w->err_worst, "worst_tensor", w->worst, "ppl", w->res.ppl, "nll", w->res.nll, "dppl_pct",
+                          w->dppl_pct, "top1", w->res.top1, "kl_mean", w->res.kl_mean, "kl_p99", w->res.kl_p99,
+                          "prefill_tokens_per_s", w->prefill_tps, "decode_tokens_per_s", w->decode_tps, "weight_mib",
+                          w->weight_mib, "decode_roofline", w->roofline);
+    if (o && r->n_gates && i > 0) {
+        json_t *failed = json_array();
+        for (int g = 0; g < r->n_gates; g++)
+            if (w->gates_failed >> g & 1)
+                json_array_append_new(failed, json_string(r->gates[g].text));
+        json_object_set_new(o, "pass", json_boolean(!w->gates_failed));
+        json_object_set_new(o, "failed_gates", failed);
+    }
+    return o;
+}
+
+void vf_report_gate(vf_report *r)
+{
+    vf_row *rows = (vf_row *)r->rows;
+    for (int i = 1; i < r->n_rows; i++) {
+        json_t *o = vf_row_json(r, i);
+        rows[i].gates_failed = 0;
+        for (int g = 0; g < r->n_gates; g++)
+            if (!vf_gate_holds(&r->gates[g], o))
+                rows[i].gates_failed |= 1u << g;
+        json_decref(o);
+    }
+}
+
+int vf_report_passed(const vf_report *r)
+{
+    for (int i = 1; i < r->n_rows; i++)
+        if (r->rows[i].gates_failed)
+            return 0;
+    return 1;
 }
 
 void vf_report_json(FILE *f, const vf_report *r)
 {
     const vf_result *ref = &r->rows[0].res;
     json_t *rows = json_array();
-    for (int i = 0; i < r->n_rows; i++) {
-        const vf_row *w = &r->rows[i];
-        json_array_append_new(
-            rows, json_pack("{s:s, s:s, s:f, s:f, s:i, s:f, s:f, s:s, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "artefact",
-                            w->path, "scheme", w->scheme, "linear_bpw", w->linear_bpw, "mib", w->mib, "changed_tensors",
-                            w->n_changed, "rel_error_median", w->err_median, "rel_error_worst", w->err_worst,
-                            "worst_tensor", w->worst, "ppl", w->res.ppl, "nll", w->res.nll, "dppl_pct", w->dppl_pct,
-                            "top1", w->res.top1, "kl_mean", w->res.kl_mean, "kl_p99", w->res.kl_p99,
-                            "prefill_tokens_per_s", w->prefill_tps, "decode_tokens_per_s", w->decode_tps));
-        json_object_set_new(json_array_get(rows, (size_t)i), "weight_mib", json_real(w->weight_mib));
-        json_object_set_new(json_array_get(rows, (size_t)i), "decode_roofline", json_real(w->roofline));
+    for (int i = 0; i < r->n_rows; i++)
+        json_array_append_new(rows, vf_row_json(r, i));
+    json_t *doc = json_pack("{s:s, s:s, s:s?, s:o, s:i, s:i, s:s, s:f, s:I, s:i, s:I, s:I, s:f, s:s, s:o}", "tool_version",
+                            LMQ_TOOL_VERSION, "protocol", "P1", "text", r->text, "text_checksum",
+                            r->text ? hex_json(r->text_checksum) : json_null(), "ctx", r->ctx, "threads", r->threads,
+                            "kernels", r->isa, "read_gbps", r->bandwidth_gbps, "tokens", (json_int_t)r->tokens,
+                            "documents", r->documents, "windows", (json_int_t)ref->windows, "positions",
+                            (json_int_t)ref->positions, "ppl", ref->ppl, "reference", base(r->rows[0].path), "rows", rows);
+    if (r->ref_logits)
+        json_object_set_new(doc, "reference_logits",
+                            json_pack("{s:s, s:o}", "path", r->ref_logits, "checksum", hex_json(r->ref_logits_checksum)));
+    if (r->n_gates) {
+        json_t *gates = json_array();
+        for (int g = 0; g < r->n_gates; g++)
+            json_array_append_new(gates, json_string(r->gates[g].text));
+        json_object_set_new(doc, "gates", gates);
+        json_object_set_new(doc, "pass", json_boolean(vf_report_passed(r)));
     }
-    json_t *doc = json_pack("{s:s, s:s?, s:i, s:i, s:s, s:f, s:I, s:i, s:I, s:I, s:f, s:o}", "protocol", "P1", "text",
-                            r->text, "ctx", r->ctx, "threads", r->threads, "kernels", r->isa, "read_gbps",
-                            r->bandwidth_gbps, "tokens", (json_int_t)r->tokens, "documents", r->documents, "windows",
-                            (json_int_t)ref->windows, "positions", (json_int_t)ref->positions, "ppl", ref->ppl, "rows",
-                            rows);
     json_dumpf(doc, f, JSON_INDENT(1) | JSON_REAL_PRECISION(17));
     fputc('\n', f);
     json_decref(doc);

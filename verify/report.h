@@ -6,11 +6,15 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include <jansson.h>
+
 #include "common/err.h"
+#include "verify/gate.h"
 #include "verify/metrics.h"
 
 typedef struct {
     char path[512];
+    uint64_t file_checksum; /* the artefact's identity (its container's whole-file checksum) */
     char scheme[256];     /* what was done: the distinct encodings of its changed tensors, and "a8 token"
                              or "a8 tensor" when their inputs are quantised */
     double linear_bpw;    /* storage bits per weight over the linear layers */
@@ -25,6 +29,7 @@ typedef struct {
     double decode_tps;    /* tokens/s decoding one token at a time from the cache */
     double weight_mib;    /* stored weight matrices one decoded token reads (resident as mapped) */
     double roofline;      /* decode_tps · weight bytes / read bandwidth: 1 = memory-bound limit */
+    uint32_t gates_failed; /* bit g: the report's gates[g] failed on this row (vf_gates_apply) */
 } vf_row;
 
 typedef struct {
@@ -34,12 +39,32 @@ typedef struct {
     double bandwidth_gbps;  /* read bandwidth the rooflines are taken against (lmq probe) */
     int64_t tokens;         /* stream length */
     int documents;
+    uint64_t text_checksum; /* XXH3-64 of the text file */
+    const char *ref_logits; /* the saved reference logits used instead of running the reference, or NULL */
+    uint64_t ref_logits_checksum;
     const vf_row *rows;     /* rows[0] is the reference */
     int n_rows;
+    const vf_gate *gates;   /* --gate conditions every other row must meet (set by the caller) */
+    int n_gates;
 } vf_report;
 
 /* Reads what the row needs from an artefact's manifest and file (scheme, bpw, sizes, errors). */
 lmq_code vf_row_from_artefact(const char *path, vf_row *row, lmq_err *err);
+
+/* Row i as the JSON object of the report (also what a verification record stores, and what gates
+ * read their metrics from): artefact (the file's base name, as the table shows it), path,
+ * file_checksum, is_reference, the measurements, and pass / failed_gates when gates are set. */
+json_t *vf_row_json(const vf_report *r, int i);
+
+/* Sets every non-reference row's gates_failed from r->gates. */
+void vf_report_gate(vf_report *r);
+/* 1 when no row failed a gate. */
+int vf_report_passed(const vf_report *r);
+
+/* Checksums in reports and records: 16 lowercase hex digits, as manifests write them.
+ * vf_hex_parse accepts exactly 16 hex digits (either case); returns 0 otherwise. */
+void vf_hex(uint64_t v, char out[17]);
+int vf_hex_parse(const char *s, uint64_t *v);
 
 void vf_report_table(FILE *f, const vf_report *r);
 void vf_report_markdown(FILE *f, const vf_report *r);

@@ -8,6 +8,7 @@
 #include "runtime/artefact.h"
 #include "runtime/probe.h"
 #include "tokenizer/tokenizer.h"
+#include "verify/ref_logits.h"
 #include "verify/stream.h"
 
 /* Tokens decoded one at a time to measure decode speed (fewer if the window is shorter); each
@@ -85,6 +86,21 @@ static lmq_code speed_tokens(int vocab, int n, int32_t **ids, size_t *n_ids, lmq
     return LMQ_OK;
 }
 
+/* Opens the saved logits and checks them against this run (the reference row, when given, and
+ * the text, stream and ctx); fills the reference row from them when the reference is not given. */
+static lmq_code open_saved(const vf_run_opts *o, const vf_logits_head *run, vf_row *ref_row, int have_ref,
+                           vf_report *report, vf_logits_file **f, lmq_err *err)
+{
+    vf_logits_head saved;
+    lmq_code c = vf_logits_open(o->ref_logits, &saved, &report->ref_logits_checksum, f, err);
+    if (!c)
+        c = vf_logits_match(o->ref_logits, &saved, run, err);
+    if (!c && !have_ref)
+        *ref_row = saved.ref;
+    report->ref_logits = o->ref_logits;
+    return c;
+}
+
 lmq_code vf_run(const char *ref_path, const char *const *cand_paths, int n_cands, const char *text_path,
                 const vf_run_opts *opts, vf_report *report, lmq_err *err)
 {
@@ -94,6 +110,10 @@ lmq_code vf_run(const char *ref_path, const char *const *cand_paths, int n_cands
     memset(report, 0, sizeof *report);
     report->text = opts->speed_only ? NULL : text_path;
     report->ctx = ctx;
+    if (opts->ref_logits && (opts->speed_only || opts->save_ref_logits || n_cands < 1))
+        return lmq_fail(err, LMQ_E_ARG, "saved reference logits score candidates on a text: give at least one, "
+                                        "and neither --speed-only nor a file to save them to");
+    const int saved = opts->ref_logits != NULL; /* the reference is not run: l[0] stays empty */
     const int n = n_cands + 1;
     loaded *l = calloc((size_t)n, sizeof *l);
     rt_state **cands = calloc((size_t)n, sizeof *cands);
@@ -102,6 +122,7 @@ lmq_code vf_run(const char *ref_path, const char *const *cand_paths, int n_cands
     int32_t *ids = NULL;
     size_t n_ids = 0;
     lmq_pool *pool = NULL;
+    vf_logits_file *lf = NULL;
     lmq_code c = (l && cands && rows && res) ? LMQ_OK : lmq_fail(err, LMQ_E_NOMEM, "out of memory");
     if (!c)
         c = lmq_pool_create(opts->threads, &pool, err);
@@ -110,34 +131,53 @@ lmq_code vf_run(const char *ref_path, const char *const *cand_paths, int n_cands
     report->bandwidth_gbps = opts->bandwidth_gbps;
     if (!c && !(report->bandwidth_gbps > 0))
         c = rt_probe_read_bw(pool, PROBE_BYTES, SPEED_ROUNDS, &report->bandwidth_gbps, err);
-    for (int i = 0; i < n && !c; i++) {
+    if (!c && ref_path)
+        c = vf_row_from_artefact(ref_path, &rows[0], err);
+    for (int i = saved; i < n && !c; i++) {
         const char *path = i ? cand_paths[i - 1] : ref_path;
-        if (!(c = vf_row_from_artefact(path, &rows[i], err)))
+        if (!(c = i ? vf_row_from_artefact(path, &rows[i], err) : LMQ_OK))
             c = load(path, &ex, ctx, &l[i], err);
-        if (!c && l[i].m.arch.vocab_size != l[0].m.arch.vocab_size)
-            c = lmq_fail(err, LMQ_E_ARG, "%s: a vocabulary of %d tokens; the reference %s has %d", path,
-                         l[i].m.arch.vocab_size, ref_path, l[0].m.arch.vocab_size);
+        if (!c && l[i].m.arch.vocab_size != l[saved].m.arch.vocab_size)
+            c = lmq_fail(err, LMQ_E_ARG, "%s: a vocabulary of %d tokens; %s has %d", path, l[i].m.arch.vocab_size,
+                         rows[saved].path, l[saved].m.arch.vocab_size);
         cands[i] = l[i].st;
     }
+    /* The stream comes from the reference's tokenizer, or the first candidate's with saved logits. */
     if (!c)
         c = opts->speed_only ? speed_tokens(l[0].m.arch.vocab_size, ctx, &ids, &n_ids, err)
-                             : vf_stream_read(&l[0].m, text_path, &ids, &n_ids, &report->documents, NULL, err);
+                             : vf_stream_read(&l[saved].m, text_path, &ids, &n_ids, &report->documents,
+                                              &report->text_checksum, err);
     if (!c && n_ids < (size_t)ctx)
         c = lmq_fail(err, LMQ_E_ARG, "%s: %zu tokens, shorter than one window of %d", text_path, n_ids, ctx);
+    vf_logits_head run = { 0 }; /* what saved logits are bound to */
+    if (!c)
+        run = (vf_logits_head){ .ctx = ctx, .vocab = l[saved].m.arch.vocab_size, .windows = (int64_t)n_ids / ctx,
+                                .tokens = (int64_t)n_ids, .tokens_checksum = vf_tokens_checksum(ids, n_ids),
+                                .text_checksum = report->text_checksum, .ref = rows[0] };
+    if (!c && saved)
+        c = open_saved(opts, &run, &rows[0], ref_path != NULL, report, &lf, err);
+    if (!c && opts->save_ref_logits)
+        c = vf_logits_create(opts->save_ref_logits, &run, &lf, err);
     if (!c && !opts->speed_only) {
-        vf_opts vo = { .ctx = ctx, .progress = opts->progress, .user = opts->user };
+        vf_opts vo = { .ctx = ctx, .progress = opts->progress, .user = opts->user, .logits_user = lf,
+                       .save = opts->save_ref_logits ? vf_logits_save : NULL, .load = saved ? vf_logits_load : NULL };
         c = vf_score(cands[0], cands + 1, n_cands, ids, (int64_t)n_ids, &vo, &res[0], res + 1, err);
+    }
+    if (!c && opts->save_ref_logits) {
+        c = vf_logits_finish(lf, NULL, err);
+        lf = NULL;
     }
     for (int i = 0; i < n && !c; i++) {
         rows[i].res = res[i];
         rows[i].dppl_pct = opts->speed_only ? 0 : 100.0 * (res[i].ppl / res[0].ppl - 1.0);
-        if ((c = measure_speed(&l[i], ids, ctx, &rows[i], err)))
-            break;
+        if (i < saved || (c = measure_speed(&l[i], ids, ctx, &rows[i], err)))
+            continue;
         /* Weights that fit in the last-level cache are not streamed from memory: no roofline. */
         const double bytes = rows[i].weight_mib * 1048576.0;
         if (bytes > (double)rt_probe_llc_bytes())
             rows[i].roofline = rows[i].decode_tps * bytes / (report->bandwidth_gbps * 1e9);
     }
+    vf_logits_close(lf);
     report->tokens = (int64_t)n_ids;
     report->threads = lmq_pool_threads(pool);
     for (int i = 0; l && i < n; i++)

@@ -13,10 +13,16 @@ typedef struct {
     double bandwidth_gbps; /* read bandwidth for the rooflines; 0 = measure it (rt_probe_read_bw) */
     vf_progress_fn progress;
     void *user;
+    const char *save_ref_logits; /* writes the reference's logits there (verify/ref_logits.h) */
+    const char *ref_logits;      /* scores against these saved logits instead of running the reference */
 } vf_run_opts;
 
 /* rows (allocated here; the caller frees report->rows) get the reference first, then each
- * candidate in order. text_path names the evaluation text (may be NULL with speed_only). */
+ * candidate in order. text_path names the evaluation text (may be NULL with speed_only).
+ * With ref_logits the reference is not loaded: ref_path may be NULL (the row then comes from
+ * the file) or must be the artefact the logits were saved for; the text, its token stream under
+ * the first candidate's tokenizer and ctx must be those they were saved with (refused
+ * otherwise), and the reference row has no speed. */
 lmq_code vf_run(const char *ref_path, const char *const *cand_paths, int n_cands, const char *text_path,
                 const vf_run_opts *opts, vf_report *report, lmq_err *err);
 
