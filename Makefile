@@ -187,7 +187,7 @@ demo: $(BUILD)/lmq
 	LMQ=$(BUILD)/lmq bash tools/demo.sh
 
 # The demo artefacts' expected manifests (manifests/expected/<artefact>.yaml), rewritten from a fresh
-# build of them; tests/integration/expected.sh audits a fresh build against them (lmq audit --expect).
+# build of them; tests/integration/ci_story.sh audits a fresh build against them (lmq audit --expect).
 expected: $(BUILD)/lmq
 	rm -rf out/expected
 	OUT=out/expected DEMO_STEPS=artefacts LMQ=$(BUILD)/lmq bash tools/demo.sh

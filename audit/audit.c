@@ -62,6 +62,18 @@ static void policies(run *r)
         lmq_policy_check(r->rules->policies[i], &r->subject, issue, r);
 }
 
+/* Each policy's required verification record. Whatever is wrong with it is the same failure to
+ * the caller (LMQ_E_RECIPE): no current record meeting the requirement. */
+static void verification(run *r)
+{
+    for (int i = 0; r->man && r->rules && i < r->rules->n_policies; i++) {
+        const vr_require *req = lmq_policy_verification(r->rules->policies[i]);
+        lmq_err err = { 0 };
+        if (req && vr_require_check(r->subject.path, req, &err))
+            issue(r, NULL, err.code == LMQ_E_NOMEM ? LMQ_E_NOMEM : LMQ_E_RECIPE, err.msg);
+    }
+}
+
 static void expect_difference(void *ctx, const char *tensor, const char *key, const char *a, const char *b)
 {
     char msg[512];
@@ -92,7 +104,7 @@ static const struct {
     void (*run)(run *r);
 } checks[] = {
     { "checksum", checksums }, { "manifest", manifest },   { "values", values }, { "files", files },
-    { "tokenizer", tokenizer }, { "policy", policies }, { "expect", expect },
+    { "tokenizer", tokenizer }, { "policy", policies }, { "verification", verification }, { "expect", expect },
 };
 
 int lmq_audit_artefact(const char *path, const lmq_audit_rules *rules, lmq_audit_fn fn, void *ctx,

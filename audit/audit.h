@@ -16,8 +16,9 @@ typedef struct {
 /* Each problem with the name of the check that found it, in order: "open" (header, index,
  * manifest checksum: nothing else runs when it fails), "parse" (the manifest), "checksum" (every
  * tensor and the whole file), "manifest" (the built-in base policy), "values", "files"
- * (carried-file names), "tokenizer", "policy" (each of rules' policies), "expect". Rule
- * violations ("policy", "expect") come with code LMQ_E_RECIPE; an expected manifest that cannot
+ * (carried-file names), "tokenizer", "policy" (each of rules' policies), "verification" (the
+ * records policies require: verify/record.h), "expect". Rule violations ("policy",
+ * "verification", "expect") come with code LMQ_E_RECIPE; an expected manifest that cannot
  * be read otherwise keeps its own code. */
 typedef void (*lmq_audit_fn)(void *ctx, const char *check, const char *tensor, lmq_code code, const char *msg);
 

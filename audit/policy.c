@@ -36,6 +36,9 @@ struct lmq_policy {
     char tensors_like[PATH_LEN];
     lmq_mdoc ref; /* read when tensors_like is set */
     int min_version[3], has_min_version;
+    vr_require verification; /* its text_checksum points at verification_text */
+    char verification_text[17];
+    int has_verification;
 };
 
 /* ---- problems ---- */
@@ -187,6 +190,36 @@ PARSE(parse_version)
     if (!version_of(buf, p->min_version))
         return r->report(r, r->code, v, path, "expected a version X.Y.Z");
     p->has_min_version = 1;
+    return LMQ_OK;
+}
+
+/* `verification`: the record lmq verify --record writes must exist, be current and meet these. */
+typedef struct {
+    double kl_mean_max, top1_min, dppl_pct_max;
+    char text_checksum[17];
+} verification_req;
+static const lmq_yf_field verification_fields[] = {
+    YF_KEY("kl_mean_max", YF_REAL, verification_req, kl_mean_max, .flags = YF_OPTIONAL),
+    YF_KEY("top1_min", YF_REAL, verification_req, top1_min, .flags = YF_OPTIONAL),
+    YF_KEY("dppl_pct_max", YF_REAL, verification_req, dppl_pct_max, .flags = YF_OPTIONAL),
+    YF_KEY("text_checksum", YF_STR, verification_req, text_checksum, .flags = YF_OPTIONAL),
+};
+static const lmq_yf_table verification_table = YF_TABLE(verification_fields);
+
+PARSE(parse_verification)
+{
+    (void)f, (void)map, (void)key;
+    lmq_policy *p = base;
+    verification_req q = { NAN, NAN, NAN, "" };
+    lmq_code c = lmq_yf_read_map(r, &verification_table, &q, v, path, v);
+    if (c)
+        return c;
+    if (q.text_checksum[0] && (strlen(q.text_checksum) != 16 || strspn(q.text_checksum, "0123456789abcdef") != 16))
+        return r->report(r, r->code, v, path, "text_checksum: expected 16 lower-case hex digits");
+    memcpy(p->verification_text, q.text_checksum, sizeof q.text_checksum);
+    p->verification = (vr_require){ q.kl_mean_max, q.top1_min, q.dppl_pct_max,
+                                    q.text_checksum[0] ? p->verification_text : NULL };
+    p->has_verification = 1;
     return LMQ_OK;
 }
 
@@ -365,6 +398,8 @@ static const struct {
       check_tensors_like },
     { YF_KEY("min_tool_version", YF_CUSTOM, lmq_policy, min_version, .parse = parse_version, OPT),
       check_min_version },
+    /* checked by audit on its own (audit/audit.h), its problems of their own kind */
+    { YF_KEY("verification", YF_CUSTOM, lmq_policy, verification, .parse = parse_verification, OPT), NULL },
 };
 
 /* Deeper than any policy is (top > schemes > rule > allow). */
@@ -427,8 +462,14 @@ int lmq_policy_check(const lmq_policy *p, const lmq_audit_subject *s, lmq_issue_
 {
     issues is = { p, fn, ctx, 0 };
     for (size_t i = 0; i < YF_LEN(keys); i++)
-        keys[i].check(p, s, &is);
+        if (keys[i].check)
+            keys[i].check(p, s, &is);
     return is.count;
+}
+
+const vr_require *lmq_policy_verification(const lmq_policy *p)
+{
+    return p->has_verification ? &p->verification : NULL;
 }
 
 int lmq_policy_check_base(const lmq_audit_subject *s, lmq_issue_fn fn, void *ctx)

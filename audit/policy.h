@@ -8,6 +8,7 @@
 #include "audit/diff.h"
 #include "common/err.h"
 #include "formats/container.h"
+#include "verify/record.h"
 
 typedef struct lmq_policy lmq_policy;
 
@@ -30,6 +31,11 @@ void lmq_policy_free(lmq_policy *p);
 /* Runs every key the policy sets on s. Each problem goes to fn (code LMQ_E_RECIPE) with the
  * tensor (or NULL) and a message "<policy file>: <key>: ..." naming the rule. Returns the count. */
 int lmq_policy_check(const lmq_policy *p, const lmq_audit_subject *s, lmq_issue_fn fn, void *ctx);
+
+/* What the policy's `verification` key requires of the artefact's verification record, or NULL
+ * when it has none. lmq_policy_check leaves it out: audit runs vr_require_check as a check of
+ * its own, whose failures are their own kind (exit 9), not a policy rule's. */
+const vr_require *lmq_policy_verification(const lmq_policy *p);
 
 /* The built-in base policy: the manifest against the container's index and version
  * (lmq_manifest_check's rules and messages). Returns the count of problems. */

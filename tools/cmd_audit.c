@@ -19,15 +19,16 @@
 
 /* Failure kinds, least severe first: a root cause (unreadable file, damaged bytes) outranks what
  * follows from it (values that decode to NaN), and a sound artefact's verdict under a rule the
- * user chose (a policy, an expected manifest) comes last; the most severe kind's code is the exit
- * status. Exit 9 is reserved for required verification records. */
-typedef enum { K_POLICY, K_VALUES, K_MANIFEST, K_CHECKSUM, K_FORMAT, K_IO, K_COUNT } kind;
+ * user chose (a policy, an expected manifest, a required verification record) comes last; the
+ * most severe kind's code is the exit status. */
+typedef enum { K_POLICY, K_VERIFY, K_VALUES, K_MANIFEST, K_CHECKSUM, K_FORMAT, K_IO, K_COUNT } kind;
 static const struct {
     const char *name;
     int exit;
 } kinds[K_COUNT] = {
-    [K_POLICY] = { "policy", 8 },     [K_VALUES] = { "values", 3 },     [K_MANIFEST] = { "manifest", 4 },
-    [K_CHECKSUM] = { "checksum", 5 }, [K_FORMAT] = { "format", 6 },     [K_IO] = { "io", 7 },
+    [K_POLICY] = { "policy", 8 },     [K_VERIFY] = { "verification", 9 }, [K_VALUES] = { "values", 3 },
+    [K_MANIFEST] = { "manifest", 4 }, [K_CHECKSUM] = { "checksum", 5 },   [K_FORMAT] = { "format", 6 },
+    [K_IO] = { "io", 7 },
 };
 
 typedef struct {
@@ -71,7 +72,7 @@ static const struct {
 } check_kinds[] = {
     { "open", K_FORMAT },   { "parse", K_FORMAT },   { "checksum", K_CHECKSUM }, { "manifest", K_MANIFEST },
     { "values", K_VALUES }, { "files", K_VALUES },   { "tokenizer", K_VALUES },  { "policy", K_POLICY },
-    { "expect", K_POLICY },
+    { "verification", K_VERIFY }, { "expect", K_POLICY },
 };
 
 /* An error from opening or parsing, without the "path: " its message may start with. */
@@ -411,11 +412,12 @@ int cmd_audit(int argc, char **argv)
         "as lmq manifest prints it; for a folder, <folder>/<artefact name without .lmq>.yaml) by\n"
         "lmq diff's rules at tolerance 0.\n"
         "--output writes the report atomically (never over an audited file) and prints the summary.\n"
-        "Exit status, the most severe kind found winning (policy the least severe):\n"
+        "Exit status, the most severe kind found winning (policy, then verification, the least):\n"
         "  0 all passed   2 usage   3 values (loader: NaN scales, file names, tokenizer)\n"
         "  4 manifest (schema: the base policy)   5 checksum mismatch\n"
         "  6 format (damaged container, manifest that does not parse)   7 I/O (cannot open or read)\n"
-        "  8 policy (a --policy rule, a difference from --expect)   9 reserved: verification records\n";
+        "  8 policy (a --policy rule, a difference from --expect)\n"
+        "  9 verification (a record a policy requires is missing, stale or fails its limits)\n";
     const char *format = "text", *output = NULL;
     const char *expect = NULL;
     const arg_opt opts[] = { { "--format", NULL, &format, NULL },

@@ -27,7 +27,7 @@ ROOT=$PWD
         "$LMQ_ABS" quantize fp32.lmq --recipe "$r" --stats stats.lmq -o "$(basename "$r" .yaml).lmq"
     done
 )
-[ "${DEMO_STEPS:-all}" != artefacts ] || exit 0 # make expected and tests/integration/expected.sh stop here
+[ "${DEMO_STEPS:-all}" != artefacts ] || exit 0 # make expected and tests/integration/ci_story.sh stop here
 "$LMQ" audit "$OUT"/*.lmq >"$OUT/audit.txt" || { cat "$OUT/audit.txt" >&2; exit 1; }
 echo "audit: $(grep -c ': OK' "$OUT/audit.txt") artefacts pass (checksums, manifest)"
 models=$(ls "$OUT"/*.lmq | grep -v '/stats\.lmq$')

@@ -49,7 +49,7 @@ cp "$good" "$bad"
 flip "$bad" $(($(offset_of blk.0.attn_q.weight) + 5))
 run 5 "$LMQ" audit "$bad"
 has "$bad: checksum: tensor blk.0.attn_q.weight: checksum mismatch"
-has "audit: 1 artefact, 0 passed, 1 failed (io 0, format 0, checksum 1, manifest 0, values 0, policy 0)"
+has "audit: 1 artefact, 0 passed, 1 failed (io 0, format 0, checksum 1, manifest 0, values 0, verification 0, policy 0)"
 flip "$bad" $(($(offset_of file:notes.txt) + 9))
 run 6 "$LMQ" audit "$bad"
 has "$bad: checksum: tensor blk.0.attn_q.weight: checksum mismatch"
@@ -62,7 +62,7 @@ run 7 "$LMQ" audit "$good" "$bad" "$tmp/missing.lmq"
 has "$good: OK"
 has "$bad: FAILED"
 has "$tmp/missing.lmq: FAILED (cannot open)"
-has "audit: 3 artefacts, 1 passed, 2 failed (io 1, format 1, checksum 0, manifest 0, values 0, policy 0)"
+has "audit: 3 artefacts, 1 passed, 2 failed (io 1, format 1, checksum 0, manifest 0, values 0, verification 0, policy 0)"
 
 # A damaged manifest is refused when the file is opened.
 cp "$good" "$bad"
@@ -143,7 +143,7 @@ $tree/c/good2.lmq
 $odd
 $tree/c/unlisted.lmq" ] || fail "directory order or contents"
 has "$tree/c/unlisted.lmq: manifest: tensor out_norm.weight: has no manifest entry"
-has "audit: 5 artefacts, 2 passed, 3 failed (io 0, format 0, checksum 0, manifest 1, values 2, policy 0)"
+has "audit: 5 artefacts, 2 passed, 3 failed (io 0, format 0, checksum 0, manifest 1, values 2, verification 0, policy 0)"
 run 2 "$LMQ" audit "$tree/empty"
 has "$tree/empty: no *.lmq file under this directory"
 run 2 "$LMQ" audit "$good" --format xml
@@ -151,7 +151,7 @@ run 3 "$LMQ" audit "$tree/a/nan_scale.lmq" "$tree/a/b"
 
 # JSON: one object, the summary and every artefact with its problems (jansson's stable layout).
 run 4 "$LMQ" audit "$tree" --format json --output "$tmp/audit.json"
-has "audit: 5 artefacts, 2 passed, 3 failed (io 0, format 0, checksum 0, manifest 1, values 2, policy 0)"
+has "audit: 5 artefacts, 2 passed, 3 failed (io 0, format 0, checksum 0, manifest 1, values 2, verification 0, policy 0)"
 j="$tmp/audit.json"
 [ "$(head -c1 "$j")" = "{" ] && [ "$(tail -n1 "$j")" = "}" ] || fail "json: not one object"
 [ "$(grep -c '"path": ' "$j")" = 5 ] || fail "json: 5 artefacts"

@@ -18,7 +18,7 @@ has "$tmp/a/int4.lmq: OK"
 run 8 "$LMQ" audit "$tmp/b/int8.lmq" --policy "$CI_INT4"
 has "$tmp/b/int8.lmq: policy: tensor blk.0.attn_qkv.weight: $CI_INT4: schemes: is 'int8 per-channel'; tensors 'blk.*.weight' allow int4, int3"
 has "$tmp/b/int8.lmq: policy: $CI_INT4: max_linear_bpw: the linear layers store 8.188 bits per weight, above 4.6" # qkv, out, up at 8 + 16/64 bits, down at 8 + 16/256, by elements
-has "audit: 1 artefact, 0 passed, 1 failed (io 0, format 0, checksum 0, manifest 0, values 0, policy 1)"
+has "audit: 1 artefact, 0 passed, 1 failed (io 0, format 0, checksum 0, manifest 0, values 0, verification 0, policy 1)"
 # The fp32 conversion has no recipe; --policy repeats, and every policy is applied.
 printf 'max_bpw: 8\n' >"$tmp/small.yaml"
 run 8 "$LMQ" audit "$tmp/a/fp32.lmq" --policy "$CI_INT4" --policy="$tmp/small.yaml"
