@@ -10,18 +10,20 @@
 #include "tools/args.h"
 #include "tools/cmd.h"
 #include "tools/progress.h"
+#include "verify/html.h"
 #include "verify/run.h"
 
 static const char usage[] =
     "usage: lmq verify A.lmq [B.lmq ...] --text FILE [--reference REF.lmq] [--ctx N] [--threads N]\n"
-    "                  [--json FILE] [--markdown FILE] [--speed-only] [--bandwidth GBPS]\n"
+    "                  [--json FILE] [--markdown FILE] [--html FILE] [--speed-only] [--bandwidth GBPS]\n"
     "Scores every artefact on FILE by protocol P1 (windows of N tokens, default 256, each from an\n"
     "empty cache). The reference (default: the first artefact) is run once; every other artefact\n"
     "is compared with it: top-1 agreement and KL(P_ref || P) per position. Then measures each\n"
     "artefact's speed on its packed weights: prefill (one pass over N tokens) and decode (one token\n"
     "at a time), and decode's fraction of the memory roofline (weight bytes per token over the\n"
     "read bandwidth, probed at start unless --bandwidth gives it in GB/s). --speed-only skips the\n"
-    "scoring (no --text needed). Prints a table; --json and --markdown write the same report to files.\n";
+    "scoring (no --text needed). Prints a table; --json and --markdown write the same report to files,\n"
+    "--html one self-contained page with it and its plots (inline SVG; no script or network).\n";
 
 #define MAX_ARTEFACTS 256
 
@@ -46,13 +48,14 @@ static int write_report(const char *path, void (*emit)(FILE *, const vf_report *
 
 int cmd_verify(int argc, char **argv)
 {
-    const char *text = NULL, *ref = NULL, *ctx_s = "256", *threads_s = "0", *json = NULL, *md = NULL;
+    const char *text = NULL, *ref = NULL, *ctx_s = "256", *threads_s = "0", *json = NULL, *md = NULL, *html = NULL;
     const char *bw_s = "0", *pos[MAX_ARTEFACTS];
     int n, speed_only = 0;
     const arg_opt opts[] = { { "--text", "-t", &text, NULL },      { "--reference", NULL, &ref, NULL },
                              { "--ctx", NULL, &ctx_s, NULL },      { "--threads", NULL, &threads_s, NULL },
                              { "--json", NULL, &json, NULL },      { "--markdown", NULL, &md, NULL },
                              { "--speed-only", NULL, NULL, &speed_only }, { "--bandwidth", NULL, &bw_s, NULL },
+                             { "--html", NULL, &html, NULL },
                              { 0 } };
     int rc = args_parse(argc, argv, opts, pos, MAX_ARTEFACTS, &n, usage);
     if (rc >= 0)
@@ -66,14 +69,14 @@ int cmd_verify(int argc, char **argv)
         fprintf(stderr, "lmq verify: need at least one artefact and --text FILE\n%s", usage);
         return 2;
     }
-    const char *reports[] = { json, md };
+    const char *reports[] = { json, md, html };
     /* Reports replace no input: checked before the long run, and again as they are written. */
     const char *inputs[MAX_ARTEFACTS + 2];
     memcpy(inputs, pos, (size_t)n * sizeof *pos);
     inputs[n] = ref;
     inputs[n + 1] = text;
     lmq_err err;
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 3; i++)
         if (reports[i] && lmq_output_check(reports[i], inputs, n + 2, &err)) {
             fprintf(stderr, "lmq verify: %s\n", err.msg);
             return 1;
@@ -101,7 +104,8 @@ int cmd_verify(int argc, char **argv)
     }
     vf_report_table(stdout, &r);
     printf("time: %.2f s\n", lmq_now() - t0);
-    int ok = (!json || write_report(json, vf_report_json, &r)) && (!md || write_report(md, vf_report_markdown, &r));
+    int ok = (!json || write_report(json, vf_report_json, &r)) && (!md || write_report(md, vf_report_markdown, &r)) &&
+             (!html || write_report(html, vf_report_html, &r));
     free((void *)r.rows);
     return ok ? 0 : 1;
 }

@@ -138,9 +138,10 @@ lmq_code vf_report_grid(const vf_report *r, int which, vf_grid *g, lmq_err *err)
     /* The KL table compares candidates with the reference: none without both. */
     const int first = kl ? 1 : 0, n = kl && !r->text ? 0 : r->n_rows - first;
     *g = (vf_grid){ .cols = kl ? N_KL : N_MAIN, .left = kl ? 1 : 2,
+                    .title = kl ? "Against the reference: llama-perplexity's statistics" : "Side by side",
                     .caption = kl ? "llama-perplexity --kl-divergence statistics against the reference (± one "
                                     "standard error; percentiles interpolate linearly between order statistics)"
-                                  : "side by side" };
+                                  : "storage, reconstruction, behaviour and speed of every artefact" };
     if (n <= 0)
         return LMQ_OK;
     if (!(g->cell = calloc((size_t)n + 1, sizeof *g->cell)))

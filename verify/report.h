@@ -51,7 +51,7 @@ enum { VF_TABLE_MAIN, VF_TABLE_KL, VF_TABLES };
 typedef struct {
     int rows, cols;  /* rows counts the heading (row 0); rows = 0: the table is empty */
     int left;        /* the first `left` columns are text (left-aligned), the rest numbers */
-    const char *caption;
+    const char *title, *caption; /* a heading, and what the table shows */
     char (*cell)[VF_MAX_COLS][VF_CELL];
 } vf_grid;
 /* Fills g (g->cell malloc'd; vf_grid_free) with table `which`. */
