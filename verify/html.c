@@ -23,9 +23,9 @@ void vf_html_escape(FILE *f, const char *text)
     for (size_t i = 0; i < n;) {
         uint32_t cp = 0;
         const int len = tok_utf8_decode(s + i, n - i, &cp);
-        if (!len || cp < 0x20 || (cp >= 0x7f && cp < 0xa0)) { /* not text: one byte becomes '?' */
-            fputc('?', f);
-            i++;
+        if (!len || cp < 0x20 || (cp >= 0x7f && cp < 0xa0)) { /* not text: a control character, or */
+            fputc('?', f);                                    /* one byte that is not UTF-8 */
+            i += len ? (size_t)len : 1;
             continue;
         }
         const char *ref = NULL;
