@@ -54,9 +54,11 @@ typedef struct {
 } frame;
 
 /* A scale over [lo, hi] with a margin; a logarithmic one over positive values (lo <= 0 is
- * raised to a decade below hi). */
+ * raised to one step of the base below hi). */
 static scale fit(double lo, double hi, double base, int whole)
 {
+    if (!(lo <= hi)) /* nothing to show (an empty range, NaN): any axis */
+        lo = hi = base ? 1 : 0;
     if (base) {
         if (!(hi > 0))
             hi = 1;
