@@ -4,7 +4,8 @@
 # PNG of the window's size whose pixels are not all alike (a blank page is checked to fail that
 # test), and the DOM Chromium parsed must hold every table row, the plots and the escaped name
 # as text. Without Chromium the script skips, except under CI=true, where it fails.
-#   SHOT=FILE keeps the screenshot (tools/readme-shot.sh uses it for the README's picture).
+# With arguments, PAGE.html PNG [WIDTH,HEIGHT], it renders that page to PNG instead, with the same
+# checks on the screenshot (the README's docs/demo-report.png is out/demo/report.html so rendered).
 . "$(dirname "$0")/lib.bash"
 
 browser=$(command -v chromium || command -v chromium-browser || true)
@@ -46,6 +47,21 @@ png_pixels() {
     echo "$w $h $(od -An -v -tu1 -w1 "$tmp/raw" | sort -u | wc -l)"
 }
 
+# shot PAGE PNG WIDTH HEIGHT: a screenshot of the page, checked to be of that size and not blank.
+shot() {
+    chrome --screenshot="$2" --window-size="$3,$4" "file://$(realpath "$1")" >/dev/null
+    local w h distinct
+    read -r w h distinct <<<"$(png_pixels "$2")"
+    [ "$w $h" = "$3 $4" ] || fail "screenshot of $1: $w $h $distinct"
+    [ "$distinct" -ge 64 ] || fail "screenshot of $1 looks blank: $distinct distinct byte values"
+}
+if [ $# -gt 0 ]; then
+    size=${3:-1400,1800}
+    shot "$1" "$2" "${size%,*}" "${size#*,}"
+    echo "html_report.sh: $2 written"
+    exit 0
+fi
+
 "$LMQ" convert "$FIX/stories260K/stories260K.bin" -o "$tmp/s.lmq" >/dev/null
 odd='a<b>&"c'"'"'d'
 "$LMQ" quantize "$tmp/s.lmq" --recipe recipes/int4-g32.yaml -o "$tmp/s-int4.lmq" >/dev/null
@@ -61,10 +77,7 @@ grep -qF 'a&lt;b&gt;&amp;&quot;c&#39;d.lmq' "$page" || fail "odd name not escape
 ! grep -qF '<b>&' "$page" || fail "odd name written raw"
 
 start=$(date +%s.%N)
-chrome --screenshot="$tmp/shot.png" --window-size=1280,1600 "file://$page" >/dev/null
-read -r w h distinct <<<"$(png_pixels "$tmp/shot.png")"
-[ "$w $h" = "1280 1600" ] || fail "screenshot: $w $h $distinct"
-[ "$distinct" -ge 64 ] || fail "screenshot looks blank: $distinct distinct byte values"
+shot "$page" "$tmp/shot.png" 1280 1600
 # The check itself: a page with nothing on it must fail it.
 echo '<!DOCTYPE html><html><body style="background:#fff"></body></html>' >"$tmp/blank.html"
 chrome --screenshot="$tmp/blank.png" --window-size=320,200 "file://$tmp/blank.html" >/dev/null
@@ -81,4 +94,3 @@ svgs=$(grep -o '<svg' "$tmp/dom.html" | wc -l)
 grep -qF '<td>a&lt;b&gt;&amp;"c'"'"'d.lmq</td>' "$tmp/dom.html" || fail "DOM: odd name not text"
 ! grep -q '<b>' "$tmp/dom.html" || fail "DOM: the odd name became markup"
 echo "html_report.sh: ok (chromium $(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }') s)"
-[ -z "${SHOT:-}" ] || cp "$tmp/shot.png" "$SHOT"
