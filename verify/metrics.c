@@ -54,8 +54,8 @@ const double vf_kl_levels[VF_KL_LEVELS] = { [VF_KL_P1] = 0.01,    [VF_KL_P5] = 0
                                             [VF_KL_MEDIAN] = 0.50, [VF_KL_P90] = 0.90, [VF_KL_P95] = 0.95,
                                             [VF_KL_P99] = 0.99,    [VF_KL_P999] = 0.999 };
 
-/* Every statistic of one model from its positions' values and the reference's (ref may be a
- * itself); scratch holds positions doubles. Sorts a->kls (its mean is taken first, in position
+/* Every statistic of one model from its positions' values and the reference's (ref may be the
+ * same accum); scratch holds positions doubles. Sorts a->kls (its mean is taken first, in position
  * order); a->nlls stay in position order for the candidates that follow. */
 static void finish(accum *a, const accum *ref, double *scratch, int64_t positions, int64_t windows, vf_result *r)
 {
