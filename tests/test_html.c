@@ -78,10 +78,10 @@ START_TEST(page)
     vf_report_html(f, &r);
     fclose(f);
     ck_assert(!strncmp(buf, "<!DOCTYPE html>", 15) && strstr(buf, "</html>\n") == buf + n - 8);
-    /* Two tables: 1 + 3 and 1 + 2 rows; two quality plots and the KL distribution (no error plot:
-     * the manifests cannot be read, and each says so, escaped). */
+    /* Two tables: 1 + 3 and 1 + 2 rows; four quality plots (KL mean and dPPL against both bpw) and
+     * the KL distribution (no error plot: the manifests cannot be read, and each says so, escaped). */
     ck_assert_int_eq(count(buf, "<tr>"), 7);
-    ck_assert_int_eq(count(buf, "<svg "), 3);
+    ck_assert_int_eq(count(buf, "<svg "), 5);
     ck_assert_int_eq(count(buf, "<td>odd&lt;&amp;&gt;.lmq</td>"), 2);
     ck_assert_int_eq(count(buf, "odd<"), 0);
     ck_assert_int_eq(count(buf, "<script"), 0);
@@ -91,8 +91,9 @@ START_TEST(page)
     ck_assert_int_eq(count(buf, "<p class=\"note\">"), 3 + 4 + 1); /* 3 unreadable, 4 notes, the error-plot intro */
     /* The log axis of the KL distribution: powers of ten from 1e-05 to 1 labelled. */
     ck_assert(strstr(buf, ">1e-05</text>") && strstr(buf, ">0.0001</text>") && strstr(buf, ">1</text>"));
-    /* Hover titles carry the numbers: q4 at 5 bits per weight, KL 0.01. */
-    ck_assert_msg(strstr(buf, "<title>q4: 5.000 bits per weight, mean KL per position, nats (log) 0.01</title>"), "%s", buf);
+    /* Hover titles carry the numbers: q4 at 5 bits per weight, KL 0.01, dPPL 10 %. */
+    ck_assert_int_eq(count(buf, "<title>q4: bpw all 5, KL mean 0.01</title>"), 1);
+    ck_assert_int_eq(count(buf, "<title>q4: bpw lin 5, dPPL % 10</title>"), 1);
     free(buf);
     test_rmtree(dir);
 }

@@ -211,21 +211,20 @@ static int text_width(const char *s) /* in pixels at 11px: code points, not byte
     return (int)(n * 6.2 + 0.5);
 }
 
-static void svg_label(FILE *f, placed *pl, const frame *p, double x, double y, const char *text)
+/* Returns 0 (and draws nothing) when every place near the point would overlap. */
+static int svg_label(FILE *f, placed *pl, const frame *p, double x, double y, const char *text)
 {
     /* Offsets of the text's baseline start from the point: right, then left, stepping away. */
     static const double offs[][2] = { { 7, 4 },    { 7, -8 },  { 7, 16 },  { -7, 4 },  { -7, -8 }, { -7, 16 },
                                       { 7, -20 },  { 7, 28 },  { -7, -20 }, { -7, 28 }, { 7, -32 }, { 7, 40 },
                                       { -7, -32 }, { -7, 40 } };
     const double w = text_width(text), h = 12;
-    int pick = -1, fallback = -1;
+    int pick = -1;
     for (size_t k = 0; k < sizeof offs / sizeof offs[0] && pick < 0; k++) {
         const double x0 = offs[k][0] > 0 ? x + offs[k][0] : x + offs[k][0] - w, y1 = y + offs[k][1] + 3;
         const box b = { x0, y1 - h, x0 + w, y1 };
         if (b.x0 < p->x || b.x1 > p->x + p->w || b.y0 < p->y || b.y1 > p->y + p->h)
             continue;
-        if (fallback < 0)
-            fallback = (int)k;
         int clear = 1;
         for (int i = 0; i < pl->n && clear; i++)
             clear = b.x1 <= pl->b[i].x0 || b.x0 >= pl->b[i].x1 || b.y1 <= pl->b[i].y0 || b.y0 >= pl->b[i].y1;
@@ -233,7 +232,7 @@ static void svg_label(FILE *f, placed *pl, const frame *p, double x, double y, c
             pick = (int)k;
     }
     if (pick < 0)
-        pick = fallback >= 0 ? fallback : 0;
+        return 0;
     const double dx = offs[pick][0], dy = offs[pick][1];
     const double x0 = dx > 0 ? x + dx : x + dx - w, y1 = y + dy + 3;
     if (pl->b)
@@ -241,11 +240,12 @@ static void svg_label(FILE *f, placed *pl, const frame *p, double x, double y, c
     if (fabs(dy) > 10) /* a label moved off its point's line: a leader shows whose it is */
         svg_line(f, x, y, dx > 0 ? x0 : x0 + w, y1 - 4, "leader");
     svg_text(f, dx > 0 ? x0 : x0 + w, y + dy, dx > 0 ? "start" : "end", "label", text);
+    return 1;
 }
 
 /* ---- page parts ------------------------------------------------------------------------------ */
 
-static const char *const palette[] = { "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
+static const char *const palette[] = { "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#aec7e8", "#ffbb78",
                                        "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22" };
 #define N_PALETTE (sizeof palette / sizeof palette[0])
 
@@ -282,38 +282,22 @@ static void html_table(FILE *f, const vf_grid *g)
     fputs("</tbody>\n</table>\n", f);
 }
 
-/* One quality measure against whole-model bits per weight; rows with !(value > floor) are left
- * out (on a log axis: KL 0, the reference). */
-static void quality_plot(FILE *f, const vf_report *r, double (*value)(const vf_row *), double ybase,
-                         const char *title, const char *ytitle)
+/* What a quality plot puts on an axis: a row's value, the axis' log base (0: linear), its title,
+ * and its name in tooltips (the table's heading). */
+typedef struct {
+    double (*of)(const vf_row *);
+    double base;
+    const char *title, *name;
+} measure;
+
+static double lin_bpw_of(const vf_row *w)
 {
-    double xlo = INFINITY, xhi = -INFINITY, ylo = INFINITY, yhi = -INFINITY;
-    for (int i = 0; i < r->n_rows; i++) {
-        const double v = value(&r->rows[i]);
-        if (ybase && !(v > 0))
-            continue;
-        xlo = fmin(xlo, r->rows[i].model_bpw);
-        xhi = fmax(xhi, r->rows[i].model_bpw);
-        ylo = fmin(ylo, v);
-        yhi = fmax(yhi, v);
-    }
-    const frame p = { 64, 16, 420, 300, fit(xlo, xhi, 2, 0), fit(ylo, yhi, ybase, 0) };
-    svg_open(f, 520, 370, title);
-    svg_axes(f, &p, "bits per weight, whole model (log scale)", ytitle);
-    placed pl = { calloc((size_t)r->n_rows, sizeof(box)), 0 };
-    for (int i = 0; i < r->n_rows; i++) {
-        const vf_row *w = &r->rows[i];
-        const double v = value(w);
-        if (ybase && !(v > 0))
-            continue;
-        char name[160], tip[512];
-        short_name(w->path, name, sizeof name);
-        snprintf(tip, sizeof tip, "%s: %.3f bits per weight, %s %.4g", name, w->model_bpw, ytitle, v);
-        svg_mark(f, px(&p, w->model_bpw), py(&p, v), MARK_DOT, i ? palette[0] : palette[1], tip);
-        svg_label(f, &pl, &p, px(&p, w->model_bpw), py(&p, v), name);
-    }
-    free(pl.b);
-    fputs("</svg>\n", f);
+    return w->linear_bpw;
+}
+
+static double model_bpw_of(const vf_row *w)
+{
+    return w->model_bpw;
 }
 
 static double kl_of(const vf_row *w)
@@ -324,6 +308,52 @@ static double kl_of(const vf_row *w)
 static double dppl_of(const vf_row *w)
 {
     return w->dppl_pct;
+}
+
+static const measure bpw_axes[] = { { lin_bpw_of, 2, "bits per weight, linear layers (log scale)", "bpw lin" },
+                                    { model_bpw_of, 2, "bits per weight, whole model (log scale)", "bpw all" } };
+static const measure quality_axes[] = { { kl_of, 10, "mean KL per position, nats (log scale)", "KL mean" },
+                                        { dppl_of, 0, "PPL change, % of the reference", "dPPL %" } };
+
+/* A row's point on a log axis needs a positive value (the reference's KL 0 has none). */
+static int on_axes(const vf_row *w, const measure *mx, const measure *my)
+{
+    return (!mx->base || mx->of(w) > 0) && (!my->base || my->of(w) > 0);
+}
+
+/* Every artefact as a labelled point of one quality measure against one bits per weight; a
+ * label that would overlap another is left out (the point's tooltip names it). Returns how many. */
+static int quality_plot(FILE *f, const vf_report *r, const measure *mx, const measure *my)
+{
+    double xlo = INFINITY, xhi = -INFINITY, ylo = INFINITY, yhi = -INFINITY;
+    for (int i = 0; i < r->n_rows; i++)
+        if (on_axes(&r->rows[i], mx, my)) {
+            xlo = fmin(xlo, mx->of(&r->rows[i]));
+            xhi = fmax(xhi, mx->of(&r->rows[i]));
+            ylo = fmin(ylo, my->of(&r->rows[i]));
+            yhi = fmax(yhi, my->of(&r->rows[i]));
+        }
+    const frame p = { 64, 16, 420, 300, fit(xlo, xhi, mx->base, 0), fit(ylo, yhi, my->base, 0) };
+    char title[256];
+    snprintf(title, sizeof title, "%s against %s", my->title, mx->title);
+    svg_open(f, 520, 370, title);
+    svg_axes(f, &p, mx->title, my->title);
+    placed pl = { calloc((size_t)r->n_rows, sizeof(box)), 0 };
+    int left_out = 0;
+    for (int i = 0; i < r->n_rows; i++) {
+        const vf_row *w = &r->rows[i];
+        if (!on_axes(w, mx, my))
+            continue;
+        char name[160], tip[512];
+        short_name(w->path, name, sizeof name);
+        const double x = px(&p, mx->of(w)), y = py(&p, my->of(w));
+        snprintf(tip, sizeof tip, "%s: %s %.4g, %s %.4g", name, mx->name, mx->of(w), my->name, my->of(w));
+        svg_mark(f, x, y, MARK_DOT, i ? palette[0] : palette[1], tip);
+        left_out += !svg_label(f, &pl, &p, x, y, name);
+    }
+    free(pl.b);
+    fputs("</svg>\n", f);
+    return left_out;
 }
 
 /* Each candidate's KL percentiles on one log axis: whisker p1..p99.9, box p10..p90, median bar,
@@ -414,20 +444,25 @@ static int kind_index(kinds *k, const char *name, size_t len)
     return k->n++;
 }
 
-/* "blk.<layer>.<kind>.<suffix>" → layer and kind; other names → kind -1. */
+/* "blk.<layer>.<kind>.weight" → layer and kind (other suffixes stay in the kind: "attn_norm.bias");
+ * names outside the blocks → kind -1. */
 static void classify(kinds *k, tensor_err *t)
 {
+    static const char weight[] = ".weight";
     t->kind = -1;
     t->layer = 0;
     if (strncmp(t->name, "blk.", 4))
         return;
     char *end;
     const long layer = strtol(t->name + 4, &end, 10);
-    const char *dot = *end == '.' ? strrchr(end + 1, '.') : NULL;
-    if (end == t->name + 4 || layer < 0 || layer > 1000000 || !dot)
+    if (end == t->name + 4 || layer < 0 || layer > 1000000 || *end != '.' || !end[1])
         return;
+    const char *kind = end + 1;
+    size_t len = strlen(kind);
+    if (len > sizeof weight - 1 && !strcmp(kind + len - (sizeof weight - 1), weight))
+        len -= sizeof weight - 1;
     t->layer = (int)layer;
-    t->kind = kind_index(k, end + 1, (size_t)(dot - end - 1));
+    t->kind = kind_index(k, kind, len);
 }
 
 static void read_errs(const char *path, kinds *k, artefact_errs *a)
@@ -456,30 +491,40 @@ static void read_errs(const char *path, kinds *k, artefact_errs *a)
     lmq_container_close(&c);
 }
 
+/* One artefact's plot: a line per kind of tensor over the layers; the tensors outside the
+ * blocks (embeddings, classifier) are listed in the caption. */
 static void error_plot(FILE *f, const artefact_errs *a, const kinds *k, const scale *sy, const char *name)
 {
-    frame p = { 64, 12, 240, 150, fit(0, a->n_layers > 1 ? a->n_layers - 1 : 1, 0, 1), *sy };
+    const frame p = { 64, 12, 240, 150, fit(0, a->n_layers > 1 ? a->n_layers - 1 : 1, 0, 1), *sy };
     char title[256], tip[LMQ_NAME_MAX + 64];
-    snprintf(title, sizeof title, "%s: relative error per tensor by layer", name);
+    int in_blocks = 0;
+    for (int i = 0; i < a->n; i++)
+        in_blocks += a->t[i].kind >= 0;
     fputs("<figure>", f);
-    svg_open(f, 320, 210, title);
-    svg_axes(f, &p, "layer", "relative error (log)");
-    for (int kind = 0; kind < k->n; kind++) {
-        const char *color = palette[(size_t)kind % N_PALETTE];
-        fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.2\" points=\"", color);
-        for (int l = 0; l < a->n_layers; l++) /* in layer order, whatever the manifest's order */
+    if (in_blocks) {
+        snprintf(title, sizeof title, "%s: relative error per tensor by layer", name);
+        svg_open(f, 320, 210, title);
+        svg_axes(f, &p, "layer", "relative error (log)");
+        for (int kind = 0; kind < k->n; kind++) {
+            const char *color = palette[(size_t)kind % N_PALETTE];
+            fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.2\" points=\"", color);
+            for (int l = 0; l < a->n_layers; l++) /* in layer order, whatever the manifest's order */
+                for (int i = 0; i < a->n; i++)
+                    if (a->t[i].kind == kind && a->t[i].layer == l && a->t[i].err > 0)
+                        fprintf(f, "%.1f,%.1f ", px(&p, l), py(&p, a->t[i].err));
+            fputs("\"/>\n", f);
             for (int i = 0; i < a->n; i++)
-                if (a->t[i].kind == kind && a->t[i].layer == l && a->t[i].err > 0)
-                    fprintf(f, "%.1f,%.1f ", px(&p, l), py(&p, a->t[i].err));
-        fputs("\"/>\n", f);
-        for (int i = 0; i < a->n; i++)
-            if (a->t[i].kind == kind) {
-                snprintf(tip, sizeof tip, "%s: %.4g", a->t[i].name, a->t[i].err);
-                svg_mark(f, px(&p, a->t[i].layer), py(&p, a->t[i].err), MARK_DOT, color, tip);
-            }
+                if (a->t[i].kind == kind) {
+                    snprintf(tip, sizeof tip, "%s: %.4g", a->t[i].name, a->t[i].err);
+                    svg_mark(f, px(&p, a->t[i].layer), py(&p, a->t[i].err), MARK_DOT, color, tip);
+                }
+        }
+        fputs("</svg>", f);
     }
-    fputs("</svg><figcaption>", f);
+    fputs("<figcaption>", f);
     vf_html_escape(f, name);
+    if (!in_blocks)
+        fputs(": no quantised tensor inside the blocks", f);
     int outside = 0;
     for (int i = 0; i < a->n; i++)
         if (a->t[i].kind < 0) {
@@ -577,10 +622,15 @@ void vf_report_html(FILE *f, const vf_report *r)
     }
     if (r->text) {
         fputs("<h2>Quality against bits per weight</h2>\n", f);
-        quality_plot(f, r, kl_of, 10, "mean KL divergence against bits per weight", "mean KL per position, nats (log)");
-        quality_plot(f, r, dppl_of, 0, "perplexity change against bits per weight", "PPL change, % of the reference");
-        fputs("<p class=\"note\">Each point is an artefact (red: the reference, whose KL is 0 and so is not on the "
-              "log axis).</p>\n", f);
+        int left_out = 0;
+        for (size_t y = 0; y < sizeof quality_axes / sizeof quality_axes[0]; y++) {
+            for (size_t x = 0; x < sizeof bpw_axes / sizeof bpw_axes[0]; x++)
+                left_out += quality_plot(f, r, &bpw_axes[x], &quality_axes[y]);
+            fputs("<br>\n", f);
+        }
+        fprintf(f, "<p class=\"note\">Each point is an artefact (red: the reference, whose KL is 0 and so is not on "
+                   "the log axis); %d labels that would overlap others are left out: hover over a point for its "
+                   "name and values.</p>\n", left_out);
         if (r->n_rows > 1) {
             fputs("<h2>KL distribution per artefact</h2>\n", f);
             kl_distribution(f, r);

@@ -123,7 +123,7 @@ static void kl_cells(const vf_row *w, char out[][VF_CELL])
 {
     const vf_result *r = &w->res;
     snprintf(out[K_NAME], VF_CELL, "%s", base(w->path));
-    snprintf(out[K_LNR], VF_CELL, "%.5f ± %.5f", r->ln_ppl_ratio.value, r->ln_ppl_ratio.se);
+    snprintf(out[K_LNR], VF_CELL, "%.6f ± %.6f", r->ln_ppl_ratio.value, r->ln_ppl_ratio.se);
     snprintf(out[K_MEAN], VF_CELL, "%.4g ± %.2g", r->kl_mean, r->kl_se);
     for (int k = 0; k < VF_KL_LEVELS; k++)
         snprintf(out[K_PCT + k], VF_CELL, "%.3g", r->kl_pct[k]);

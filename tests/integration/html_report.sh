@@ -90,7 +90,7 @@ chrome --dump-dom "file://$page" >"$tmp/dom.html"
 rows=$(grep -o "<tr>" "$tmp/dom.html" | wc -l)
 [ "$rows" = 7 ] || fail "DOM: $rows table rows, want 7 (2 headings, 3 + 2 rows)"
 svgs=$(grep -o '<svg' "$tmp/dom.html" | wc -l)
-[ "$svgs" = 5 ] || fail "DOM: $svgs svg elements, want 5 (2 quality plots, KL distribution, 2 error plots)"
+[ "$svgs" = 7 ] || fail "DOM: $svgs svg elements, want 7 (4 quality plots, KL distribution, 2 error plots)"
 grep -qF '<td>a&lt;b&gt;&amp;"c'"'"'d.lmq</td>' "$tmp/dom.html" || fail "DOM: odd name not text"
 ! grep -q '<b>' "$tmp/dom.html" || fail "DOM: the odd name became markup"
 echo "html_report.sh: ok (chromium $(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }') s)"
