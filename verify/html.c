@@ -203,14 +203,6 @@ typedef struct {
     int n;
 } placed;
 
-static int text_width(const char *s) /* in pixels at 11px: code points, not bytes */
-{
-    int n = 0;
-    for (; *s; s++)
-        n += ((unsigned char)*s & 0xc0) != 0x80;
-    return (int)(n * 6.2 + 0.5);
-}
-
 /* Returns 0 (and draws nothing) when every place near the point would overlap. */
 static int svg_label(FILE *f, placed *pl, const frame *p, double x, double y, const char *text)
 {
@@ -218,7 +210,7 @@ static int svg_label(FILE *f, placed *pl, const frame *p, double x, double y, co
     static const double offs[][2] = { { 7, 4 },    { 7, -8 },  { 7, 16 },  { -7, 4 },  { -7, -8 }, { -7, 16 },
                                       { 7, -20 },  { 7, 28 },  { -7, -20 }, { -7, 28 }, { 7, -32 }, { 7, 40 },
                                       { -7, -32 }, { -7, 40 } };
-    const double w = text_width(text), h = 12;
+    const double w = 6.2 * vf_text_columns(text), h = 12; /* 11px text */
     int pick = -1;
     for (size_t k = 0; k < sizeof offs / sizeof offs[0] && pick < 0; k++) {
         const double x0 = offs[k][0] > 0 ? x + offs[k][0] : x + offs[k][0] - w, y1 = y + offs[k][1] + 3;
@@ -249,16 +241,10 @@ static const char *const palette[] = { "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e
                                        "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22" };
 #define N_PALETTE (sizeof palette / sizeof palette[0])
 
-static const char *base_name(const char *path)
-{
-    const char *s = strrchr(path, '/');
-    return s ? s + 1 : path;
-}
-
 /* The artefact's file name without ".lmq", for labels. */
 static void short_name(const char *path, char *out, size_t cap)
 {
-    snprintf(out, cap, "%s", base_name(path));
+    snprintf(out, cap, "%s", vf_file_name(path));
     const size_t n = strlen(out);
     if (n > 4 && !strcmp(out + n - 4, ".lmq"))
         out[n - 4] = 0;

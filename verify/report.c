@@ -72,7 +72,7 @@ done:
     return rc;
 }
 
-static const char *base(const char *path)
+const char *vf_file_name(const char *path)
 {
     const char *s = strrchr(path, '/');
     return s ? s + 1 : path;
@@ -86,7 +86,7 @@ static const char *const main_heads[N_MAIN] = { "artefact", "scheme",  "bpw lin"
 
 static void main_cells(const vf_row *w, char out[][VF_CELL])
 {
-    snprintf(out[0], VF_CELL, "%s", base(w->path));
+    snprintf(out[0], VF_CELL, "%s", vf_file_name(w->path));
     snprintf(out[1], VF_CELL, "%s", w->scheme);
     snprintf(out[2], VF_CELL, "%.3f", w->linear_bpw);
     snprintf(out[3], VF_CELL, "%.3f", w->model_bpw);
@@ -122,7 +122,7 @@ static void kl_heads(char out[][VF_CELL])
 static void kl_cells(const vf_row *w, char out[][VF_CELL])
 {
     const vf_result *r = &w->res;
-    snprintf(out[K_NAME], VF_CELL, "%s", base(w->path));
+    snprintf(out[K_NAME], VF_CELL, "%s", vf_file_name(w->path));
     snprintf(out[K_LNR], VF_CELL, "%.6f ± %.6f", r->ln_ppl_ratio.value, r->ln_ppl_ratio.se);
     snprintf(out[K_MEAN], VF_CELL, "%.4g ± %.2g", r->kl_mean, r->kl_se);
     for (int k = 0; k < VF_KL_LEVELS; k++)
@@ -180,7 +180,7 @@ int vf_report_header(const vf_report *r, int i, char *buf, size_t cap)
                  "reference %s (fp32 logits computed once); bpw lin = storage bits per weight over the linear "
                  "layers, bpw all = over every tensor; err = relative Frobenius error of the changed tensors; "
                  "KL(P_ref || P) in nats per position",
-                 base(r->rows[0].path));
+                 vf_file_name(r->rows[0].path));
         return 1;
     case 2:
         snprintf(buf, cap,
@@ -201,8 +201,7 @@ static void header_lines(FILE *f, const vf_report *r)
         fprintf(f, "%s\n", line);
 }
 
-/* Display width of UTF-8 text: its code points ("±" is one column, two bytes). */
-static int width_of(const char *s)
+int vf_text_columns(const char *s)
 {
     int n = 0;
     for (; *s; s++)
@@ -215,12 +214,12 @@ static void text_table(FILE *f, const vf_grid *g)
     int width[VF_MAX_COLS] = { 0 };
     for (int i = 0; i < g->rows; i++)
         for (int j = 0; j < g->cols; j++)
-            if (width_of(g->cell[i][j]) > width[j])
-                width[j] = width_of(g->cell[i][j]);
+            if (vf_text_columns(g->cell[i][j]) > width[j])
+                width[j] = vf_text_columns(g->cell[i][j]);
     for (int i = 0; i < g->rows; i++) {
         for (int j = 0; j < g->cols; j++) {
             const char *c = g->cell[i][j];
-            const int pad = width[j] - width_of(c);
+            const int pad = width[j] - vf_text_columns(c);
             fprintf(f, "%s%*s%s%*s", j ? "  " : "", j < g->left ? 0 : pad, "", c, j < g->left ? pad : 0, "");
         }
         fputc('\n', f);

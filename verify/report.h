@@ -39,6 +39,11 @@ typedef struct {
     int n_rows;
 } vf_report;
 
+/* The file name of a path (after its last '/'), as the reports name artefacts. */
+const char *vf_file_name(const char *path);
+/* Code points in UTF-8 text: its width in columns ("±" is one column, two bytes). */
+int vf_text_columns(const char *s);
+
 /* Reads what the row needs from an artefact's manifest and file (scheme, bpw, sizes, errors). */
 lmq_code vf_row_from_artefact(const char *path, vf_row *row, lmq_err *err);
 
