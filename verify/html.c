@@ -203,35 +203,41 @@ typedef struct {
     int n;
 } placed;
 
+/* Offsets of a label's baseline start from its point: right, then left, stepping away. */
+static const double label_offs[][2] = { { 7, 4 },   { 7, -8 },  { 7, 16 },   { -7, 4 },  { -7, -8 },
+                                        { -7, 16 }, { 7, -20 }, { 7, 28 },   { -7, -20 }, { -7, 28 },
+                                        { 7, -32 }, { 7, 40 },  { -7, -32 }, { -7, 40 } };
+
+/* Where a label of width w at offset k of the point (x, y) lies (11px text: 12px tall). */
+static box label_box(double x, double y, size_t k, double w)
+{
+    const double x0 = label_offs[k][0] > 0 ? x + label_offs[k][0] : x + label_offs[k][0] - w;
+    const double y1 = y + label_offs[k][1] + 3;
+    return (box){ x0, y1 - 12, x0 + w, y1 };
+}
+
 /* Returns 0 (and draws nothing) when every place near the point would overlap. */
 static int svg_label(FILE *f, placed *pl, const frame *p, double x, double y, const char *text)
 {
-    /* Offsets of the text's baseline start from the point: right, then left, stepping away. */
-    static const double offs[][2] = { { 7, 4 },    { 7, -8 },  { 7, 16 },  { -7, 4 },  { -7, -8 }, { -7, 16 },
-                                      { 7, -20 },  { 7, 28 },  { -7, -20 }, { -7, 28 }, { 7, -32 }, { 7, 40 },
-                                      { -7, -32 }, { -7, 40 } };
-    const double w = 6.2 * vf_text_columns(text), h = 12; /* 11px text */
-    int pick = -1;
-    for (size_t k = 0; k < sizeof offs / sizeof offs[0] && pick < 0; k++) {
-        const double x0 = offs[k][0] > 0 ? x + offs[k][0] : x + offs[k][0] - w, y1 = y + offs[k][1] + 3;
-        const box b = { x0, y1 - h, x0 + w, y1 };
-        if (b.x0 < p->x || b.x1 > p->x + p->w || b.y0 < p->y || b.y1 > p->y + p->h)
-            continue;
-        int clear = 1;
+    const double w = 6.2 * vf_text_columns(text); /* 11px text */
+    size_t k = 0;
+    for (; k < sizeof label_offs / sizeof label_offs[0]; k++) {
+        const box b = label_box(x, y, k, w);
+        int clear = b.x0 >= p->x && b.x1 <= p->x + p->w && b.y0 >= p->y && b.y1 <= p->y + p->h;
         for (int i = 0; i < pl->n && clear; i++)
             clear = b.x1 <= pl->b[i].x0 || b.x0 >= pl->b[i].x1 || b.y1 <= pl->b[i].y0 || b.y0 >= pl->b[i].y1;
         if (clear)
-            pick = (int)k;
+            break;
     }
-    if (pick < 0)
+    if (k == sizeof label_offs / sizeof label_offs[0])
         return 0;
-    const double dx = offs[pick][0], dy = offs[pick][1];
-    const double x0 = dx > 0 ? x + dx : x + dx - w, y1 = y + dy + 3;
+    const box b = label_box(x, y, k, w);
+    const int right = label_offs[k][0] > 0;
     if (pl->b)
-        pl->b[pl->n++] = (box){ x0, y1 - h, x0 + w, y1 };
-    if (fabs(dy) > 10) /* a label moved off its point's line: a leader shows whose it is */
-        svg_line(f, x, y, dx > 0 ? x0 : x0 + w, y1 - 4, "leader");
-    svg_text(f, dx > 0 ? x0 : x0 + w, y + dy, dx > 0 ? "start" : "end", "label", text);
+        pl->b[pl->n++] = b;
+    if (fabs(label_offs[k][1]) > 10) /* a label moved off its point's line: a leader shows whose it is */
+        svg_line(f, x, y, right ? b.x0 : b.x1, b.y1 - 4, "leader");
+    svg_text(f, right ? b.x0 : b.x1, b.y1 - 3, right ? "start" : "end", "label", text);
     return 1;
 }
 
@@ -324,7 +330,13 @@ static int quality_plot(FILE *f, const vf_report *r, const measure *mx, const me
     snprintf(title, sizeof title, "%s against %s", my->title, mx->title);
     svg_open(f, 520, 370, title);
     svg_axes(f, &p, mx->title, my->title);
-    placed pl = { calloc((size_t)r->n_rows, sizeof(box)), 0 };
+    /* Labels keep clear of every point, and of the labels placed before them. */
+    placed pl = { calloc(2 * (size_t)r->n_rows, sizeof(box)), 0 };
+    for (int i = 0; pl.b && i < r->n_rows; i++)
+        if (on_axes(&r->rows[i], mx, my)) {
+            const double x = px(&p, mx->of(&r->rows[i])), y = py(&p, my->of(&r->rows[i]));
+            pl.b[pl.n++] = (box){ x - 4, y - 4, x + 4, y + 4 };
+        }
     int left_out = 0;
     for (int i = 0; i < r->n_rows; i++) {
         const vf_row *w = &r->rows[i];
