@@ -137,12 +137,18 @@ START_TEST(successor_model)
     for (int i = 0; i < N; i++) /* mostly successors, sometimes a random jump */
         toks[i] = i && rt_rng_float(&r) < 0.7f ? (toks[i - 1] + 1) % 8 : (int32_t)(rt_rng_u32(&r) % 8);
     const double z = L / sqrt(1.0 / 8 + 1e-5), lse = log(exp(z) + 7.0);
-    double nll = 0.0, agree = 0.0;
+    /* One pass of running sums, as llama-perplexity accumulates them: NLL, Δp against the
+     * uniform model's 1/8, their squares. */
+    double nll = 0.0, nll2 = 0.0, agree = 0.0, dp2 = 0.0, dp4 = 0.0;
     int64_t pos = 0;
     for (int w = 0; w < N / CTX; w++)
         for (int t = 0; t < CTX - 1; t++, pos++) {
             int32_t cur = toks[w * CTX + t], next = toks[w * CTX + t + 1];
-            nll += lse - (next == (cur + 1) % 8 ? z : 0.0);
+            const double v = lse - (next == (cur + 1) % 8 ? z : 0.0), dp = exp(-v) - 1.0 / 8;
+            nll += v;
+            nll2 += v * v;
+            dp2 += dp * dp;
+            dp4 += dp * dp * dp * dp;
             agree += (cur + 1) % 8 == 0;
         }
     vf_result ru, rs;
@@ -159,6 +165,22 @@ START_TEST(successor_model)
     ck_assert_double_eq_tol(rs.kl_mean, kl, 1e-6 * kl);
     ck_assert_double_eq_tol(rs.kl_p99, kl, 1e-6 * kl);
     ck_assert_double_eq_tol(ru.ppl, 8.0, 1e-12);
+    /* llama-perplexity's statistics: KL is the same at every position (spread 0, every
+     * percentile and the maximum equal to it); ln(PPL/PPL_ref) against a constant reference NLL
+     * has the error of the NLL's mean alone (covariance 0); RMS Δp by the delta method. */
+    const double n = (double)pos, se_nll = sqrt((nll2 / n - (nll / n) * (nll / n)) / (n - 1));
+    ck_assert(rs.kl_se < 1e-6 * kl);
+    for (int k = 0; k < VF_KL_LEVELS; k++)
+        ck_assert_double_eq_tol(rs.kl_pct[k], kl, 1e-6 * kl);
+    ck_assert_double_eq_tol(rs.kl_max, kl, 1e-6 * kl);
+    ck_assert_double_eq_tol(rs.top1_se, sqrt(agree / n * (1 - agree / n) / (n - 1)), 1e-15);
+    ck_assert_double_eq_tol(rs.ln_ppl_ratio.value, nll / n - log(8.0), 1e-6);
+    ck_assert_double_eq_tol(rs.ln_ppl_ratio.se, se_nll, 1e-6 * se_nll);
+    const double ms = dp2 / n, rms_se = 0.5 / sqrt(ms) * sqrt((dp4 / n - ms * ms) / (n - 1));
+    ck_assert_double_eq_tol(rs.dp_rms.value, sqrt(ms), 1e-6 * sqrt(ms));
+    ck_assert_double_eq_tol(rs.dp_rms.se, rms_se, 1e-5 * rms_se);
+    ck_assert(ru.ln_ppl_ratio.value == 0.0 && ru.ln_ppl_ratio.se == 0.0 && ru.dp_rms.value == 0.0 &&
+              ru.top1_se == 0.0 && ru.kl_max == 0.0);
     detach(&s);
     detach(&u);
 }
@@ -203,6 +225,16 @@ END_TEST
 
 /* ---- real models ------------------------------------------------------------------------- */
 
+/* Every tensor rounded to a 16-bit float and back, as the golden "round-trip" rows do. */
+static void round_all(lmq_model *m, int bf16)
+{
+    for (int i = 0; i < m->n_tensors; i++) {
+        lmq_tensor *t = &m->tensors[i];
+        for (int64_t j = 0; j < lmq_tensor_numel(t); j++)
+            t->data[j] = bf16 ? lmq_bf16_to_f32(lmq_f32_to_bf16(t->data[j])) : lmq_f16_to_f32(lmq_f32_to_f16(t->data[j]));
+    }
+}
+
 /* A model against itself (a second state over the same weights): agreement 1, KL exactly 0,
  * and the same perplexity; the results do not depend on the thread count. */
 START_TEST(self_and_threads)
@@ -225,6 +257,22 @@ START_TEST(self_and_threads)
     ck_assert_int_eq(r1.positions, 12 * 255);
     ck_assert(c.top1 == 1.0 && c.kl_mean == 0.0 && c.kl_p99 == 0.0);
     ck_assert(c.ppl == r1.ppl && r2.ppl == r1.ppl && r2.nll == r1.nll);
+    /* A candidate that differs (bf16 round trip), scored on 1 and on 2 threads: every
+     * statistic is the same to the bit. */
+    scored h[2];
+    vf_result hr[2], hc[2];
+    for (int k = 0; k < 2; k++) {
+        ck_assert(l2c_load(fixture("stories260K/stories260K.bin"), &h[k].m, &e) == LMQ_OK);
+        round_all(&h[k].m, 1);
+        attach(&h[k], k ? p2 : p1, 256);
+        rt_state *ref = k ? b.st : a.st;
+        ck_assert(vf_score(ref, &h[k].st, 1, ids, (int64_t)part, NULL, &hr[k], &hc[k], &e) == LMQ_OK);
+        hc[k].seconds = hr[k].seconds = 0;
+    }
+    ck_assert(hc[0].kl_mean > 0 && hc[0].kl_pct[VF_KL_P999] > hc[0].kl_pct[VF_KL_MEDIAN] && hc[0].dp_rms.value > 0);
+    ck_assert(memcmp(&hc[0], &hc[1], sizeof hc[0]) == 0 && memcmp(&hr[0], &hr[1], sizeof hr[0]) == 0);
+    detach(&h[0]);
+    detach(&h[1]);
     free(ids);
     detach(&a);
     detach(&b);
@@ -260,16 +308,6 @@ static void check_ppl(const vf_result *r, json_t *g, const char *what)
     ck_assert_msg(fabs(r->ppl / want - 1) <= 5e-4, "%s: PPL %.6f, reference %.6f", what, r->ppl, want);
     ck_assert_int_eq(r->windows, json_integer_value(json_object_get(g, "windows")));
     ck_assert_int_eq(r->positions, json_integer_value(json_object_get(g, "positions")));
-}
-
-/* Every tensor rounded to a 16-bit float and back, as the golden "round-trip" rows do. */
-static void round_all(lmq_model *m, int bf16)
-{
-    for (int i = 0; i < m->n_tensors; i++) {
-        lmq_tensor *t = &m->tensors[i];
-        for (int64_t j = 0; j < lmq_tensor_numel(t); j++)
-            t->data[j] = bf16 ? lmq_bf16_to_f32(lmq_f32_to_bf16(t->data[j])) : lmq_f16_to_f32(lmq_f32_to_f16(t->data[j]));
-    }
 }
 
 /* stories260K on tinystories-valid: the fp32 perplexity, and the fp16 and bf16 round-trip

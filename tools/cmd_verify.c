@@ -11,12 +11,13 @@
 #include "tools/cmd.h"
 #include "tools/progress.h"
 #include "verify/gate.h"
+#include "verify/html.h"
 #include "verify/record.h"
 #include "verify/run.h"
 
 static const char usage[] =
     "usage: lmq verify A.lmq [B.lmq ...] --text FILE [--reference REF.lmq] [--ctx N] [--threads N]\n"
-    "                  [--json FILE] [--markdown FILE] [--speed-only] [--bandwidth GBPS]\n"
+    "                  [--json FILE] [--markdown FILE] [--html FILE] [--speed-only] [--bandwidth GBPS]\n"
     "                  [--gate 'METRIC<=X' ...] [--record] [--save-reference-logits FILE]\n"
     "                  [--reference-logits FILE]\n"
     "Scores every artefact on FILE by protocol P1 (windows of N tokens, default 256, each from an\n"
@@ -25,7 +26,8 @@ static const char usage[] =
     "artefact's speed on its packed weights: prefill (one pass over N tokens) and decode (one token\n"
     "at a time), and decode's fraction of the memory roofline (weight bytes per token over the\n"
     "read bandwidth, probed at start unless --bandwidth gives it in GB/s). --speed-only skips the\n"
-    "scoring (no --text needed). Prints a table; --json and --markdown write the same report to files.\n"
+    "scoring (no --text needed). Prints a table; --json and --markdown write the same report to files,\n"
+    "--html one self-contained page with it and its plots (inline SVG; no script or network).\n"
     "--gate 'METRIC OP X' (repeatable; METRIC a numeric field of a JSON row, e.g. kl_mean, top1,\n"
     "dppl_pct; OP one of <=, >=, <, >) must hold for every artefact but the reference: the table\n"
     "shows PASS/FAIL and the command exits 9 when one fails. --record writes A.lmq.verify.json beside\n"
@@ -70,7 +72,7 @@ static void report_failures(const vf_report *r)
 
 int cmd_verify(int argc, char **argv)
 {
-    const char *text = NULL, *ref = NULL, *ctx_s = "256", *threads_s = "0", *json = NULL, *md = NULL;
+    const char *text = NULL, *ref = NULL, *ctx_s = "256", *threads_s = "0", *json = NULL, *md = NULL, *html = NULL;
     const char *bw_s = "0", *pos[MAX_ARTEFACTS], *save_logits = NULL, *ref_logits = NULL, *gate_s[VF_MAX_GATES];
     int n, speed_only = 0, record = 0;
     arg_list gate_list = { gate_s, 0, VF_MAX_GATES };
@@ -82,7 +84,8 @@ int cmd_verify(int argc, char **argv)
                              { "--json", NULL, &json, NULL },      { "--markdown", NULL, &md, NULL },
                              { "--speed-only", NULL, NULL, &speed_only }, { "--bandwidth", NULL, &bw_s, NULL },
                              { "--record", NULL, NULL, &record },  { "--save-reference-logits", NULL, &save_logits, NULL },
-                             { "--reference-logits", NULL, &ref_logits, NULL }, { 0 } };
+                             { "--reference-logits", NULL, &ref_logits, NULL }, { "--html", NULL, &html, NULL },
+                             { 0 } };
     rc = args_parse(argc, argv, opts, pos, MAX_ARTEFACTS, &n, usage);
     if (rc >= 0)
         return rc;
@@ -129,9 +132,9 @@ int cmd_verify(int argc, char **argv)
     inputs[n] = ref;
     inputs[n + 1] = text;
     inputs[n + 2] = ref_logits;
-    const char *outputs[MAX_ARTEFACTS + 3] = { json, md, save_logits };
+    const char *outputs[MAX_ARTEFACTS + 4] = { json, md, html, save_logits };
     char records[MAX_ARTEFACTS][600];
-    int n_out = 3;
+    int n_out = 4;
     for (int i = 0; record && i < n_cands; i++) {
         if (vr_path(cands[i], records[i], sizeof records[i], &err)) {
             fprintf(stderr, "lmq verify: %s\n", err.msg);
@@ -162,7 +165,8 @@ int cmd_verify(int argc, char **argv)
     vf_report_gate(&r);
     vf_report_table(stdout, &r);
     printf("time: %.2f s\n", lmq_now() - t0);
-    int ok = (!json || write_report(json, vf_report_json, &r)) && (!md || write_report(md, vf_report_markdown, &r));
+    int ok = (!json || write_report(json, vf_report_json, &r)) && (!md || write_report(md, vf_report_markdown, &r)) &&
+             (!html || write_report(html, vf_report_html, &r));
     for (int i = 1; ok && record && i < r.n_rows; i++)
         if (vr_write(&r, i, &err)) {
             fprintf(stderr, "lmq verify: %s\n", err.msg);

@@ -32,5 +32,5 @@ ROOT=$PWD
 echo "audit: $(grep -c ': OK' "$OUT/audit.txt") artefacts pass (checksums, manifest)"
 models=$(ls "$OUT"/*.lmq | grep -v '/stats\.lmq$')
 "$LMQ" verify $models --reference "$OUT/fp32.lmq" --text "$OUT/eval.txt" \
-    --json "$OUT/report.json" --markdown "$OUT/report.md"
-echo "demo: report in $OUT/report.md and $OUT/report.json"
+    --json "$OUT/report.json" --markdown "$OUT/report.md" --html "$OUT/report.html"
+echo "demo: report in $OUT/report.md, $OUT/report.json and $OUT/report.html"

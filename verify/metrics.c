@@ -45,27 +45,33 @@ static void score_task(void *v, int64_t begin, int64_t end, int thread)
 }
 
 typedef struct {
-    double nll, agree, kl;
+    int64_t agree;  /* positions whose argmax equals the reference's */
     double seconds; /* in the model's forward passes */
-    double *kls; /* every position's KL, for the percentile */
+    double *nlls, *kls; /* every position's NLL and KL, in position order */
 } accum;
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
+const double vf_kl_levels[VF_KL_LEVELS] = { [VF_KL_P1] = 0.01,    [VF_KL_P5] = 0.05,  [VF_KL_P10] = 0.10,
+                                            [VF_KL_MEDIAN] = 0.50, [VF_KL_P90] = 0.90, [VF_KL_P95] = 0.95,
+                                            [VF_KL_P99] = 0.99,    [VF_KL_P999] = 0.999 };
 
-static void finish(accum *a, int64_t positions, int64_t windows, vf_result *r)
+/* Every statistic of one model from its positions' values and the reference's (ref may be the
+ * same accum); scratch holds positions doubles. Sorts a->kls (its mean is taken first, in position
+ * order); a->nlls stay in position order for the candidates that follow. */
+static void finish(accum *a, const accum *ref, double *scratch, int64_t positions, int64_t windows, vf_result *r)
 {
-    const double n = (double)positions;
-    qsort(a->kls, (size_t)positions, sizeof *a->kls, cmp_double);
-    const double rank = 0.99 * (n - 1);
-    const int64_t lo = (int64_t)rank;
-    const double hi = lo + 1 < positions ? a->kls[lo + 1] : a->kls[lo];
-    *r = (vf_result){ .nll = a->nll / n, .ppl = exp(a->nll / n), .top1 = a->agree / n, .kl_mean = a->kl / n,
-                      .kl_p99 = a->kls[lo] + (rank - (double)lo) * (hi - a->kls[lo]),
-                      .positions = positions, .windows = windows, .seconds = a->seconds };
+    const vf_est nll = vf_mean_se(a->nlls, positions), kl = vf_mean_se(a->kls, positions);
+    const vf_est top1 = vf_fraction_se(a->agree, positions);
+    *r = (vf_result){ .nll = nll.value, .ppl = exp(nll.value), .top1 = top1.value, .top1_se = top1.se,
+                      .kl_mean = kl.value, .kl_se = kl.se, .positions = positions, .windows = windows,
+                      .seconds = a->seconds, .ln_ppl_ratio = vf_mean_diff_se(a->nlls, ref->nlls, positions) };
+    for (int64_t i = 0; i < positions; i++) /* the probability each gives the token that came */
+        scratch[i] = exp(-a->nlls[i]) - exp(-ref->nlls[i]);
+    r->dp_rms = vf_rms_se(scratch, positions);
+    vf_sort(a->kls, positions);
+    for (int k = 0; k < VF_KL_LEVELS; k++)
+        r->kl_pct[k] = vf_percentile(a->kls, positions, vf_kl_levels[k]);
+    r->kl_p99 = r->kl_pct[VF_KL_P99];
+    r->kl_max = a->kls[positions - 1];
 }
 
 static lmq_code check_model(const rt_state *s, const char *what, int vocab, int ctx, lmq_err *err)
@@ -82,7 +88,7 @@ static lmq_code check_model(const rt_state *s, const char *what, int vocab, int 
 
 /* Scores one window's positions of the logits in job (the model whose state is s); adds them to acc. */
 static lmq_code score_window(const rt_state *s, int ctx, score_job *job, const float *logits, pos_score *scores,
-                             accum *acc, int64_t kl_at, const char *what, int64_t w, lmq_err *err)
+                             accum *acc, int64_t at, const char *what, int64_t w, lmq_err *err)
 {
     job->isa = rt_state_exec(s)->isa;
     job->lq = logits;
@@ -92,10 +98,9 @@ static lmq_code score_window(const rt_state *s, int ctx, score_job *job, const f
         if (scores[t].bad)
             return lmq_fail(err, LMQ_E_NUMERIC, "%s: non-finite logits in window %lld at position %d", what,
                             (long long)w, t);
-        acc->nll += scores[t].nll;
         acc->agree += scores[t].agree;
-        acc->kl += scores[t].kl;
-        acc->kls[kl_at + t] = scores[t].kl;
+        acc->nlls[at + t] = scores[t].nll;
+        acc->kls[at + t] = scores[t].kl;
     }
     return LMQ_OK;
 }
@@ -159,9 +164,11 @@ lmq_code vf_score(rt_state *ref, rt_state *const *cands, int n_cands, const int3
     float *lr = malloc(win_logits * sizeof *lr), *lq = n_cands ? malloc(win_logits * sizeof *lq) : NULL;
     pos_score *sr = malloc((size_t)ctx * sizeof *sr), *sq = malloc((size_t)ctx * sizeof *sq);
     accum *acc = calloc((size_t)n_cands + 1, sizeof *acc);
-    int ok = lr && (lq || !n_cands) && sr && sq && acc;
+    double *scratch = malloc((size_t)positions * sizeof *scratch);
+    int ok = lr && (lq || !n_cands) && sr && sq && acc && scratch;
     for (int i = 0; ok && i <= n_cands; i++)
-        ok = (acc[i].kls = malloc((size_t)positions * sizeof *acc[i].kls)) != NULL;
+        ok = (acc[i].nlls = malloc((size_t)positions * sizeof *acc[i].nlls)) &&
+             (acc[i].kls = malloc((size_t)positions * sizeof *acc[i].kls));
     if (!ok) {
         c = lmq_fail(err, LMQ_E_NOMEM, "out of memory for scoring windows of %d tokens × %d logits", ctx, vocab);
         goto done;
@@ -180,13 +187,16 @@ lmq_code vf_score(rt_state *ref, rt_state *const *cands, int n_cands, const int3
             opts->progress(opts->user, w + 1, windows);
     }
     if (!c) {
-        finish(&acc[0], positions, windows, ref_out);
+        finish(&acc[0], &acc[0], scratch, positions, windows, ref_out);
         for (int i = 0; i < n_cands; i++)
-            finish(&acc[i + 1], positions, windows, &cand_out[i]);
+            finish(&acc[i + 1], &acc[0], scratch, positions, windows, &cand_out[i]);
     }
 done:
-    for (int i = 0; acc && i <= n_cands; i++)
+    for (int i = 0; acc && i <= n_cands; i++) {
+        free(acc[i].nlls);
         free(acc[i].kls);
+    }
+    free(scratch);
     free(acc);
     free(lr);
     free(lq);

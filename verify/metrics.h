@@ -4,23 +4,38 @@
  *
  * vf_score runs windows outer and models inner: each window's reference logits are computed
  * once and compared against every candidate, so N artefacts cost one reference pass, and no
- * more than two windows of logits are held at a time. Sums are in fp64 and in position order,
- * so results do not depend on the thread count. */
+ * more than two windows of logits are held at a time. Every position's NLL and KL are kept
+ * (16 bytes per position and model); every statistic is computed from them in position order
+ * in fp64, so results do not depend on the thread count. */
 #ifndef LMQ_VF_METRICS_H
 #define LMQ_VF_METRICS_H
 
 #include <stdint.h>
 
 #include "runtime/forward.h"
+#include "verify/sample_stats.h"
+
+/* The percentiles of KL reported, as llama-perplexity --kl-divergence prints them; kl_pct is in
+ * this order, at the levels vf_kl_levels holds. */
+enum { VF_KL_P1, VF_KL_P5, VF_KL_P10, VF_KL_MEDIAN, VF_KL_P90, VF_KL_P95, VF_KL_P99, VF_KL_P999, VF_KL_LEVELS };
+extern const double vf_kl_levels[VF_KL_LEVELS];
 
 typedef struct {
     double ppl;     /* exp(nll) */
     double nll;     /* mean negative log-likelihood per scored position, nats */
     double top1;    /* fraction of positions whose argmax equals the reference's */
     double kl_mean; /* mean KL(P_ref || P_model) per position, nats */
-    double kl_p99;  /* its 99th percentile (linear interpolation between order statistics) */
+    double kl_p99;  /* its 99th percentile: kl_pct[VF_KL_P99] */
     int64_t positions, windows;
     double seconds; /* wall time in the model's forward passes (its prefill speed) */
+    /* llama-perplexity --kl-divergence's statistics over the same positions, with its
+     * definitions (sample_stats.h); the reference against itself has zeros and top1 = 1. */
+    double kl_se;                /* standard error of kl_mean */
+    double kl_pct[VF_KL_LEVELS]; /* KL percentiles (linear interpolation between order statistics) */
+    double kl_max;
+    double top1_se;              /* binomial standard error of top1 ("same top p") */
+    vf_est dp_rms;               /* RMS of Δp = P(next token) − P_ref(next token), ± standard error */
+    vf_est ln_ppl_ratio;         /* ln(PPL / PPL_ref) = nll − nll_ref; its error counts their covariance */
 } vf_result;
 
 /* Called after each window (done = 1..windows). */

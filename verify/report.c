@@ -38,6 +38,10 @@ lmq_code vf_row_from_artefact(const char *path, vf_row *row, lmq_err *err)
     row->mib = (double)c.size / (1024.0 * 1024.0);
     row->file_checksum = c.file_checksum;
     row->linear_bpw = man.totals.linear_bpw;
+    uint64_t bits = 0;
+    for (int i = 0; i < man.n_tensors; i++)
+        bits += man.tensors[i].bits;
+    row->model_bpw = man.totals.params ? (double)bits / (double)man.totals.params : 0;
     double *errs = malloc(((size_t)man.n_tensors + 1) * sizeof *errs);
     if (!errs) {
         rc = lmq_fail(err, LMQ_E_NOMEM, "%s: out of memory", path);
@@ -72,116 +76,216 @@ done:
     return rc;
 }
 
-static const char *base(const char *path)
+const char *vf_file_name(const char *path)
 {
     const char *s = strrchr(path, '/');
     return s ? s + 1 : path;
 }
 
-/* The columns, shared by the table and Markdown: heading, then how one row prints. */
-#define N_COLS 15
-#define CELL 600 /* holds any field of a row */
-static const char *const heads[N_COLS] = { "artefact", "scheme",   "bpw",   "MiB",    "err med", "err max",
-                                           "PPL",      "dPPL %",   "top-1", "KL mean", "KL p99", "tok/s pre/dec",
-                                           "W MiB",    "roofline", "gates" };
-
-/* The last column, the gates, shows only when there are gates. */
-static int n_cols(const vf_report *r)
-{
-    return r->n_gates ? N_COLS : N_COLS - 1;
-}
+/* The columns of each table: heading, then how one row prints. The main table's last column,
+ * the gates, shows only when there are gates. */
+#define N_MAIN 16
+static const char *const main_heads[N_MAIN] = { "artefact", "scheme",  "bpw lin", "bpw all",       "MiB",   "err med",
+                                                "err max",  "PPL",     "dPPL %",  "top-1",         "KL mean", "KL p99",
+                                                "tok/s pre/dec", "W MiB", "roofline", "gates" };
 
 /* "PASS", or "FAIL" and the gates that failed; "ref" for the reference. */
 static void gate_cell(const vf_report *r, int i, char *out)
 {
     const vf_row *w = &r->rows[i];
-    size_t n = (size_t)snprintf(out, CELL, "%s", !i ? "ref" : w->gates_failed ? "FAIL" : "PASS");
-    for (int g = 0; g < r->n_gates && n < CELL; g++)
+    size_t n = (size_t)snprintf(out, VF_CELL, "%s", !i ? "ref" : w->gates_failed ? "FAIL" : "PASS");
+    for (int g = 0; g < r->n_gates && n < VF_CELL; g++)
         if (i && w->gates_failed >> g & 1)
-            n += (size_t)snprintf(out + n, CELL - n, " %s", r->gates[g].text);
+            n += (size_t)snprintf(out + n, VF_CELL - n, " %s", r->gates[g].text);
 }
 
-static void cells(const vf_report *r, int i, char out[N_COLS][CELL])
+static void main_cells(const vf_report *r, int i, char out[][VF_CELL])
 {
     const vf_row *w = &r->rows[i];
-    snprintf(out[0], CELL, "%s", base(w->path));
-    snprintf(out[1], CELL, "%s", w->scheme);
-    snprintf(out[2], CELL, "%.3f", w->linear_bpw);
-    snprintf(out[3], CELL, "%.2f", w->mib);
-    snprintf(out[4], CELL, w->n_changed ? "%.4f" : "-", w->err_median);
-    snprintf(out[5], CELL, w->n_changed ? "%.4f" : "-", w->err_worst);
+    snprintf(out[0], VF_CELL, "%s", vf_file_name(w->path));
+    snprintf(out[1], VF_CELL, "%s", w->scheme);
+    snprintf(out[2], VF_CELL, "%.3f", w->linear_bpw);
+    snprintf(out[3], VF_CELL, "%.3f", w->model_bpw);
+    snprintf(out[4], VF_CELL, "%.2f", w->mib);
+    snprintf(out[5], VF_CELL, w->n_changed ? "%.4f" : "-", w->err_median);
+    snprintf(out[6], VF_CELL, w->n_changed ? "%.4f" : "-", w->err_worst);
     const int q = w->res.positions > 0; /* quality measured (not --speed-only) */
-    snprintf(out[6], CELL, q ? "%.4f" : "-", w->res.ppl);
-    snprintf(out[7], CELL, q ? "%+.3f" : "-", w->dppl_pct);
-    snprintf(out[8], CELL, q ? "%.4f" : "-", w->res.top1);
-    snprintf(out[9], CELL, q ? "%.3g" : "-", w->res.kl_mean);
-    snprintf(out[10], CELL, q ? "%.3g" : "-", w->res.kl_p99);
-    const int s = w->decode_tps > 0; /* speed measured (not a reference given by saved logits) */
-    snprintf(out[11], CELL, s ? "%.0f/%.0f" : "-", w->prefill_tps, w->decode_tps);
-    snprintf(out[12], CELL, s ? "%.2f" : "-", w->weight_mib);
-    snprintf(out[13], CELL, w->roofline > 0 ? "%.0f%%" : "-", 100.0 * w->roofline);
-    gate_cell(r, i, out[14]);
+    snprintf(out[7], VF_CELL, q ? "%.4f" : "-", w->res.ppl);
+    snprintf(out[8], VF_CELL, q ? "%+.3f" : "-", w->dppl_pct);
+    snprintf(out[9], VF_CELL, q ? "%.4f" : "-", w->res.top1);
+    snprintf(out[10], VF_CELL, q ? "%.3g" : "-", w->res.kl_mean);
+    snprintf(out[11], VF_CELL, q ? "%.3g" : "-", w->res.kl_p99);
+    const int sp = w->decode_tps > 0; /* speed measured (not a reference given by saved logits) */
+    snprintf(out[12], VF_CELL, sp ? "%.0f/%.0f" : "-", w->prefill_tps, w->decode_tps);
+    snprintf(out[13], VF_CELL, sp ? "%.2f" : "-", w->weight_mib);
+    snprintf(out[14], VF_CELL, w->roofline > 0 ? "%.0f%%" : "-", 100.0 * w->roofline);
+    if (r->n_gates)
+        gate_cell(r, i, out[15]);
 }
 
-static void header_lines(FILE *f, const vf_report *r, const char *prefix)
+/* llama-perplexity's statistics: fixed columns, then one per KL percentile level. */
+enum { K_NAME, K_LNR, K_MEAN, K_PCT, K_MAX = K_PCT + VF_KL_LEVELS, K_TOP, K_DP, N_KL };
+
+static void kl_heads(char out[][VF_CELL])
+{
+    snprintf(out[K_NAME], VF_CELL, "artefact");
+    snprintf(out[K_LNR], VF_CELL, "ln(PPL/PPL ref)");
+    snprintf(out[K_MEAN], VF_CELL, "KL mean");
+    for (int k = 0; k < VF_KL_LEVELS; k++)
+        snprintf(out[K_PCT + k], VF_CELL, k == VF_KL_MEDIAN ? "KL median" : "KL p%g", 100 * vf_kl_levels[k]);
+    snprintf(out[K_MAX], VF_CELL, "KL max");
+    snprintf(out[K_TOP], VF_CELL, "same top %%");
+    snprintf(out[K_DP], VF_CELL, "RMS dp %%");
+}
+
+static void kl_cells(const vf_report *rep, int i, char out[][VF_CELL])
+{
+    const vf_row *w = &rep->rows[i];
+    const vf_result *r = &w->res;
+    snprintf(out[K_NAME], VF_CELL, "%s", vf_file_name(w->path));
+    snprintf(out[K_LNR], VF_CELL, "%.6f ± %.6f", r->ln_ppl_ratio.value, r->ln_ppl_ratio.se);
+    snprintf(out[K_MEAN], VF_CELL, "%.4g ± %.2g", r->kl_mean, r->kl_se);
+    for (int k = 0; k < VF_KL_LEVELS; k++)
+        snprintf(out[K_PCT + k], VF_CELL, "%.3g", r->kl_pct[k]);
+    snprintf(out[K_MAX], VF_CELL, "%.3g", r->kl_max);
+    snprintf(out[K_TOP], VF_CELL, "%.3f ± %.3f", 100 * r->top1, 100 * r->top1_se);
+    snprintf(out[K_DP], VF_CELL, "%.3f ± %.3f", 100 * r->dp_rms.value, 100 * r->dp_rms.se);
+}
+
+lmq_code vf_report_grid(const vf_report *r, int which, vf_grid *g, lmq_err *err)
+{
+    const int kl = which == VF_TABLE_KL;
+    /* The KL table compares candidates with the reference: none without both. */
+    const int first = kl ? 1 : 0, n = kl && !r->text ? 0 : r->n_rows - first;
+    *g = (vf_grid){ .cols = kl ? N_KL : r->n_gates ? N_MAIN : N_MAIN - 1, .left = kl ? 1 : 2,
+                    .title = kl ? "Against the reference: llama-perplexity's statistics" : "Side by side",
+                    .caption = kl ? "llama-perplexity --kl-divergence statistics against the reference (± one "
+                                    "standard error; percentiles interpolate linearly between order statistics)"
+                                  : "storage, reconstruction, behaviour and speed of every artefact" };
+    if (n <= 0)
+        return LMQ_OK;
+    if (!(g->cell = calloc((size_t)n + 1, sizeof *g->cell)))
+        return lmq_fail(err, LMQ_E_NOMEM, "out of memory for a report of %d rows", n);
+    g->rows = n + 1;
+    if (kl)
+        kl_heads(g->cell[0]);
+    else
+        for (int j = 0; j < g->cols; j++)
+            snprintf(g->cell[0][j], VF_CELL, "%s", main_heads[j]);
+    for (int i = 0; i < n; i++)
+        (kl ? kl_cells : main_cells)(r, first + i, g->cell[i + 1]);
+    return LMQ_OK;
+}
+
+void vf_grid_free(vf_grid *g)
+{
+    free(g->cell);
+    g->cell = NULL;
+    g->rows = 0;
+}
+
+int vf_report_header(const vf_report *r, int i, char *buf, size_t cap)
 {
     const vf_result *ref = &r->rows[0].res;
-    if (r->text)
-        fprintf(f, "%s%s: %d documents, %lld tokens, ctx %d: %lld windows, %lld scored positions\n", prefix, r->text,
-                r->documents, (long long)r->tokens, r->ctx, (long long)ref->windows, (long long)ref->positions);
-    else
-        fprintf(f, "%sspeed only, ctx %d\n", prefix, r->ctx);
-    fprintf(f, "%sreference %s (fp32 logits computed once); bpw over the linear layers; err = relative Frobenius "
-               "error of the changed tensors; KL(P_ref || P) in nats per position\n",
-            prefix, base(r->rows[0].path));
-    fprintf(f, "%sspeed: %d thread%s, kernels %s; prefill = one pass over ctx tokens, decode = one token at a time; "
-               "W MiB = stored weights read per decoded token; roofline = decode tok/s × those bytes / %.1f GB/s "
-               "read bandwidth ('-' where they fit in the last-level cache)\n", prefix, r->threads, r->threads == 1 ? "" : "s", r->isa, r->bandwidth_gbps);
+    switch (i) {
+    case 0:
+        if (r->text)
+            snprintf(buf, cap, "%s: %d documents, %lld tokens, ctx %d: %lld windows, %lld scored positions", r->text,
+                     r->documents, (long long)r->tokens, r->ctx, (long long)ref->windows, (long long)ref->positions);
+        else
+            snprintf(buf, cap, "speed only, ctx %d", r->ctx);
+        return 1;
+    case 1:
+        snprintf(buf, cap,
+                 "reference %s (fp32 logits computed once); bpw lin = storage bits per weight over the linear "
+                 "layers, bpw all = over every tensor; err = relative Frobenius error of the changed tensors; "
+                 "KL(P_ref || P) in nats per position",
+                 vf_file_name(r->rows[0].path));
+        return 1;
+    case 2:
+        snprintf(buf, cap,
+                 "speed: %d thread%s, kernels %s; prefill = one pass over ctx tokens, decode = one token at a time; "
+                 "W MiB = stored weights read per decoded token; roofline = decode tok/s × those bytes / %.1f GB/s "
+                 "read bandwidth ('-' where they fit in the last-level cache)",
+                 r->threads, r->threads == 1 ? "" : "s", r->isa, r->bandwidth_gbps);
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static void header_lines(FILE *f, const vf_report *r)
+{
+    char line[2048];
+    for (int i = 0; vf_report_header(r, i, line, sizeof line); i++)
+        fprintf(f, "%s\n", line);
+}
+
+int vf_text_columns(const char *s)
+{
+    int n = 0;
+    for (; *s; s++)
+        n += ((unsigned char)*s & 0xc0) != 0x80;
+    return n;
+}
+
+static void text_table(FILE *f, const vf_grid *g)
+{
+    int width[VF_MAX_COLS] = { 0 };
+    for (int i = 0; i < g->rows; i++)
+        for (int j = 0; j < g->cols; j++)
+            if (vf_text_columns(g->cell[i][j]) > width[j])
+                width[j] = vf_text_columns(g->cell[i][j]);
+    for (int i = 0; i < g->rows; i++) {
+        for (int j = 0; j < g->cols; j++) {
+            const char *c = g->cell[i][j];
+            const int pad = width[j] - vf_text_columns(c);
+            fprintf(f, "%s%*s%s%*s", j ? "  " : "", j < g->left ? 0 : pad, "", c, j < g->left ? pad : 0, "");
+        }
+        fputc('\n', f);
+    }
+}
+
+static void markdown_table(FILE *f, const vf_grid *g)
+{
+    for (int i = 0; i < g->rows; i++) {
+        for (int j = 0; j < g->cols; j++)
+            fprintf(f, "| %s ", g->cell[i][j]);
+        fputs("|\n", f);
+        if (i == 0) {
+            for (int j = 0; j < g->cols; j++)
+                fputs(j < g->left ? "| --- " : "| ---: ", f);
+            fputs("|\n", f);
+        }
+    }
+}
+
+/* The header, then every non-empty table; the tables after the first with their caption.
+ * Markdown needs a blank line before each table. */
+static void tables(FILE *f, const vf_report *r, int markdown)
+{
+    header_lines(f, r);
+    for (int t = 0; t < VF_TABLES; t++) {
+        vf_grid g;
+        if (vf_report_grid(r, t, &g, NULL) || !g.rows)
+            continue;
+        if (t)
+            fprintf(f, "\n%s:\n", g.caption);
+        if (markdown)
+            fputc('\n', f);
+        (markdown ? markdown_table : text_table)(f, &g);
+        vf_grid_free(&g);
+    }
 }
 
 void vf_report_table(FILE *f, const vf_report *r)
 {
-    char (*c)[N_COLS][CELL] = calloc((size_t)r->n_rows, sizeof *c);
-    if (!c)
-        return;
-    const int nc = n_cols(r);
-    int width[N_COLS];
-    for (int j = 0; j < nc; j++)
-        width[j] = (int)strlen(heads[j]);
-    for (int i = 0; i < r->n_rows; i++) {
-        cells(r, i, c[i]);
-        for (int j = 0; j < nc; j++)
-            if ((int)strlen(c[i][j]) > width[j])
-                width[j] = (int)strlen(c[i][j]);
-    }
-    header_lines(f, r, "");
-    for (int i = -1; i < r->n_rows; i++) { /* the heading, then the rows */
-        for (int j = 0; j < nc; j++)
-            fprintf(f, j < 2 || j == N_COLS - 1 ? "%s%-*s" : "%s%*s", j ? "  " : "", j == N_COLS - 1 ? 0 : width[j],
-                    i < 0 ? heads[j] : c[i][j]);
-        fputc('\n', f);
-    }
-    free(c);
+    tables(f, r, 0);
 }
 
 void vf_report_markdown(FILE *f, const vf_report *r)
 {
-    const int nc = n_cols(r);
-    header_lines(f, r, "");
-    fputc('\n', f);
-    for (int j = 0; j < nc; j++)
-        fprintf(f, "| %s ", heads[j]);
-    fputs("|\n", f);
-    for (int j = 0; j < nc; j++)
-        fputs(j < 2 || j == N_COLS - 1 ? "| --- " : "| ---: ", f);
-    fputs("|\n", f);
-    for (int i = 0; i < r->n_rows; i++) {
-        char c[N_COLS][CELL];
-        cells(r, i, c);
-        for (int j = 0; j < nc; j++)
-            fprintf(f, "| %s ", c[j]);
-        fputs("|\n", f);
-    }
+    tables(f, r, 1);
 }
 
 void vf_hex(uint64_t v, char out[17])
@@ -207,18 +311,37 @@ static json_t *hex_json(uint64_t v)
     return json_string(h);
 }
 
+/* llama-perplexity's statistics of one row; kl_percentiles is keyed by the level in percent. */
+static json_t *kl_stats_json(const vf_result *res)
+{
+    json_t *pct = json_object();
+    for (int k = 0; k < VF_KL_LEVELS; k++) {
+        char key[16];
+        snprintf(key, sizeof key, "%g", 100 * vf_kl_levels[k]);
+        json_object_set_new(pct, key, json_real(res->kl_pct[k]));
+    }
+    return json_pack("{s:f, s:o, s:f, s:f, s:f, s:f, s:f, s:f}", "kl_se", res->kl_se, "kl_percentiles", pct, "kl_max",
+                     res->kl_max, "top1_se", res->top1_se, "rms_dp", res->dp_rms.value, "rms_dp_se", res->dp_rms.se,
+                     "ln_ppl_ratio", res->ln_ppl_ratio.value, "ln_ppl_ratio_se", res->ln_ppl_ratio.se);
+}
+
 json_t *vf_row_json(const vf_report *r, int i)
 {
     const vf_row *w = &r->rows[i];
     json_t *o = json_pack("{s:s, s:s, s:o, s:b, s:s, s:f, s:f, s:i, s:f, s:f, s:s, s:f, s:f, s:f, s:f, s:f, s:f, s:f, "
                           "s:f, s:f, s:f}",
-                          "artefact", base(w->path), "path", w->path, "file_checksum", hex_json(w->file_checksum),
+                          "artefact", vf_file_name(w->path), "path", w->path, "file_checksum", hex_json(w->file_checksum),
                           "is_reference", i == 0, "scheme", w->scheme, "linear_bpw", w->linear_bpw, "mib", w->mib,
                           "changed_tensors", w->n_changed, "rel_error_median", w->err_median, "rel_error_worst",
                           w->err_worst, "worst_tensor", w->worst, "ppl", w->res.ppl, "nll", w->res.nll, "dppl_pct",
                           w->dppl_pct, "top1", w->res.top1, "kl_mean", w->res.kl_mean, "kl_p99", w->res.kl_p99,
                           "prefill_tokens_per_s", w->prefill_tps, "decode_tokens_per_s", w->decode_tps, "weight_mib",
                           w->weight_mib, "decode_roofline", w->roofline);
+    if (o) {
+        json_object_set_new(o, "model_bpw", json_real(w->model_bpw));
+        if (r->text)
+            json_object_update_new(o, kl_stats_json(&w->res));
+    }
     if (o && r->n_gates && i > 0) {
         json_t *failed = json_array();
         for (int g = 0; g < r->n_gates; g++)
@@ -262,7 +385,7 @@ void vf_report_json(FILE *f, const vf_report *r)
                             r->text ? hex_json(r->text_checksum) : json_null(), "ctx", r->ctx, "threads", r->threads,
                             "kernels", r->isa, "read_gbps", r->bandwidth_gbps, "tokens", (json_int_t)r->tokens,
                             "documents", r->documents, "windows", (json_int_t)ref->windows, "positions",
-                            (json_int_t)ref->positions, "ppl", ref->ppl, "reference", base(r->rows[0].path), "rows", rows);
+                            (json_int_t)ref->positions, "ppl", ref->ppl, "reference", vf_file_name(r->rows[0].path), "rows", rows);
     if (r->ref_logits)
         json_object_set_new(doc, "reference_logits",
                             json_pack("{s:s, s:o}", "path", r->ref_logits, "checksum", hex_json(r->ref_logits_checksum)));

@@ -18,6 +18,7 @@ typedef struct {
     char scheme[256];     /* what was done: the distinct encodings of its changed tensors, and "a8 token"
                              or "a8 tensor" when their inputs are quantised */
     double linear_bpw;    /* storage bits per weight over the linear layers */
+    double model_bpw;     /* storage bits per weight over every tensor (the whole model) */
     double mib;           /* the whole artefact on disk */
     int n_changed;        /* tensors whose encoding is not fp32 */
     double err_median;    /* relative Frobenius error over the changed tensors */
@@ -48,6 +49,11 @@ typedef struct {
     int n_gates;
 } vf_report;
 
+/* The file name of a path (after its last '/'), as the reports name artefacts. */
+const char *vf_file_name(const char *path);
+/* Code points in UTF-8 text: its width in columns ("±" is one column, two bytes). */
+int vf_text_columns(const char *s);
+
 /* Reads what the row needs from an artefact's manifest and file (scheme, bpw, sizes, errors). */
 lmq_code vf_row_from_artefact(const char *path, vf_row *row, lmq_err *err);
 
@@ -65,6 +71,24 @@ int vf_report_passed(const vf_report *r);
  * vf_hex_parse accepts exactly 16 hex digits (either case); returns 0 otherwise. */
 void vf_hex(uint64_t v, char out[17]);
 int vf_hex_parse(const char *s, uint64_t *v);
+
+/* The report's tables as text cells, shared by every format. VF_TABLE_MAIN: one row per
+ * artefact, the four measurements; VF_TABLE_KL: one row per candidate, llama-perplexity's
+ * statistics (empty without candidates or without a text). */
+enum { VF_TABLE_MAIN, VF_TABLE_KL, VF_TABLES };
+#define VF_MAX_COLS 16
+#define VF_CELL 600 /* holds any field of a row */
+typedef struct {
+    int rows, cols;  /* rows counts the heading (row 0); rows = 0: the table is empty */
+    int left;        /* the first `left` columns are text (left-aligned), the rest numbers */
+    const char *title, *caption; /* a heading, and what the table shows */
+    char (*cell)[VF_MAX_COLS][VF_CELL];
+} vf_grid;
+/* Fills g (g->cell malloc'd; vf_grid_free) with table `which`. */
+lmq_code vf_report_grid(const vf_report *r, int which, vf_grid *g, lmq_err *err);
+void vf_grid_free(vf_grid *g);
+/* Line i (0, 1, ...) of the text above the tables, into buf; returns 0 past the last line. */
+int vf_report_header(const vf_report *r, int i, char *buf, size_t cap);
 
 void vf_report_table(FILE *f, const vf_report *r);
 void vf_report_markdown(FILE *f, const vf_report *r);
