@@ -155,19 +155,30 @@ PARSE(parse_require)
     return c;
 }
 
-PARSE(parse_checksum)
+/* A checksum as manifests and reports write it: 16 hex digits, into out. */
+static lmq_code hex16(const lmq_yf_reader *r, yaml_node_t *v, const char *path, char out[17])
 {
-    (void)f, (void)map, (void)key;
-    lmq_policy *p = base;
-    char buf[32], *end;
+    char buf[32];
     lmq_code c = scalar(r, v, buf, sizeof buf, path);
     if (c)
         return c;
     if (strlen(buf) != 16 || strspn(buf, "0123456789abcdefABCDEF") != 16)
         return r->report(r, r->code, v, path, "expected 16 hex digits");
-    p->source_checksum = strtoull(buf, &end, 16);
-    p->has_source_checksum = 1;
+    memcpy(out, buf, 17);
     return LMQ_OK;
+}
+
+PARSE(parse_checksum)
+{
+    (void)f, (void)map, (void)key;
+    lmq_policy *p = base;
+    char hex[17];
+    lmq_code c = hex16(r, v, path, hex);
+    if (!c) {
+        p->source_checksum = strtoull(hex, NULL, 16);
+        p->has_source_checksum = 1;
+    }
+    return c;
 }
 
 /* "X.Y.Z" (an "lmq " in front allowed, as tool_version has it); 1 when it reads. */
@@ -198,11 +209,18 @@ typedef struct {
     double kl_mean_max, top1_min, dppl_pct_max;
     char text_checksum[17];
 } verification_req;
+PARSE(parse_text_checksum)
+{
+    (void)f, (void)map, (void)key;
+    return hex16(r, v, path, ((verification_req *)base)->text_checksum);
+}
+
 static const lmq_yf_field verification_fields[] = {
     YF_KEY("kl_mean_max", YF_REAL, verification_req, kl_mean_max, .flags = YF_OPTIONAL),
     YF_KEY("top1_min", YF_REAL, verification_req, top1_min, .flags = YF_OPTIONAL),
     YF_KEY("dppl_pct_max", YF_REAL, verification_req, dppl_pct_max, .flags = YF_OPTIONAL),
-    YF_KEY("text_checksum", YF_STR, verification_req, text_checksum, .flags = YF_OPTIONAL),
+    YF_KEY("text_checksum", YF_CUSTOM, verification_req, text_checksum, .parse = parse_text_checksum,
+           .flags = YF_OPTIONAL),
 };
 static const lmq_yf_table verification_table = YF_TABLE(verification_fields);
 
@@ -214,8 +232,6 @@ PARSE(parse_verification)
     lmq_code c = lmq_yf_read_map(r, &verification_table, &q, v, path, v);
     if (c)
         return c;
-    if (q.text_checksum[0] && (strlen(q.text_checksum) != 16 || strspn(q.text_checksum, "0123456789abcdef") != 16))
-        return r->report(r, r->code, v, path, "text_checksum: expected 16 lower-case hex digits");
     memcpy(p->verification_text, q.text_checksum, sizeof q.text_checksum);
     p->verification = (vr_require){ q.kl_mean_max, q.top1_min, q.dppl_pct_max,
                                     q.text_checksum[0] ? p->verification_text : NULL };

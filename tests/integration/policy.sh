@@ -48,6 +48,15 @@ has "checksum mismatch"
 printf 'max_bpw: 4\nmax_rel_eror: 0.1\n' >"$tmp/typo.yaml"
 run 2 "$LMQ" audit "$tmp/a/int4.lmq" --policy "$tmp/typo.yaml"
 has "$tmp/typo.yaml:2: unknown key 'max_rel_eror'"
+printf 'verification:\n  kl_mean_max: 0.1\n  text_checksum: "12345"\n' >"$tmp/short.yaml"
+run 2 "$LMQ" audit "$tmp/a/int4.lmq" --policy "$tmp/short.yaml"
+has "$tmp/short.yaml:3: verification.text_checksum"
+printf 'verification:\n  kl_mean: 0.1\n' >"$tmp/vtypo.yaml"
+run 2 "$LMQ" audit "$tmp/a/int4.lmq" --policy "$tmp/vtypo.yaml"
+has "$tmp/vtypo.yaml:2: verification: unknown key 'kl_mean'"
+# A record the policy requires and the artefact lacks: kind verification, exit 9, the record named.
+run 9 "$LMQ" audit "$tmp/a/int4.lmq" --policy manifests/policies/verified.yaml
+has "$tmp/a/int4.lmq: verification: no verification record for $tmp/a/int4.lmq: $tmp/a/int4.lmq.verify.json"
 run 2 "$LMQ" audit "$tmp/a/int4.lmq" --policy
 run 2 "$LMQ" audit "$tmp/a/int4.lmq" --expect "$tmp/nowhere"
 
