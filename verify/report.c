@@ -380,12 +380,13 @@ void vf_report_json(FILE *f, const vf_report *r)
     json_t *rows = json_array();
     for (int i = 0; i < r->n_rows; i++)
         json_array_append_new(rows, vf_row_json(r, i));
-    json_t *doc = json_pack("{s:s, s:s, s:s?, s:o, s:i, s:i, s:s, s:f, s:I, s:i, s:I, s:I, s:f, s:s, s:o}", "tool_version",
-                            LMQ_TOOL_VERSION, "protocol", "P1", "text", r->text, "text_checksum",
+    json_t *doc = json_pack("{s:s, s:s, s:s?, s:o, s:i, s:i, s:s, s:f, s:I, s:i, s:I, s:I, s:f, s:s, s:o}",
+                            "tool_version", LMQ_TOOL_VERSION, "protocol", "P1", "text", r->text, "text_checksum",
                             r->text ? hex_json(r->text_checksum) : json_null(), "ctx", r->ctx, "threads", r->threads,
                             "kernels", r->isa, "read_gbps", r->bandwidth_gbps, "tokens", (json_int_t)r->tokens,
                             "documents", r->documents, "windows", (json_int_t)ref->windows, "positions",
-                            (json_int_t)ref->positions, "ppl", ref->ppl, "reference", vf_file_name(r->rows[0].path), "rows", rows);
+                            (json_int_t)ref->positions, "ppl", ref->ppl, "reference", vf_file_name(r->rows[0].path),
+                            "rows", rows);
     if (r->ref_logits)
         json_object_set_new(doc, "reference_logits",
                             json_pack("{s:s, s:o}", "path", r->ref_logits, "checksum", hex_json(r->ref_logits_checksum)));
