@@ -2,6 +2,7 @@
 # lmq budget end to end: the 7B shape's numbers (worked out in tests/test_budget.c), a fixture
 # artefact's, a lengths file, --json, and what it refuses (usage 2, a bad file 1 naming the line).
 . "$(dirname "$0")/lib.bash"
+need_fixtures
 
 run 0 "$LMQ" budget --shape llama-7b --memory 80GiB --ctx 4096
 has "weights (stored)     13477363712 bytes"

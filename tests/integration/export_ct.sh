@@ -4,6 +4,7 @@
 # export converts back to the same model (same perplexity to the last digit); what the format
 # cannot hold, and bad usage, fail with the documented status and write nothing.
 . "$(dirname "$0")/lib.bash"
+need_fixtures
 
 "$LMQ" convert "$FIX/stories260K-hf" -o "$tmp/s.lmq" >/dev/null
 "$LMQ" quantize "$tmp/s.lmq" --recipe recipes/int4-g32.yaml -o "$tmp/q.lmq" >/dev/null

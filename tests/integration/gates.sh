@@ -5,6 +5,7 @@
 # refused for another text. (Records are checked against requirements in tests/test_record.c;
 # the CLI that reads them is lmq audit's policy.)
 . "$(dirname "$0")/lib.bash"
+need_fixtures
 
 "$LMQ" convert "$FIX/stories260K/stories260K.bin" -o "$tmp/s.lmq" >/dev/null
 "$LMQ" quantize "$tmp/s.lmq" --recipe recipes/int8-channel.yaml -o "$tmp/q8.lmq" >/dev/null

@@ -5,6 +5,7 @@
 # --allow-requantize, which lists them; imports pass audit; damaged files are refused naming the
 # file, and leave no output.
 . "$(dirname "$0")/lib.bash"
+need_fixtures
 
 tensors() { "$LMQ" inspect "$1" | grep -E '^(blk|tok_embd|pos_embd|out_norm|output)\.' | awk '{print $1, $2, $3, $NF}'; }
 

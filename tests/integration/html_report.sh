@@ -7,6 +7,7 @@
 # With arguments, PAGE.html PNG [WIDTH,HEIGHT], it renders that page to PNG instead, with the same
 # checks on the screenshot (the README's docs/demo-report.png is out/demo/report.html so rendered).
 . "$(dirname "$0")/lib.bash"
+need_fixtures
 
 browser=$(command -v chromium || command -v chromium-browser || true)
 if [ -z "$browser" ]; then

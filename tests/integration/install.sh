@@ -4,6 +4,7 @@
 # quantises, verifies, audits and exports a fixture model; its perplexities are the lmq
 # command's; its errors are values naming the file; the installed man page renders.
 . "$(dirname "$0")/lib.bash"
+need_fixtures
 
 BUILD=$(dirname "$LMQ")
 prefix="$tmp/prefix"
