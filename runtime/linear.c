@@ -125,13 +125,12 @@ static inline const uint8_t *row_at(int enc, const uint8_t *p, int64_t k)
     return p + (size_t)k * BYTES_X2[enc] / 2;
 }
 
-/* Group gi's scale and zero code; the weights are (code − zero)·scale, rounded as q_dequantize
- * does (the differences are small integers, exact as floats). */
-static inline void group_of(const rowptr *r, int64_t gi, unsigned bits, float *s, int *z)
+/* Group gi's scale (fp16 bits, which a kernel set widens in a register) and zero code; the
+ * weights are (code − zero)·scale, rounded as q_dequantize does (the differences are small
+ * integers, exact as floats). */
+static inline void group_of(const rowptr *r, int64_t gi, unsigned bits, uint16_t *s, int *z)
 {
-    uint16_t h;
-    memcpy(&h, r->sc + 2 * gi, 2);
-    *s = lmq_f16_to_f32(h);
+    memcpy(s, r->sc + 2 * gi, 2);
     *z = 1 << (bits - 1);
     if (r->zp) {
         int16_t z16;
@@ -192,10 +191,10 @@ typedef struct {
 
 AVX512_INLINE void row_group16(int enc, wrow16 *r, int64_t gi, unsigned bits)
 {
-    float s;
+    uint16_t s;
     int z;
     group_of(&r->r, gi, bits, &s, &z);
-    r->s = _mm512_set1_ps(s);
+    r->s = _mm512_cvtph_ps(_mm256_set1_epi16((short)s));
     r->z = _mm512_set1_epi32(z);
     if (enc == ENC_I4) {
         const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
@@ -343,10 +342,10 @@ AVX2_INLINE __m256i lanes8(int n)
 
 AVX2_INLINE void row_group8(wrow8 *r, int64_t gi, unsigned bits)
 {
-    float s;
+    uint16_t s;
     int z;
     group_of(&r->r, gi, bits, &s, &z);
-    r->s = _mm256_set1_ps(s);
+    r->s = _mm256_cvtph_ps(_mm_set1_epi16((short)s));
     r->z = _mm256_set1_epi32(z);
 }
 
