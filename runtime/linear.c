@@ -147,12 +147,15 @@ static inline size_t prefetch_ahead(int enc, const rt_weight *W)
     return (PREFETCH_BYTES + tile_bytes - 1) / tile_bytes * tile_bytes;
 }
 
-/* The lines that start within columns [k, k + n) of the row at p, `ahead` bytes on. */
+/* One request per cache line of the row at p: for the lines at the multiples of a line's columns
+ * within [k, k + n), `ahead` bytes on (k a multiple of n, n a power of two; constants fold it to
+ * a test of k's low bits). */
 static inline void prefetch_step(int enc, const uint8_t *p, int64_t k, int n, size_t ahead)
 {
-    const size_t b0 = (size_t)k * BYTES_X2[enc] / 2, b1 = (size_t)(k + n) * BYTES_X2[enc] / 2;
-    for (size_t o = (b0 + 63) / 64 * 64; o < b1; o += 64)
-        __builtin_prefetch(p + o + ahead, 0, 3);
+    const uint64_t cols = 128 / BYTES_X2[enc];
+    for (uint64_t c = (uint64_t)k; c < (uint64_t)k + (uint64_t)n; c += cols < (uint64_t)n ? cols : (uint64_t)n)
+        if (c % cols == 0)
+            __builtin_prefetch(row_at(enc, p, (int64_t)c) + ahead, 0, 3);
 }
 
 /* Rows [j0, j0 + cols) of W against m rows of x: tiles of 4 rows of W (a short last tile repeats
