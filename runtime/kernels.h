@@ -13,8 +13,9 @@
 #include "common/err.h"
 #include "common/pool.h"
 
-/* Kernel sets, each a superset of the one before. AVX-512 (F, BW, VL, DQ) adds the linear
- * layers' fused kernels over packed weights; its other kernels are AVX2's. */
+/* Kernel sets, each a superset of the one before. AVX2 means AVX2+FMA+F16C; AVX-512 (F, BW, VL,
+ * DQ) adds its own fused kernels for the linear layers over packed weights (runtime/linear.h);
+ * its other kernels are AVX2's. */
 typedef enum { RT_ISA_SCALAR = 0, RT_ISA_AVX2 = 1, RT_ISA_AVX512 = 2 } rt_isa;
 
 /* The best kernel set this CPU runs (LMQ_ISA=scalar|avx2 in the environment asks for less). */

@@ -90,177 +90,78 @@ static void act_quantize(const rt_weight *W, const float *x, int n, float *out)
         act_int8(x + k, span, out + k);
 }
 
-/* ---------------------------------------------------------------- fused kernels (AVX-512) */
+/* ---------------------------------------------------------------- fused kernels */
 
-typedef void (*tiles_fn)(const rt_weight *W, const float *x, size_t ldx, int m, int j0, int cols, float *y,
-                         size_t ldy);
-typedef void (*decode_fn)(const rt_weight *W, int j0, int cols, float *out);
+/* Shared by every kernel set: where a row's bytes, scales and zero points are, a group's
+ * parameters, prefetching, and the loops over tiles and rows. Each kernel set supplies a tile
+ * (MR ≤ 2 rows of x against 4 rows of W) and a row decoder built on its own step. */
 
-#if HAVE_X86
-#define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c")))
-#define AVX512_INLINE static inline __attribute__((always_inline, target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c")))
-/* Loops over rows of a tile are unrolled so that their accumulators live in registers. */
-#define UNROLL _Pragma("GCC unroll 4")
+/* MR rows of x [MR × ldx] against rows j[0..3] of W into out[i][c], without bias. */
+typedef void (*tile_fn)(int MR, const rt_weight *W, const int j[4], const float *x, size_t ldx, float out[2][4]);
+/* Row j of W decoded into out[in], in the kernel set's order. */
+typedef void (*row_fn)(const rt_weight *W, int j, float *out);
 
 enum { ENC_F32, ENC_F16, ENC_BF16, ENC_I8, ENC_I4 };
+static const unsigned BYTES_X2[] = { [ENC_F32] = 8, [ENC_F16] = 4, [ENC_BF16] = 4, [ENC_I8] = 2, [ENC_I4] = 1 };
 
-/* One row of W as the fused step walks it: where its values or codes start, where its scales
- * and zero points start, and the current group's parameters. */
+/* One row of W as a step walks it: where its values or codes start, where its scales and zero
+ * points start. */
 typedef struct {
     const uint8_t *p, *sc, *zp;
-    __m512 s, tab; /* int8: the scale; int4: the 16 values a code can stand for */
-    __m512i z;     /* int8: the zero code */
-} wrow;
+} rowptr;
 
-AVX512_INLINE void row_init(int enc, const rt_weight *W, int j, wrow *r)
+static inline void row_ptr(int enc, const rt_weight *W, int j, rowptr *r)
 {
-    const lmq_layout *L = &W->L;
     const size_t in = (size_t)W->in;
-    static const unsigned bytes_x2[] = { [ENC_F32] = 8, [ENC_F16] = 4, [ENC_BF16] = 4, [ENC_I8] = 2, [ENC_I4] = 1 };
-    r->p = W->data + L->code_offset + (size_t)j * in * bytes_x2[enc] / 2;
-    const size_t sidx = W->q.gran == LMQ_GRAN_TENSOR ? 0 : (size_t)j * (size_t)L->groups_per_row;
+    r->p = W->data + W->L.code_offset + (size_t)j * in * BYTES_X2[enc] / 2;
+    const size_t sidx = W->q.gran == LMQ_GRAN_TENSOR ? 0 : (size_t)j * (size_t)W->L.groups_per_row;
     r->sc = W->data + sidx * 2;
-    r->zp = W->q.asym ? W->data + L->zero_offset + sidx * 2 : NULL;
-    r->s = r->tab = _mm512_setzero_ps(); /* set by row_group before a quantised step */
-    r->z = _mm512_setzero_si512();
+    r->zp = W->q.asym ? W->data + W->L.zero_offset + sidx * 2 : NULL;
 }
 
-/* The parameters of group gi; the values are (code − zero)·scale, rounded as q_dequantize does
- * (the code − zero differences are small integers, exact as floats). */
-AVX512_INLINE void row_group(int enc, wrow *r, int64_t gi, unsigned bits)
+/* Where column k of the row starts. */
+static inline const uint8_t *row_at(int enc, const uint8_t *p, int64_t k)
 {
-    uint16_t h;
-    memcpy(&h, r->sc + 2 * gi, 2);
-    const __m512 s = _mm512_cvtph_ps(_mm256_set1_epi16((short)h));
-    __m512i z = _mm512_set1_epi32(1 << (bits - 1));
+    return p + (size_t)k * BYTES_X2[enc] / 2;
+}
+
+/* Group gi's scale (fp16 bits, which a kernel set widens in a register) and zero code; the
+ * weights are (code − zero)·scale, rounded as q_dequantize does (the differences are small
+ * integers, exact as floats). */
+static inline void group_of(const rowptr *r, int64_t gi, unsigned bits, uint16_t *s, int *z)
+{
+    memcpy(s, r->sc + 2 * gi, 2);
+    *z = 1 << (bits - 1);
     if (r->zp) {
         int16_t z16;
         memcpy(&z16, r->zp + 2 * gi, 2);
-        z = _mm512_set1_epi32(z16);
-    }
-    if (enc == ENC_I8) {
-        r->s = s;
-        r->z = z;
-    } else if (!r->zp) { /* symmetric int4: the code − 8 table is a constant */
-        r->tab = _mm512_mul_ps(_mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7), s);
-    } else {
-        const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-        r->tab = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(iota, z)), s);
+        *z = z16;
     }
 }
 
-/* 32 weights of the row from column k: w0 then w1, zero in dead lanes. int4 gives the even
- * columns of the 32 in w0 and the odd ones in w1 (low nibbles, then high): x is reordered the
- * same way before the product. */
-AVX512_INLINE void row_step(int enc, const wrow *r, int64_t k, __mmask16 m0, __mmask16 m1, __m512 *w0, __m512 *w1)
+/* Rows are short streams the hardware prefetcher learns late: a tile asks for the rows a few
+ * tiles on (same column), at least PREFETCH_BYTES ahead, one request per cache line. */
+static inline size_t prefetch_ahead(int enc, const rt_weight *W)
 {
-    switch (enc) {
-    case ENC_F32:
-        *w0 = _mm512_maskz_loadu_ps(m0, r->p + 4 * k);
-        *w1 = _mm512_maskz_loadu_ps(m1, r->p + 4 * (k + 16));
-        break;
-    case ENC_F16:
-        *w0 = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m0, r->p + 2 * k));
-        *w1 = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m1, r->p + 2 * (k + 16)));
-        break;
-    case ENC_BF16:
-        *w0 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m0, r->p + 2 * k)), 16));
-        *w1 = _mm512_castsi512_ps(
-            _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m1, r->p + 2 * (k + 16))), 16));
-        break;
-    case ENC_I8: {
-        __m512i c0 = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m0, r->p + k));
-        __m512i c1 = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m1, r->p + k + 16));
-        *w0 = _mm512_maskz_mul_ps(m0, _mm512_cvtepi32_ps(_mm512_sub_epi32(c0, r->z)), r->s);
-        *w1 = _mm512_maskz_mul_ps(m1, _mm512_cvtepi32_ps(_mm512_sub_epi32(c1, r->z)), r->s);
-        break;
-    }
-    default: { /* ENC_I4: whole 32-blocks only */
-        /* vpermps reads the low 4 bits of each index: the low nibble needs no mask */
-        __m512i c = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(r->p + k / 2)));
-        *w0 = _mm512_permutexvar_ps(c, r->tab);
-        *w1 = _mm512_permutexvar_ps(_mm512_srli_epi32(c, 4), r->tab);
-        break;
-    }
-    }
+    const size_t tile_bytes = 4 * (size_t)W->in * BYTES_X2[enc] / 2;
+    return (PREFETCH_BYTES + tile_bytes - 1) / tile_bytes * tile_bytes;
 }
 
-/* Where step k of the row starts. */
-AVX512_INLINE const uint8_t *row_at(int enc, const wrow *r, int64_t k)
+/* One request per cache line of the row at p: for the lines at the multiples of a line's columns
+ * within [k, k + n), `ahead` bytes on (k a multiple of n, n a power of two; constants fold it to
+ * a test of k's low bits). */
+static inline void prefetch_step(int enc, const uint8_t *p, int64_t k, int n, size_t ahead)
 {
-    static const unsigned bytes_x2[] = { [ENC_F32] = 8, [ENC_F16] = 4, [ENC_BF16] = 4, [ENC_I8] = 2, [ENC_I4] = 1 };
-    return r->p + (size_t)k * bytes_x2[enc] / 2;
+    const uint64_t cols = 128 / BYTES_X2[enc];
+    for (uint64_t c = (uint64_t)k; c < (uint64_t)k + (uint64_t)n; c += cols < (uint64_t)n ? cols : (uint64_t)n)
+        if (c % cols == 0)
+            __builtin_prefetch(row_at(enc, p, (int64_t)c) + ahead, 0, 3);
 }
 
-AVX512_INLINE __mmask16 lanes(int64_t n)
-{
-    return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
-}
-
-/* One step of a tile: 32 columns from k of MR rows of x against the tile's 4 rows of W. */
-AVX512_INLINE void tile_step(int enc, int MR, wrow r[4], const float *x, size_t ldx, int64_t k, __mmask16 m0,
-                             __mmask16 m1, size_t ahead, __m512 a0[2][4], __m512 a1[2][4])
-{
-    __m512 x0[2], x1[2];
-    UNROLL for (int i = 0; i < MR; i++) {
-        x0[i] = _mm512_maskz_loadu_ps(m0, x + (size_t)i * ldx + k);
-        x1[i] = _mm512_maskz_loadu_ps(m1, x + (size_t)i * ldx + k + 16);
-    }
-    UNROLL for (int c = 0; c < 4; c++) {
-        __m512 w0, w1;
-        /* One request per cache line: a step of int8 reads half a line, of int4 a quarter, of
-         * fp32 two lines. */
-        if ((enc != ENC_I8 || k % 64 == 0) && (enc != ENC_I4 || k % 128 == 0))
-            _mm_prefetch((const char *)row_at(enc, &r[c], k) + ahead, _MM_HINT_T0);
-        if (enc == ENC_F32)
-            _mm_prefetch((const char *)row_at(enc, &r[c], k) + ahead + 64, _MM_HINT_T0);
-        row_step(enc, &r[c], k, m0, m1, &w0, &w1);
-        UNROLL for (int i = 0; i < MR; i++) {
-            a0[i][c] = _mm512_fmadd_ps(x0[i], w0, a0[i][c]);
-            a1[i][c] = _mm512_fmadd_ps(x1[i], w1, a1[i][c]);
-        }
-    }
-}
-
-/* MR rows of x against rows j[0..3] of W: per output, two 16-lane accumulators over steps of 32
- * (w0's products in one, w1's in the other, so that no chain of dependent FMAs sets the pace),
- * added and reduced once at the end in a fixed order. An output's operations do not depend on MR
- * or on its neighbours, so every tiling gives the same result. Whole steps run with constant
- * masks (plain loads); a row's last, partial step with live-lane masks. */
-AVX512_INLINE void tile(int enc, int MR, const rt_weight *W, const int j[4], const float *x, size_t ldx, float out[2][4])
-{
-    const int64_t K = W->in, group = enc >= ENC_I8 ? W->L.group : K;
-    const unsigned bits = enc == ENC_I8 ? 8 : 4;
-    wrow r[4];
-    UNROLL for (int c = 0; c < 4; c++)
-        row_init(enc, W, j[c], &r[c]);
-    /* Rows are short streams the hardware prefetcher learns late: ask for the rows a few tiles
-     * on (same column) while this one runs, at least PREFETCH_BYTES ahead. */
-    const size_t tile_bytes = 4 * (size_t)(row_at(enc, &r[0], K) - r[0].p);
-    const size_t ahead = (PREFETCH_BYTES + tile_bytes - 1) / tile_bytes * tile_bytes;
-    __m512 a0[2][4], a1[2][4];
-    UNROLL for (int i = 0; i < MR; i++)
-        UNROLL for (int c = 0; c < 4; c++)
-            a0[i][c] = a1[i][c] = _mm512_setzero_ps();
-    int64_t k = 0;
-    for (int64_t group_end = 0; k < K; k += 32) {
-        if (enc >= ENC_I8 && k == group_end) {
-            UNROLL for (int c = 0; c < 4; c++)
-                row_group(enc, &r[c], k / group, bits);
-            group_end += group;
-        }
-        if (k + 32 <= K)
-            tile_step(enc, MR, r, x, ldx, k, 0xFFFF, 0xFFFF, ahead, a0, a1);
-        else
-            tile_step(enc, MR, r, x, ldx, k, lanes(K - k), lanes(K - k - 16), ahead, a0, a1);
-    }
-    UNROLL for (int i = 0; i < MR; i++)
-        UNROLL for (int c = 0; c < 4; c++)
-            out[i][c] = _mm512_reduce_add_ps(_mm512_add_ps(a0[i][c], a1[i][c]));
-}
-
-AVX512_INLINE void tiles(int enc, const rt_weight *W, const float *x, size_t ldx, int m, int j0, int cols, float *y,
-                         size_t ldy)
+/* Rows [j0, j0 + cols) of W against m rows of x: tiles of 4 rows of W (a short last tile repeats
+ * its last row) and 2 rows of x (then 1); an output's operations depend on neither. */
+static void tiles_loop(tile_fn tile, const rt_weight *W, const float *x, size_t ldx, int m, int j0, int cols,
+                       float *y, size_t ldy)
 {
     for (int jb = j0; jb < j0 + cols; jb += 4) {
         const int nr = j0 + cols - jb < 4 ? j0 + cols - jb : 4;
@@ -268,10 +169,7 @@ AVX512_INLINE void tiles(int enc, const rt_weight *W, const float *x, size_t ldx
         float out[2][4];
         for (int i = 0; i < m;) {
             const int rows = m - i >= 2 ? 2 : 1;
-            if (rows == 2)
-                tile(enc, 2, W, j, x + (size_t)i * ldx, ldx, out);
-            else
-                tile(enc, 1, W, j, x + (size_t)i * ldx, ldx, out);
+            tile(rows, W, j, x + (size_t)i * ldx, ldx, out);
             for (int r = 0; r < rows; r++)
                 for (int c = 0; c < nr; c++)
                     y[(size_t)(i + r) * ldy + jb - j0 + c] = W->b ? out[r][c] + W->b[jb + c] : out[r][c];
@@ -280,23 +178,139 @@ AVX512_INLINE void tiles(int enc, const rt_weight *W, const float *x, size_t ldx
     }
 }
 
-/* Rows [j0, j0 + cols) decoded by the same step into out (cols × in, the kernel's order). */
-AVX512_INLINE void decode(int enc, const rt_weight *W, int j0, int cols, float *out)
+#if HAVE_X86
+/* Loops over rows of a tile are unrolled so that their accumulators live in registers. */
+#define UNROLL _Pragma("GCC unroll 4")
+
+/* ---- AVX-512: steps of 32 columns */
+#define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c")))
+#define AVX512_INLINE static inline __attribute__((always_inline, target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c")))
+
+typedef struct {
+    rowptr r;
+    __m512 s, tab; /* int8: the scale; int4: the 16 values a code can stand for */
+    __m512i z;     /* int8: the zero code */
+} wrow16;
+
+AVX512_INLINE void row_group16(int enc, wrow16 *r, int64_t gi, unsigned bits)
+{
+    uint16_t s;
+    int z;
+    group_of(&r->r, gi, bits, &s, &z);
+    r->s = _mm512_cvtph_ps(_mm256_set1_epi16((short)s));
+    r->z = _mm512_set1_epi32(z);
+    if (enc == ENC_I4) {
+        const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+        r->tab = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(iota, r->z)), r->s);
+    }
+}
+
+/* 32 weights of the row from column k: w0 then w1, zero in dead lanes. int4 gives the even
+ * columns of the 32 in w0 and the odd ones in w1 (low nibbles, then high): x is reordered the
+ * same way before the product. */
+AVX512_INLINE void row_step16(int enc, const wrow16 *r, int64_t k, __mmask16 m0, __mmask16 m1, __m512 *w0, __m512 *w1)
+{
+    const uint8_t *p = row_at(enc, r->r.p, k), *p1 = row_at(enc, r->r.p, k + 16);
+    switch (enc) {
+    case ENC_F32:
+        *w0 = _mm512_maskz_loadu_ps(m0, p);
+        *w1 = _mm512_maskz_loadu_ps(m1, p1);
+        break;
+    case ENC_F16:
+        *w0 = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m0, p));
+        *w1 = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m1, p1));
+        break;
+    case ENC_BF16:
+        *w0 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m0, p)), 16));
+        *w1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m1, p1)), 16));
+        break;
+    case ENC_I8: {
+        __m512i c0 = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m0, p));
+        __m512i c1 = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m1, p1));
+        *w0 = _mm512_maskz_mul_ps(m0, _mm512_cvtepi32_ps(_mm512_sub_epi32(c0, r->z)), r->s);
+        *w1 = _mm512_maskz_mul_ps(m1, _mm512_cvtepi32_ps(_mm512_sub_epi32(c1, r->z)), r->s);
+        break;
+    }
+    default: { /* ENC_I4: whole 32-blocks only */
+        /* vpermps reads the low 4 bits of each index: the low nibble needs no mask */
+        __m512i c = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p));
+        *w0 = _mm512_permutexvar_ps(c, r->tab);
+        *w1 = _mm512_permutexvar_ps(_mm512_srli_epi32(c, 4), r->tab);
+        break;
+    }
+    }
+}
+
+AVX512_INLINE __mmask16 lanes16(int64_t n)
+{
+    return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
+}
+
+/* One step of a tile: 32 columns from k of MR rows of x against the tile's 4 rows of W. */
+AVX512_INLINE void tile_step16(int enc, int MR, wrow16 r[4], const float *x, size_t ldx, int64_t k, __mmask16 m0,
+                               __mmask16 m1, size_t ahead, __m512 a0[2][4], __m512 a1[2][4])
+{
+    __m512 x0[2], x1[2];
+    UNROLL for (int i = 0; i < MR; i++) {
+        x0[i] = _mm512_maskz_loadu_ps(m0, x + (size_t)i * ldx + k);
+        x1[i] = _mm512_maskz_loadu_ps(m1, x + (size_t)i * ldx + k + 16);
+    }
+    UNROLL for (int c = 0; c < 4; c++) {
+        __m512 w0, w1;
+        prefetch_step(enc, r[c].r.p, k, 32, ahead);
+        row_step16(enc, &r[c], k, m0, m1, &w0, &w1);
+        UNROLL for (int i = 0; i < MR; i++) {
+            a0[i][c] = _mm512_fmadd_ps(x0[i], w0, a0[i][c]);
+            a1[i][c] = _mm512_fmadd_ps(x1[i], w1, a1[i][c]);
+        }
+    }
+}
+
+/* Per output, two 16-lane accumulators over steps of 32 (w0's products in one, w1's in the
+ * other, so that no chain of dependent FMAs sets the pace), added and reduced once at the end in
+ * a fixed order. Whole steps run with constant masks (plain loads); a row's last, partial step
+ * with live-lane masks. */
+AVX512_INLINE void tile16(int enc, int MR, const rt_weight *W, const int j[4], const float *x, size_t ldx,
+                          float out[2][4])
 {
     const int64_t K = W->in, group = enc >= ENC_I8 ? W->L.group : K;
-    for (int c = 0; c < cols; c++) {
-        wrow r;
-        row_init(enc, W, j0 + c, &r);
-        float *o = out + (size_t)c * (size_t)K;
-        for (int64_t k = 0; k < K; k += 32) {
-            const __mmask16 m0 = lanes(K - k), m1 = lanes(K - k - 16);
-            if (enc >= ENC_I8 && k % group == 0)
-                row_group(enc, &r, k / group, enc == ENC_I8 ? 8 : 4);
-            __m512 w0, w1;
-            row_step(enc, &r, k, m0, m1, &w0, &w1);
-            _mm512_mask_storeu_ps(o + k, m0, w0);
-            _mm512_mask_storeu_ps(o + k + 16, m1, w1);
+    wrow16 r[4] = { 0 }; /* the parameters: set by row_group16 before a quantised step */
+    UNROLL for (int c = 0; c < 4; c++)
+        row_ptr(enc, W, j[c], &r[c].r);
+    const size_t ahead = prefetch_ahead(enc, W);
+    __m512 a0[2][4], a1[2][4];
+    UNROLL for (int i = 0; i < MR; i++)
+        UNROLL for (int c = 0; c < 4; c++)
+            a0[i][c] = a1[i][c] = _mm512_setzero_ps();
+    for (int64_t k = 0, group_end = 0; k < K; k += 32) {
+        if (enc >= ENC_I8 && k == group_end) {
+            UNROLL for (int c = 0; c < 4; c++)
+                row_group16(enc, &r[c], k / group, enc == ENC_I8 ? 8 : 4);
+            group_end += group;
         }
+        if (k + 32 <= K)
+            tile_step16(enc, MR, r, x, ldx, k, 0xFFFF, 0xFFFF, ahead, a0, a1);
+        else
+            tile_step16(enc, MR, r, x, ldx, k, lanes16(K - k), lanes16(K - k - 16), ahead, a0, a1);
+    }
+    UNROLL for (int i = 0; i < MR; i++)
+        UNROLL for (int c = 0; c < 4; c++)
+            out[i][c] = _mm512_reduce_add_ps(_mm512_add_ps(a0[i][c], a1[i][c]));
+}
+
+AVX512_INLINE void row16(int enc, const rt_weight *W, int j, float *o)
+{
+    const int64_t K = W->in, group = enc >= ENC_I8 ? W->L.group : K;
+    wrow16 r = { 0 };
+    row_ptr(enc, W, j, &r.r);
+    for (int64_t k = 0; k < K; k += 32) {
+        const __mmask16 m0 = lanes16(K - k), m1 = lanes16(K - k - 16);
+        if (enc >= ENC_I8 && k % group == 0)
+            row_group16(enc, &r, k / group, enc == ENC_I8 ? 8 : 4);
+        __m512 w0, w1;
+        row_step16(enc, &r, k, m0, m1, &w0, &w1);
+        _mm512_mask_storeu_ps(o + k, m0, w0);
+        _mm512_mask_storeu_ps(o + k + 16, m1, w1);
     }
 }
 
@@ -312,53 +326,193 @@ AVX512 static void permute32(const float *x, int n, int in, float *out)
     }
 }
 
-#define FUSED(enc, name)                                                                                        \
-    AVX512 static void tiles_##name(const rt_weight *W, const float *x, size_t ldx, int m, int j0, int cols,   \
-                                    float *y, size_t ldy)                                                     \
-    {                                                                                                         \
-        tiles(enc, W, x, ldx, m, j0, cols, y, ldy);                                                           \
-    }                                                                                                         \
-    AVX512 static void decode_##name(const rt_weight *W, int j0, int cols, float *out)                         \
-    {                                                                                                         \
-        decode(enc, W, j0, cols, out);                                                                        \
+/* ---- AVX2 + FMA + F16C: steps of 8 columns, in order, one 8-lane accumulator per output and
+ * the reduction of rt_gemm_nt's AVX2 tiles, so that a fused product is bit for bit the fp32
+ * product over the decoded rows (which prefill runs). */
+#define AVX2 __attribute__((target("avx2,fma,f16c")))
+#define AVX2_INLINE static inline __attribute__((always_inline, target("avx2,fma,f16c")))
+
+typedef struct {
+    rowptr r;
+    __m256 s;
+    __m256i z;
+} wrow8;
+
+AVX2_INLINE __m256i lanes8(int n)
+{
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+AVX2_INLINE void row_group8(wrow8 *r, int64_t gi, unsigned bits)
+{
+    uint16_t s;
+    int z;
+    group_of(&r->r, gi, bits, &s, &z);
+    r->s = _mm256_cvtph_ps(_mm_set1_epi16((short)s));
+    r->z = _mm256_set1_epi32(z);
+}
+
+/* The n (1..8) weights of the row from column k, +0 in dead lanes (as the fp32 product's masked
+ * loads give). A partial step reads its bytes through a copy, never past the row. int4: code l
+ * of the 8 is nibble l of their 4 bytes (low nibble first), so one variable shift puts every
+ * code in its lane in column order. */
+AVX2_INLINE __m256 row_step8(int enc, const wrow8 *r, int64_t k, int n)
+{
+    const uint8_t *p = row_at(enc, r->r.p, k);
+    uint8_t part[16] = { 0 };
+    if (n < 8) {
+        memcpy(part, p, (size_t)n * BYTES_X2[enc] / 2);
+        p = part;
     }
-FUSED(ENC_F32, f32)
-FUSED(ENC_F16, f16)
-FUSED(ENC_BF16, bf16)
-FUSED(ENC_I8, i8)
-FUSED(ENC_I4, i4)
-#define ROW(dt, name, perm, tails) { dt, (perm) ? permute32 : NULL, tails, tiles_##name, decode_##name }
+    __m256 w;
+    if (enc == ENC_F16) {
+        w = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+    } else if (enc == ENC_BF16) {
+        w = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
+    } else {
+        __m256i c;
+        if (enc == ENC_I8) {
+            c = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p));
+        } else { /* ENC_I4: whole steps only */
+            int32_t v;
+            memcpy(&v, p, 4);
+            c = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(v), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
+                                 _mm256_set1_epi32(15));
+        }
+        w = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(c, r->z)), r->s);
+        if (n < 8)
+            w = _mm256_and_ps(w, _mm256_castsi256_ps(lanes8(n)));
+    }
+    return w;
+}
+
+AVX2_INLINE void tile_step8(int enc, int MR, wrow8 r[4], const float *x, size_t ldx, int64_t k, int n, size_t ahead,
+                            __m256 a[2][4])
+{
+    __m256 xv[2];
+    UNROLL for (int i = 0; i < MR; i++)
+        xv[i] = n == 8 ? _mm256_loadu_ps(x + (size_t)i * ldx + k) : _mm256_maskload_ps(x + (size_t)i * ldx + k, lanes8(n));
+    UNROLL for (int c = 0; c < 4; c++) {
+        prefetch_step(enc, r[c].r.p, k, 8, ahead);
+        const __m256 w = row_step8(enc, &r[c], k, n);
+        UNROLL for (int i = 0; i < MR; i++)
+            a[i][c] = _mm256_fmadd_ps(xv[i], w, a[i][c]);
+    }
+}
+
+AVX2_INLINE void tile8(int enc, int MR, const rt_weight *W, const int j[4], const float *x, size_t ldx, float out[2][4])
+{
+    const int64_t K = W->in, group = enc >= ENC_I8 ? W->L.group : K;
+    wrow8 r[4] = { 0 };
+    UNROLL for (int c = 0; c < 4; c++)
+        row_ptr(enc, W, j[c], &r[c].r);
+    const size_t ahead = prefetch_ahead(enc, W);
+    __m256 a[2][4];
+    UNROLL for (int i = 0; i < MR; i++)
+        UNROLL for (int c = 0; c < 4; c++)
+            a[i][c] = _mm256_setzero_ps();
+    for (int64_t k = 0, group_end = 0; k < K; k += 8) {
+        if (enc >= ENC_I8 && k == group_end) {
+            UNROLL for (int c = 0; c < 4; c++)
+                row_group8(&r[c], k / group, enc == ENC_I8 ? 8 : 4);
+            group_end += group;
+        }
+        if (k + 8 <= K)
+            tile_step8(enc, MR, r, x, ldx, k, 8, ahead, a);
+        else
+            tile_step8(enc, MR, r, x, ldx, k, (int)(K - k), ahead, a);
+    }
+    UNROLL for (int i = 0; i < MR; i++) { /* hsum4 of runtime/kernels.c: the four sums in one order */
+        const __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(a[i][0], a[i][1]), _mm256_hadd_ps(a[i][2], a[i][3]));
+        _mm_storeu_ps(out[i], _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1)));
+    }
+}
+
+AVX2_INLINE void row8(int enc, const rt_weight *W, int j, float *o)
+{
+    const int64_t K = W->in, group = enc >= ENC_I8 ? W->L.group : K;
+    wrow8 r = { 0 };
+    row_ptr(enc, W, j, &r.r);
+    for (int64_t k = 0; k < K; k += 8) {
+        const int n = K - k >= 8 ? 8 : (int)(K - k);
+        if (enc >= ENC_I8 && k % group == 0)
+            row_group8(&r, k / group, enc == ENC_I8 ? 8 : 4);
+        const __m256 w = row_step8(enc, &r, k, n);
+        if (n == 8)
+            _mm256_storeu_ps(o + k, w);
+        else
+            _mm256_maskstore_ps(o + k, lanes8(n), w);
+    }
+}
+
+/* Each kernel set's tile and row decoder for one encoding, as plain functions the shared loops call. */
+#define FUSED(isa, TARGET, W_, enc, name)                                                                       \
+    TARGET static void tile_##isa##_##name(int MR, const rt_weight *W, const int j[4], const float *x,        \
+                                           size_t ldx, float out[2][4])                                       \
+    {                                                                                                         \
+        if (MR == 2)                                                                                          \
+            tile##W_(enc, 2, W, j, x, ldx, out);                                                              \
+        else                                                                                                  \
+            tile##W_(enc, 1, W, j, x, ldx, out);                                                              \
+    }                                                                                                         \
+    TARGET static void row_##isa##_##name(const rt_weight *W, int j, float *out)                              \
+    {                                                                                                         \
+        row##W_(enc, W, j, out);                                                                              \
+    }
+FUSED(avx512, AVX512, 16, ENC_F32, f32)
+FUSED(avx512, AVX512, 16, ENC_F16, f16)
+FUSED(avx512, AVX512, 16, ENC_BF16, bf16)
+FUSED(avx512, AVX512, 16, ENC_I8, i8)
+FUSED(avx512, AVX512, 16, ENC_I4, i4)
+FUSED(avx2, AVX2, 8, ENC_F16, f16)
+FUSED(avx2, AVX2, 8, ENC_BF16, bf16)
+FUSED(avx2, AVX2, 8, ENC_I8, i8)
+FUSED(avx2, AVX2, 8, ENC_I4, i4)
+#define KERNELS(isa, name, perm) { perm, tile_##isa##_##name, row_##isa##_##name }
+#define PERMUTE32 permute32
 #else
-#define ROW(dt, name, perm, tails) { dt, NULL, tails, NULL, NULL }
+#define KERNELS(isa, name, perm) { NULL, NULL, NULL }
 #endif
 
-/* The fused encodings: one row each. reorder: x is reordered as the step delivers W (int4: even
- * columns of each 32, then odd), or NULL; tails: rows of any length (else a multiple of 32).
- * Groups must be a multiple of 32 long so that a step never spans two. */
+/* One kernel set's kernels for an encoding. reorder: x is reordered as the step delivers W, or NULL. */
+typedef struct {
+    void (*reorder)(const float *x, int n, int in, float *out);
+    tile_fn tile;
+    row_fn row;
+} fused_kernels;
+
+/* The fused encodings: one row each, a column per kernel set (empty: none). tails: rows of any
+ * length (else a multiple of 32). Groups must be a multiple of 32 long so that a step never spans
+ * two. fp32 on AVX2 is rt_gemm_nt's own product. */
 static const struct fused_row {
     lmq_dtype dtype;
-    void (*reorder)(const float *x, int n, int in, float *out);
     int tails;
-    tiles_fn tiles;
-    decode_fn decode;
+    fused_kernels isa[RT_ISA_AVX512 + 1];
 } FUSED_ROWS_TABLE[] = {
-    ROW(LMQ_T_F32, f32, 0, 1),
-    ROW(LMQ_T_F16, f16, 0, 1),
-    ROW(LMQ_T_BF16, bf16, 0, 1),
-    ROW(LMQ_T_INT8, i8, 0, 1),
-    ROW(LMQ_T_INT4, i4, 1, 0),
+    { LMQ_T_F32, 1, { [RT_ISA_AVX512] = KERNELS(avx512, f32, NULL) } },
+    { LMQ_T_F16, 1, { [RT_ISA_AVX2] = KERNELS(avx2, f16, NULL), [RT_ISA_AVX512] = KERNELS(avx512, f16, NULL) } },
+    { LMQ_T_BF16, 1, { [RT_ISA_AVX2] = KERNELS(avx2, bf16, NULL), [RT_ISA_AVX512] = KERNELS(avx512, bf16, NULL) } },
+    { LMQ_T_INT8, 1, { [RT_ISA_AVX2] = KERNELS(avx2, i8, NULL), [RT_ISA_AVX512] = KERNELS(avx512, i8, NULL) } },
+    { LMQ_T_INT4, 0, { [RT_ISA_AVX2] = KERNELS(avx2, i4, NULL), [RT_ISA_AVX512] = KERNELS(avx512, i4, PERMUTE32) } },
 };
 
-static const struct fused_row *fused_row(rt_isa isa, const rt_weight *W)
+static const fused_kernels *fused_row(rt_isa isa, const rt_weight *W)
 {
-    if (isa != RT_ISA_AVX512 || (W->q.gran == LMQ_GRAN_GROUP && W->q.group % 32))
+    if (W->q.gran == LMQ_GRAN_GROUP && W->q.group % 32)
         return NULL;
     for (size_t i = 0; i < sizeof FUSED_ROWS_TABLE / sizeof FUSED_ROWS_TABLE[0]; i++) {
         const struct fused_row *f = &FUSED_ROWS_TABLE[i];
-        if (f->dtype == W->q.dtype && f->tiles && (f->tails || W->in % 32 == 0))
-            return f;
+        if (f->dtype == W->q.dtype && f->isa[isa].tile && (f->tails || W->in % 32 == 0))
+            return &f->isa[isa];
     }
     return NULL;
+}
+
+/* Rows [j0, j0 + cols) decoded by the kernel set's step into out (cols × in, its order). */
+static void decode_rows(const fused_kernels *f, const rt_weight *W, int j0, int cols, float *out)
+{
+    for (int c = 0; c < cols; c++)
+        f->row(W, j0 + c, out + (size_t)c * (size_t)W->in);
 }
 
 int rt_linear_fused(rt_isa isa, const rt_weight *W)
@@ -368,9 +522,9 @@ int rt_linear_fused(rt_isa isa, const rt_weight *W)
 
 lmq_code rt_weight_rows(rt_isa isa, const rt_weight *W, int r0, int n, float *out, lmq_err *err)
 {
-    const struct fused_row *f = fused_row(isa, W);
+    const fused_kernels *f = fused_row(isa, W);
     if (f && !f->reorder && r0 >= 0 && n >= 0 && r0 <= W->out - n) { /* the same values, in order */
-        f->decode(W, r0, n, out);
+        decode_rows(f, W, r0, n, out);
         return LMQ_OK;
     }
     lmq_code c = q_dequantize_rows(&W->q, W->data, W->L.bytes, W->out, W->in, r0, n, out, err);
@@ -381,7 +535,7 @@ lmq_code rt_weight_rows(rt_isa isa, const rt_weight *W, int r0, int n, float *ou
 
 typedef struct {
     rt_isa isa;
-    const struct fused_row *f; /* NULL: generic */
+    const fused_kernels *f; /* NULL: generic */
     const rt_weight *W;
     const float *x; /* reordered when f->reorder */
     float *y;
@@ -397,10 +551,11 @@ static void f32_product(const linear_job *j, const float *x, int m, const float 
 {
     const rt_weight *W = j->W;
     const int in = W->in;
-    if (j->isa == RT_ISA_AVX512 && FUSED_ROWS_TABLE[0].tiles) {
+    const fused_kernels *f32 = &FUSED_ROWS_TABLE[0].isa[j->isa];
+    if (f32->tile) {
         rt_weight S = { .q = { .dtype = LMQ_T_F32 }, .data = (const uint8_t *)w, .b = W->b ? W->b + c0 : NULL,
                         .out = cols, .in = in };
-        FUSED_ROWS_TABLE[0].tiles(&S, x, (size_t)in, m, 0, cols, y, (size_t)W->out);
+        tiles_loop(f32->tile, &S, x, (size_t)in, m, 0, cols, y, (size_t)W->out);
     } else {
         rt_gemm_nt(j->isa, x, (size_t)in, w, (size_t)in, W->b ? W->b + c0 : NULL, y, (size_t)W->out, m, cols, in);
     }
@@ -418,7 +573,7 @@ static void linear_task(void *v, int64_t begin, int64_t end, int thread)
         float *y = j->y + (size_t)r0 * W->out + c0;
         if (!j->staged) { /* W as stored: fp32, or fused for a few rows */
             if (j->f)
-                j->f->tiles(W, x, in, rows, c0, cols, y, (size_t)W->out);
+                tiles_loop(j->f->tile, W, x, in, rows, c0, cols, y, (size_t)W->out);
             else
                 f32_product(j, x, rows, (const float *)W->data + (size_t)c0 * in, c0, cols, y);
             continue;
@@ -428,7 +583,7 @@ static void linear_task(void *v, int64_t begin, int64_t end, int thread)
         if (j->held[thread] != c0) {
             j->held[thread] = c0;
             if (j->f)
-                j->f->decode(W, c0, cols, s);
+                decode_rows(j->f, W, c0, cols, s);
             else if (q_dequantize_rows(&W->q, W->data, W->L.bytes, W->out, W->in, c0, cols, s, NULL))
                 j->failed = 1, j->held[thread] = -1;
         }

@@ -3,10 +3,11 @@
  * rt_weight is a typed view: the encoding, its layout (schemes/scheme.h) and the stored bytes,
  * which point into the artefact's mapping. Nothing is copied or widened at load. rt_linear
  * picks, per encoding and kernel set, one of two ways, which give bit-identical results:
- *   fused   (AVX-512; fp32, fp16, bf16, int8 and int4, symmetric or not, per tensor, channel or
- *           group of a multiple of 32): each step decodes 32 weights of a row in registers,
- *           exactly as the scheme table's dequantiser would, and multiplies them into the
- *           activations. For a few activation rows (decode) it runs straight over the stored
+ *   fused   (AVX-512: fp32, fp16, bf16, int8 and int4; AVX2+FMA+F16C: the same but fp32;
+ *           symmetric or not, per tensor, channel or group of a multiple of 32): each step
+ *           decodes 32 (AVX2: 8) weights of a row in registers, exactly as the scheme table's
+ *           dequantiser would, and multiplies them into the activations (AVX2 in rt_gemm_nt's
+ *           summation order, so its fp32 product serves as the fp32 tiles). For a few activation rows (decode) it runs straight over the stored
  *           bytes; for many (prefill) it first decodes a block of rows into scratch with the
  *           same step and then runs the fp32 tiles over it, so decoding costs once per block.
  *   generic (any encoding, any kernel set): a block of rows is dequantised into scratch by the
