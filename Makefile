@@ -34,40 +34,49 @@ GOLDEN_SRC := $(wildcard tests/golden_*.c)
 GOLDEN_BIN := $(if $(filter 1,$(SAN)),,$(GOLDEN_SRC:tests/%.c=$(BUILD)/tests/%))
 TEST_SUPPORT := $(filter-out $(TEST_SRC) $(GOLDEN_SRC),$(wildcard tests/*.c))
 
-# CUDA: built when nvcc is on the PATH or in the toolkit's standard place, skipped otherwise.
-NVCC ?= $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard /usr/local/cuda/bin/nvcc))
+# CUDA: the plugin $(BUILD)/liblmq_cuda.so (runtime/cuda/cuda.h), built when nvcc is on the PATH
+# or in the toolkit's standard place and cuBLAS is in the folders nvcc links and includes from
+# (nvcc names them, also when it is a wrapper elsewhere); skipped otherwise, with a message.
+# Nothing else links CUDA: lmq opens the plugin only when a command asks for the cuda device.
+NVCC ?= $(realpath $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard /usr/local/cuda/bin/nvcc)))
 CUDA_SRC := $(wildcard runtime/cuda/*.cu)
 ifneq ($(NVCC),)
-ifneq ($(CUDA_SRC),)
-CUDA_HOME := $(patsubst %/bin/nvcc,%,$(NVCC))
-CUDA_OBJ  := $(CUDA_SRC:%.cu=$(BUILD)/%.o)
-CFLAGS    += -DLMQ_CUDA=1 -I$(CUDA_HOME)/include
-LDLIBS    += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
+CUDA_LIBDIR := $(shell $(NVCC) --dryrun -x cu -c /dev/null -o cuda-probe.o 2>&1 | \
+                 sed -n 's/.*LIBRARIES=.*"-L\([^"]*\)"[[:space:]]*$$/\1/p')
 endif
+CUDA_FOUND := $(wildcard $(CUDA_LIBDIR)/libcublas.so $(CUDA_LIBDIR)/../include/cublas_v2.h)
+ifneq ($(and $(NVCC),$(CUDA_SRC),$(word 2,$(CUDA_FOUND))),)
+CUDA_OBJ    := $(CUDA_SRC:%.cu=$(BUILD)/%.o)
+CUDA_PLUGIN := $(BUILD)/liblmq_cuda.so
+# The C objects the kernels call (errors, the encoding table), linked into the plugin as well.
+CUDA_C_OBJ  := $(BUILD)/common/err.o $(BUILD)/formats/encoding.o
+$(BUILD)/runtime/backend.o: CFLAGS += -DLMQ_CUDA_PLUGIN='"$(abspath $(CUDA_PLUGIN))"'
 endif
 # Ampere and Hopper code, plus Hopper PTX that newer devices compile when they load it.
 CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=[sm_90,compute_90]
 # The CUDA suite exists only where the backend is built (it says "skipped" without a device).
-ifeq ($(CUDA_OBJ),)
+ifeq ($(CUDA_PLUGIN),)
 TEST_SRC := $(filter-out tests/test_cuda.c,$(TEST_SRC))
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 endif
 
 .PHONY: all deps check check-asan check-golden bench demo expected clean cuda-status fuzz fuzz-smoke fuzz-build install
-all: cuda-status $(BUILD)/lmq lmq
+all: cuda-status $(BUILD)/lmq lmq $(CUDA_PLUGIN)
 
 cuda-status:
 ifeq ($(NVCC),)
 	@echo "lmq: nvcc not found (PATH or /usr/local/cuda): building the CPU runtime only"
+else ifeq ($(CUDA_PLUGIN),)
+	@echo "lmq: nvcc at $(NVCC), but cuBLAS (libcublas.so, cublas_v2.h) not in $(or $(CUDA_LIBDIR),the folder it links from) and ../include: building the CPU runtime only"
 else
-	@echo "lmq: CUDA toolkit at $(NVCC)$(if $(CUDA_SRC),, (no CUDA sources yet))"
+	@echo "lmq: CUDA backend $(CUDA_PLUGIN) (nvcc $(NVCC), cuBLAS in $(CUDA_LIBDIR))"
 endif
 
 lmq: $(BUILD)/lmq
 	@ln -sf $(BUILD)/lmq lmq
 
 # Rebuilt from scratch: an object whose source was moved or renamed must not linger in it.
-$(BUILD)/liblmq.a: $(LIB_OBJ) $(CUDA_OBJ)
+$(BUILD)/liblmq.a: $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	@rm -f $@
 	$(AR) rcs $@ $^
@@ -81,13 +90,13 @@ $(BUILD)/lmq: $(TOOL_OBJ) $(BUILD)/liblmq.a
 PREFIX  ?= /usr/local
 VERSION := $(shell sed -n 's/.*LMQ_TOOL_VERSION "lmq \(.*\)".*/\1/p' formats/manifest.h)
 
-$(BUILD)/liblmq.so: $(LIB_OBJ) $(CUDA_OBJ)
+$(BUILD)/liblmq.so: $(LIB_OBJ)
 	$(CC) $(LDFLAGS) -shared -Wl,-soname,liblmq.so -o $@ $^ $(LDLIBS)
 
 $(BUILD)/lmq.1: $(BUILD)/lmq tools/gen_man.sh
 	bash tools/gen_man.sh $(BUILD)/lmq $(VERSION) > $@.tmp && mv $@.tmp $@
 
-install: $(BUILD)/lmq $(BUILD)/liblmq.a $(BUILD)/liblmq.so $(BUILD)/lmq.1
+install: $(BUILD)/lmq $(BUILD)/liblmq.a $(BUILD)/liblmq.so $(BUILD)/lmq.1 $(CUDA_PLUGIN)
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig \
 	  $(DESTDIR)$(PREFIX)/share/man/man1
 	install -m 755 $(BUILD)/lmq $(DESTDIR)$(PREFIX)/bin/lmq
@@ -95,6 +104,7 @@ install: $(BUILD)/lmq $(BUILD)/liblmq.a $(BUILD)/liblmq.so $(BUILD)/lmq.1
 	install -m 755 $(BUILD)/liblmq.so $(DESTDIR)$(PREFIX)/lib/liblmq.so
 	install -m 644 include/lmq.h $(DESTDIR)$(PREFIX)/include/lmq.h
 	install -m 644 $(BUILD)/lmq.1 $(DESTDIR)$(PREFIX)/share/man/man1/lmq.1
+	$(if $(CUDA_PLUGIN),install -D -m 755 $(CUDA_PLUGIN) $(DESTDIR)$(PREFIX)/lib/lmq/liblmq_cuda.so)
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' -e 's|@REQUIRES@|$(PKGS)|' \
 	  -e 's|@LIBS@|$(filter-out -lzstd -lxxhash -lyaml -ljansson,$(LDLIBS))|' lmq.pc.in \
 	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/lmq.pc
@@ -105,7 +115,15 @@ $(BUILD)/%.o: %.c
 
 $(BUILD)/%.o: %.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) -O2 -std=c++17 $(CUDA_ARCH) -I. -Xcompiler -Wall,-Wextra,-Werror -MMD -MP -c $< -o $@
+	$(NVCC) -O2 -std=c++17 $(CUDA_ARCH) -I. -Xcompiler -fPIC,-Wall,-Wextra,-Werror -MMD -MP -c $< -o $@
+
+ifneq ($(CUDA_PLUGIN),)
+$(BUILD)/tests/test_cuda $(BUILD)/bench/bench_cuda: $(CUDA_PLUGIN)
+# The CUDA runtime linked statically (nvcc's default), cuBLAS found where it was at build time.
+$(CUDA_PLUGIN): $(CUDA_OBJ) $(CUDA_C_OBJ) runtime/cuda/exports.map
+	$(NVCC) -shared -o $@ $(CUDA_OBJ) $(CUDA_C_OBJ) -lcublas -Xlinker -rpath,$(CUDA_LIBDIR) \
+	  -Xlinker --version-script=runtime/cuda/exports.map
+endif
 
 $(BUILD)/tests/%: tests/%.c $(TEST_SUPPORT) $(BUILD)/liblmq.a
 	@mkdir -p $(dir $@)
@@ -115,7 +133,7 @@ $(BUILD)/tests/%: tests/%.c $(TEST_SUPPORT) $(BUILD)/liblmq.a
 # Without the fixtures folder (a clone on its own) the tests that need it are skipped and listed
 # in $(BUILD)/skipped.log (tests/testutil.h); under CI=true they fail instead.
 check: export LMQ_SKIP_LOG = $(BUILD)/skipped.log
-check: $(BUILD)/lmq $(TEST_BIN) $(GOLDEN_BIN)
+check: $(BUILD)/lmq $(CUDA_PLUGIN) $(TEST_BIN) $(GOLDEN_BIN)
 	@rm -f $(LMQ_SKIP_LOG)
 	@set -e; for t in $(TEST_BIN) $(GOLDEN_BIN); do echo "== $$t"; \
 	  $$t || { rc=$$?; [ $$rc = 77 ] || exit $$rc; echo "== $$t: skipped (exit 77)"; }; done

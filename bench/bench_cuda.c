@@ -4,19 +4,18 @@
  * copies of the matrix to exceed the L2 cache four times, so each streams it from memory. Prints
  * one JSON object per line: first the device and its copy bandwidth (rtc_probe_copy, 1 GiB),
  * then per encoding the mean time per call, the stored bytes read per second at 1 row and their
- * fraction of the copy bandwidth. Usage: bench_cuda [out] [in] [reps]. Needs the CUDA build. */
-#ifndef LMQ_CUDA
-#error "bench_cuda needs the CUDA build (nvcc)"
-#endif
+ * fraction of the copy bandwidth. Usage: bench_cuda [out] [in] [reps]. Needs the CUDA plugin. */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "common/clock.h"
 #include "common/pool.h"
-#include "runtime/cuda/cuda.h"
+#include "runtime/backend.h"
 #include "schemes/scheme.h"
 
 #define PREFILL 512
+
+static const rtc_api *cu; /* the plugin's table */
 
 static const lmq_qparams ENC[] = {
     { .dtype = LMQ_T_INT4, .gran = LMQ_GRAN_GROUP, .group = 128 },
@@ -38,15 +37,15 @@ static int fail(const lmq_err *e)
 static double timed(rtc_ctx *c, const float *x, int n, rtc_weight **W, int copies, float *y, int reps, lmq_err *e)
 {
     for (int r = 0; r < copies; r++) /* warm-up */
-        if (rtc_linear(c, x, n, W[r], y, e))
+        if (cu->linear(c, x, n, W[r], y, e))
             return -1;
-    if (rtc_sync(c, e))
+    if (cu->sync(c, e))
         return -1;
     const double t0 = lmq_now();
     for (int r = 0; r < reps; r++)
-        if (rtc_linear(c, x, n, W[r % copies], y, e))
+        if (cu->linear(c, x, n, W[r % copies], y, e))
             return -1;
-    if (rtc_sync(c, e))
+    if (cu->sync(c, e))
         return -1;
     return (lmq_now() - t0) / reps;
 }
@@ -61,15 +60,15 @@ int main(int argc, char **argv)
     }
     lmq_err e;
     rtc_ctx *c;
-    if (rtc_open(0, &c, &e))
+    if (!(cu = rt_cuda(&e)) || cu->open(0, &c, &e))
         return fail(&e);
     char desc[256];
-    rtc_describe(c, desc, sizeof desc);
+    cu->describe(c, desc, sizeof desc);
     double copy_gbps;
-    if (rtc_probe_copy(c, (size_t)1 << 30, 10, &copy_gbps, &e))
+    if (cu->probe_copy(c, (size_t)1 << 30, 10, &copy_gbps, &e))
         return fail(&e);
     printf("{\"device\":\"%s\",\"copy_gbps\":%.1f,\"l2_bytes\":%zu,\"out\":%d,\"in\":%d}\n", desc, copy_gbps,
-           rtc_l2_bytes(c), out, in);
+           cu->l2_bytes(c), out, in);
     fflush(stdout);
 
     lmq_pool *pool;
@@ -82,9 +81,9 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < (size_t)PREFILL * in; i++)
         x[i] = (float)((i * 2654435761u) % 1000) * 1e-3f - 0.5f;
     void *dx, *dy;
-    if (rtc_alloc(c, (size_t)PREFILL * in * sizeof *x, &dx, &e) ||
-        rtc_alloc(c, (size_t)PREFILL * out * sizeof(float), &dy, &e) ||
-        rtc_to_device(c, dx, x, (size_t)PREFILL * in * sizeof *x, &e))
+    if (cu->alloc(c, (size_t)PREFILL * in * sizeof *x, &dx, &e) ||
+        cu->alloc(c, (size_t)PREFILL * out * sizeof(float), &dy, &e) ||
+        cu->to_device(c, dx, x, (size_t)PREFILL * in * sizeof *x, &e))
         return fail(&e);
     for (size_t k = 0; k < sizeof ENC / sizeof ENC[0]; k++) {
         char name[64];
@@ -96,11 +95,11 @@ int main(int argc, char **argv)
         if (!data || q_quantize(&ENC[k], w, out, in, data, L.bytes, pool, &e))
             return data ? fail(&e) : 1;
         const rt_weight W = { .name = name, .q = ENC[k], .L = L, .data = data, .out = out, .in = in };
-        int copies = (int)(4 * rtc_l2_bytes(c) / L.bytes) + 1;
+        int copies = (int)(4 * cu->l2_bytes(c) / L.bytes) + 1;
         copies = copies > 64 ? 64 : copies;
         rtc_weight *dw[64];
         for (int i = 0; i < copies; i++)
-            if (rtc_upload(c, &W, &dw[i], &e))
+            if (cu->upload(c, &W, &dw[i], &e))
                 return fail(&e);
         free(data);
         const double t1 = timed(c, dx, 1, dw, copies, dy, reps, &e);
@@ -114,13 +113,13 @@ int main(int argc, char **argv)
                2.0 * PREFILL * out * (double)in / tp / 1e12);
         fflush(stdout);
         for (int i = 0; i < copies; i++)
-            rtc_weight_free(dw[i]);
+            cu->weight_free(dw[i]);
     }
-    rtc_free(dx);
-    rtc_free(dy);
+    cu->free(dx);
+    cu->free(dy);
     free(w);
     free(x);
     lmq_pool_free(pool);
-    rtc_close(c);
+    cu->close(c);
     return 0;
 }

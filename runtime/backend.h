@@ -1,9 +1,9 @@
 /* Where linear layers run: one row per backend, each answering by the weight's encoding as the
  * kernels are keyed. The CPU row is runtime/linear.h (every encoding); the CUDA row is
- * runtime/cuda/cuda.h, present in every build but empty ("built without CUDA") where nvcc was
- * not found. A CUDA forward pass (not written yet) would ask its row whether every weight of a
- * model has a kernel, upload each once (rtc_upload), keep activations and the KV cache on the
- * device and call rtc_linear where forward.c calls rt_linear; the other ops (embedding rows,
+ * the plugin runtime/cuda/cuda.h describes, opened on first use; in a build without nvcc the row
+ * answers "built without CUDA". A CUDA forward pass (not written yet) would ask its row whether
+ * every weight of a model has a kernel, upload each once (rt_cuda()->upload), keep activations and the KV cache on the
+ * device and call its linear where forward.c calls rt_linear; the other ops (embedding rows,
  * RMSNorm/LayerNorm, RoPE, attention, SiLU/GELU, residual adds) are kernels still to write in
  * runtime/cuda/. */
 #ifndef LMQ_RT_BACKEND_H
@@ -12,6 +12,7 @@
 #include <stddef.h>
 
 #include "common/err.h"
+#include "runtime/cuda/cuda.h"
 #include "runtime/linear.h"
 
 typedef struct {
@@ -30,5 +31,11 @@ extern const rt_backend rt_backends[];
 extern const int rt_n_backends;
 /* The row called name, or NULL. */
 const rt_backend *rt_backend_find(const char *name);
+
+
+/* The CUDA plugin's table, opened on the first call (thread-safe): from $LMQ_CUDA_PLUGIN when
+ * set, else where this build put it, else lib/lmq/ of the installed tree (make install). NULL
+ * with why in err when lmq was built without CUDA or the plugin does not load. */
+const rtc_api *rt_cuda(lmq_err *err);
 
 #endif

@@ -1,5 +1,5 @@
-/* The CUDA backend (runtime/cuda/cuda.h, built only with nvcc): its kernel table, checked on the
- * host, and every kernel against the CPU's portable reference (rt_linear on the scalar kernel
+/* The CUDA backend (the plugin runtime/cuda/cuda.h describes, built only with nvcc): that it
+ * loads, its kernel table, checked on the host, and every kernel against the CPU's portable reference (rt_linear on the scalar kernel
  * set) on ragged shapes, run only where a device is present. Without one the suite runs the
  * host checks, prints "skipped: no CUDA device" with the number of comparisons it did not make,
  * and exits 77: skipped, not passed (make check reports it as such). */
@@ -9,9 +9,10 @@
 #include <string.h>
 
 #include "runtime/backend.h"
-#include "runtime/cuda/cuda.h"
 #include "schemes/scheme.h"
 #include "tests/testutil.h"
+
+static const rtc_api *cu; /* the plugin's table, opened by main */
 
 static rt_weight weight(lmq_qparams q, int out, int in, const uint8_t *data, const float *b)
 {
@@ -29,7 +30,7 @@ START_TEST(table)
     ck_assert_ptr_nonnull(cpu);
     ck_assert_ptr_null(rt_backend_find("tpu"));
     ck_assert_int_eq(cuda->built, 1);
-    ck_assert_int_eq(cuda->devices(), rtc_device_count());
+    ck_assert_int_eq(cuda->devices(), cu->device_count());
     const struct {
         lmq_qparams q;
         int act, ok;
@@ -51,7 +52,7 @@ START_TEST(table)
         W.act.scheme = rows[i].act ? LMQ_ACT_INT8 : LMQ_ACT_NONE;
         char why[256] = "";
         ck_assert_int_eq(cuda->supports(&W, why, sizeof why), rows[i].ok);
-        ck_assert_int_eq(rtc_supports(&W, why, sizeof why), rows[i].ok);
+        ck_assert_int_eq(cu->supports(&W, why, sizeof why), rows[i].ok);
         if (!rows[i].ok) {
             ck_assert_msg(strstr(why, "blk.3.ffn_up.weight") && strstr(why, rows[i].why), "row %zu: %s", i, why);
         }
@@ -65,17 +66,17 @@ START_TEST(open_device)
 {
     rtc_ctx *c;
     lmq_err e = { 0 };
-    const lmq_code code = rtc_open(0, &c, &e);
-    if (rtc_device_count() == 0) {
+    const lmq_code code = cu->open(0, &c, &e);
+    if (cu->device_count() == 0) {
         ck_assert_int_eq(code, LMQ_E_UNSUPPORTED);
         ck_assert_str_eq(e.msg, "no CUDA device");
         ck_assert_ptr_null(c);
     } else {
         ck_assert_msg(code == LMQ_OK, "%s", e.msg);
         char desc[256];
-        rtc_describe(c, desc, sizeof desc);
+        cu->describe(c, desc, sizeof desc);
         ck_assert_msg(strstr(desc, "sm_"), "%s", desc);
-        rtc_close(c);
+        cu->close(c);
     }
 }
 END_TEST
@@ -143,16 +144,16 @@ START_TEST(kernels)
     ck_assert_msg(rt_linear(&cpu, x, n, &W, want, &e) == LMQ_OK, "%s", e.msg);
 
     rtc_ctx *c;
-    ck_assert_msg(rtc_open(0, &c, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_msg(cu->open(0, &c, &e) == LMQ_OK, "%s", e.msg);
     rtc_weight *dw;
     void *dx, *dy;
-    ck_assert_msg(rtc_upload(c, &W, &dw, &e) == LMQ_OK, "%s", e.msg);
-    ck_assert_uint_ge(rtc_weight_bytes(dw), L.bytes);
-    ck_assert_msg(rtc_alloc(c, (size_t)n * in * sizeof *x, &dx, &e) == LMQ_OK, "%s", e.msg);
-    ck_assert_msg(rtc_alloc(c, (size_t)n * out * sizeof *got, &dy, &e) == LMQ_OK, "%s", e.msg);
-    ck_assert_msg(rtc_to_device(c, dx, x, (size_t)n * in * sizeof *x, &e) == LMQ_OK, "%s", e.msg);
-    ck_assert_msg(rtc_linear(c, dx, n, dw, dy, &e) == LMQ_OK, "%s", e.msg);
-    ck_assert_msg(rtc_to_host(c, got, dy, (size_t)n * out * sizeof *got, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_msg(cu->upload(c, &W, &dw, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_uint_ge(cu->weight_bytes(dw), L.bytes);
+    ck_assert_msg(cu->alloc(c, (size_t)n * in * sizeof *x, &dx, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_msg(cu->alloc(c, (size_t)n * out * sizeof *got, &dy, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_msg(cu->to_device(c, dx, x, (size_t)n * in * sizeof *x, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_msg(cu->linear(c, dx, n, dw, dy, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_msg(cu->to_host(c, got, dy, (size_t)n * out * sizeof *got, &e) == LMQ_OK, "%s", e.msg);
 
     const double tol = tolerance((lmq_dtype)q.dtype, n);
     for (int t = 0; t < n; t++)
@@ -164,17 +165,22 @@ START_TEST(kernels)
             ck_assert_msg(d <= tol * mag + 1e-6, "%s [%d × %d] n %d: y[%d, %d] = %.9g, CPU %.9g (|Σ x·w| ≤ %g)", desc,
                           out, in, n, t, r, got[(size_t)t * out + r], want[(size_t)t * out + r], mag);
         }
-    rtc_free(dx);
-    rtc_free(dy);
-    rtc_weight_free(dw);
-    rtc_close(c);
+    cu->free(dx);
+    cu->free(dy);
+    cu->weight_free(dw);
+    cu->close(c);
     free(w), free(wd), free(x), free(b), free(want), free(got), free(data);
 }
 END_TEST
 
 int main(void)
 {
-    const int devices = rtc_device_count();
+    lmq_err e;
+    if (!(cu = rt_cuda(&e))) {
+        fprintf(stderr, "test_cuda: the CUDA build's plugin does not load: %s\n", e.msg);
+        return 1;
+    }
+    const int devices = cu->device_count();
     Suite *s = suite_create("cuda");
     TCase *host = tcase_create("table");
     tcase_add_test(host, table);

@@ -1,7 +1,7 @@
-/* The CUDA backend's kernels (built only when nvcc is found: LMQ_CUDA is then defined, and
- * the .cu files of runtime/cuda go into liblmq.a). What a later CUDA forward pass needs underneath it:
+/* The CUDA backend (built only when nvcc and cuBLAS are found: the .cu files of runtime/cuda
+ * become the plugin liblmq_cuda.so, below). What a later CUDA forward pass needs underneath it:
  *
- *   a device context   one device, a stream and a cuBLAS handle (rtc_open);
+ *   a device context   one device, a stream and a cuBLAS handle (open);
  *   device weights     an rt_weight uploaded once in its stored encoding (formats/encoding.h:
  *                      scales, then codes), the codes placed at a 256-byte boundary so that
  *                      rows can be read with 16-byte loads; nothing is widened;
@@ -20,7 +20,7 @@
  *                                           scratch and multiplied by cuBLAS with x rounded to
  *                                           fp16, fp32 accumulation;
  *                      asymmetric encodings, int3/int2, fp8 and activation quantisation (W8A8)
- *                      have no row yet: rtc_supports says so, naming the tensor;
+ *                      have no row yet: supports says so, naming the tensor;
  *   a probe            device-to-device copy bandwidth, the roofline's denominator.
  * Results are not bit-identical to the CPU's (another summation order): tests compare within
  * a bound relative to Σ|x·w|. Every call returns an lmq_code; messages name the CUDA call. */
@@ -36,47 +36,56 @@
 extern "C" {
 #endif
 
-/* Devices the driver sees; 0 when there is no device or no driver (never an error). */
-int rtc_device_count(void);
-
 typedef struct rtc_ctx rtc_ctx;
-/* Opens device `device` (0-based). LMQ_E_UNSUPPORTED "no CUDA device" when there is none. */
-lmq_code rtc_open(int device, rtc_ctx **out, lmq_err *err);
-void rtc_close(rtc_ctx *c);
-/* "NVIDIA H200 (sm_90, 139.8 GiB)" */
-void rtc_describe(const rtc_ctx *c, char *buf, size_t size);
-/* The device's L2 cache in bytes (a benchmark streams more than this to measure memory). */
-size_t rtc_l2_bytes(const rtc_ctx *c);
-
-/* Device memory for activations: rtc_alloc'd buffers, copies in and out (synchronous). */
-lmq_code rtc_alloc(rtc_ctx *c, size_t bytes, void **dev, lmq_err *err);
-void rtc_free(void *dev);
-lmq_code rtc_to_device(rtc_ctx *c, void *dev, const void *host, size_t bytes, lmq_err *err);
-lmq_code rtc_to_host(rtc_ctx *c, void *host, const void *dev, size_t bytes, lmq_err *err);
-/* Waits for everything queued on the context's stream. */
-lmq_code rtc_sync(rtc_ctx *c, lmq_err *err);
-
-/* Whether the backend has a linear kernel for W (encoding, granularity, symmetry, activation
- * quantisation); when not, why (naming the tensor) goes to why. Host-only: needs no device. */
-int rtc_supports(const rt_weight *W, char *why, size_t size);
+typedef struct rtc_weight rtc_weight;
 
 /* The most activation rows the integer GEMV takes; more go through dequantisation and GEMM. */
 #define RTC_GEMV_MAX_ROWS 8
 
-typedef struct rtc_weight rtc_weight;
-/* Uploads W's stored bytes and bias. LMQ_E_UNSUPPORTED when rtc_supports refuses it. */
-lmq_code rtc_upload(rtc_ctx *c, const rt_weight *W, rtc_weight **out, lmq_err *err);
-void rtc_weight_free(rtc_weight *w);
-/* Device bytes the weight occupies (its stored bytes, the codes' alignment and the bias). */
-size_t rtc_weight_bytes(const rtc_weight *w);
+/* The backend is a plugin, liblmq_cuda.so, that the host opens only when CUDA is asked for
+ * (runtime/backend.h, rt_cuda): linking cuBLAS and the CUDA runtime into every lmq command
+ * costs each one about 210 MiB of resident memory. The plugin exports one symbol, RTC_ENTRY,
+ * a function returning this table; the host refuses a table from another build (abi and the
+ * sizes of the structs they share). */
+typedef struct {
+    unsigned abi;
+    size_t weight_size, err_size; /* sizeof (rt_weight), sizeof (lmq_err) where it was built */
+    /* Devices the driver sees; 0 when there is no device or no driver (never an error). */
+    int (*device_count)(void);
+    /* Opens device `device` (0-based). LMQ_E_UNSUPPORTED "no CUDA device" when there is none. */
+    lmq_code (*open)(int device, rtc_ctx **out, lmq_err *err);
+    void (*close)(rtc_ctx *c);
+    /* "NVIDIA H200 (sm_90, 139.8 GiB)" */
+    void (*describe)(const rtc_ctx *c, char *buf, size_t size);
+    /* The device's L2 cache in bytes (a benchmark streams more than this to measure memory). */
+    size_t (*l2_bytes)(const rtc_ctx *c);
 
-/* y[n × out] = x[n × in]·Wᵀ (+ b), x and y device pointers; queued on the stream (rtc_sync
- * waits). */
-lmq_code rtc_linear(rtc_ctx *c, const float *x, int n, const rtc_weight *W, float *y, lmq_err *err);
+    /* Device memory for activations, copies in and out (synchronous), waiting for the stream. */
+    lmq_code (*alloc)(rtc_ctx *c, size_t bytes, void **dev, lmq_err *err);
+    void (*free)(void *dev);
+    lmq_code (*to_device)(rtc_ctx *c, void *dev, const void *host, size_t bytes, lmq_err *err);
+    lmq_code (*to_host)(rtc_ctx *c, void *host, const void *dev, size_t bytes, lmq_err *err);
+    lmq_code (*sync)(rtc_ctx *c, lmq_err *err);
 
-/* Copies a `bytes` buffer to another on the device `rounds` times; *gbps gets the best round's
- * (read + written bytes) / time in 10^9 bytes per second. */
-lmq_code rtc_probe_copy(rtc_ctx *c, size_t bytes, int rounds, double *gbps, lmq_err *err);
+    /* Whether there is a linear kernel for W (encoding, granularity, symmetry, activation
+     * quantisation); when not, why (naming the tensor) goes to why. Needs no device. */
+    int (*supports)(const rt_weight *W, char *why, size_t size);
+    /* Uploads W's stored bytes and bias. LMQ_E_UNSUPPORTED when supports refuses it. */
+    lmq_code (*upload)(rtc_ctx *c, const rt_weight *W, rtc_weight **out, lmq_err *err);
+    void (*weight_free)(rtc_weight *w);
+    /* Device bytes the weight occupies (its stored bytes, the codes' alignment and the bias). */
+    size_t (*weight_bytes)(const rtc_weight *w);
+    /* y[n × out] = x[n × in]·Wᵀ (+ b), x and y device pointers; queued on the stream. */
+    lmq_code (*linear)(rtc_ctx *c, const float *x, int n, const rtc_weight *W, float *y, lmq_err *err);
+
+    /* Copies a `bytes` buffer to another on the device `rounds` times; *gbps gets the best
+     * round's (read + written bytes) / time in 10^9 bytes per second. */
+    lmq_code (*probe_copy)(rtc_ctx *c, size_t bytes, int rounds, double *gbps, lmq_err *err);
+} rtc_api;
+
+#define RTC_ABI 1
+#define RTC_ENTRY "lmq_cuda_api"
+typedef const rtc_api *(*rtc_entry)(void);
 
 #ifdef __cplusplus
 }

@@ -1,16 +1,9 @@
-/* The CUDA device context, device memory and the copy-bandwidth probe (runtime/cuda/cuda.h). */
+/* The CUDA device context, device memory, the copy-bandwidth probe, and the plugin's table
+ * (runtime/cuda/cuda.h). */
 #include "runtime/cuda/internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
-
-/* Under AddressSanitizer (make check-asan) the driver must be able to map the range ASan
- * protects as its shadow gap, or it fails to initialise; ASan reads this when it starts. A
- * plain build never calls it. */
-extern "C" const char *__asan_default_options(void)
-{
-    return "protect_shadow_gap=0";
-}
 
 lmq_code rtc_check(cudaError_t e, const char *what, lmq_err *err)
 {
@@ -174,4 +167,15 @@ lmq_code rtc_probe_copy(rtc_ctx *c, size_t bytes, int rounds, double *gbps, lmq_
     cudaFree(a);
     cudaFree(b);
     return code;
+}
+
+extern "C" const rtc_api *lmq_cuda_api(void)
+{
+    static const rtc_api api = {
+        RTC_ABI,          sizeof(rt_weight), sizeof(lmq_err), rtc_device_count, rtc_open,
+        rtc_close,        rtc_describe,      rtc_l2_bytes,    rtc_alloc,        rtc_free,
+        rtc_to_device,    rtc_to_host,       rtc_sync,        rtc_supports,     rtc_upload,
+        rtc_weight_free,  rtc_weight_bytes,  rtc_linear,      rtc_probe_copy,
+    };
+    return &api;
 }

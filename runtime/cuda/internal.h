@@ -18,6 +18,24 @@ struct rtc_ctx {
     size_t scratch_size;
 };
 
+/* The table's functions (runtime/cuda/cuda.h documents each; the plugin exports none of them). */
+int rtc_device_count(void);
+lmq_code rtc_open(int device, rtc_ctx **out, lmq_err *err);
+void rtc_close(rtc_ctx *c);
+void rtc_describe(const rtc_ctx *c, char *buf, size_t size);
+size_t rtc_l2_bytes(const rtc_ctx *c);
+lmq_code rtc_alloc(rtc_ctx *c, size_t bytes, void **dev, lmq_err *err);
+void rtc_free(void *dev);
+lmq_code rtc_to_device(rtc_ctx *c, void *dev, const void *host, size_t bytes, lmq_err *err);
+lmq_code rtc_to_host(rtc_ctx *c, void *host, const void *dev, size_t bytes, lmq_err *err);
+lmq_code rtc_sync(rtc_ctx *c, lmq_err *err);
+int rtc_supports(const rt_weight *W, char *why, size_t size);
+lmq_code rtc_upload(rtc_ctx *c, const rt_weight *W, rtc_weight **out, lmq_err *err);
+void rtc_weight_free(rtc_weight *w);
+size_t rtc_weight_bytes(const rtc_weight *w);
+lmq_code rtc_linear(rtc_ctx *c, const float *x, int n, const rtc_weight *W, float *y, lmq_err *err);
+lmq_code rtc_probe_copy(rtc_ctx *c, size_t bytes, int rounds, double *gbps, lmq_err *err);
+
 /* LMQ_OK, or the CUDA error named with what was being done. */
 lmq_code rtc_check(cudaError_t e, const char *what, lmq_err *err);
 lmq_code rtc_check_blas(cublasStatus_t s, const char *what, lmq_err *err);

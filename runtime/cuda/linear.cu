@@ -303,7 +303,7 @@ static const rtc_row *row_for(const rt_weight *W, char *why, size_t size)
     return NULL;
 }
 
-extern "C" int rtc_supports(const rt_weight *W, char *why, size_t size)
+int rtc_supports(const rt_weight *W, char *why, size_t size)
 {
     char none[1];
     return row_for(W, why ? why : none, why ? size : sizeof none) != NULL;
@@ -314,7 +314,7 @@ static size_t align256(size_t n)
     return (n + 255) & ~(size_t)255;
 }
 
-extern "C" lmq_code rtc_upload(rtc_ctx *c, const rt_weight *W, rtc_weight **out, lmq_err *err)
+lmq_code rtc_upload(rtc_ctx *c, const rt_weight *W, rtc_weight **out, lmq_err *err)
 {
     *out = NULL;
     char why[LMQ_NAME_MAX + 128];
@@ -356,7 +356,7 @@ extern "C" lmq_code rtc_upload(rtc_ctx *c, const rt_weight *W, rtc_weight **out,
     return LMQ_OK;
 }
 
-extern "C" void rtc_weight_free(rtc_weight *w)
+void rtc_weight_free(rtc_weight *w)
 {
     if (!w)
         return;
@@ -364,12 +364,12 @@ extern "C" void rtc_weight_free(rtc_weight *w)
     free(w);
 }
 
-extern "C" size_t rtc_weight_bytes(const rtc_weight *w)
+size_t rtc_weight_bytes(const rtc_weight *w)
 {
     return w->bytes;
 }
 
-extern "C" lmq_code rtc_linear(rtc_ctx *c, const float *x, int n, const rtc_weight *W, float *y, lmq_err *err)
+lmq_code rtc_linear(rtc_ctx *c, const float *x, int n, const rtc_weight *W, float *y, lmq_err *err)
 {
     if (n < 1)
         return lmq_fail(err, LMQ_E_ARG, "cuda: %s: %d activation rows", W->name, n);
