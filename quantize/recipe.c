@@ -120,7 +120,7 @@ static lmq_code get_string(pctx *c, const yaml_node_t *n, const char *key, const
     return LMQ_OK;
 }
 
-static lmq_code get_bool(pctx *c, const yaml_node_t *n, const char *key, int *out)
+static lmq_code get_bool(pctx *c, const yaml_node_t *n, const char *key, double *out)
 {
     static const char *const T[] = { "true", "True", "TRUE" }, *const F[] = { "false", "False", "FALSE" };
     if (n->type != YAML_SCALAR_NODE)
@@ -133,8 +133,8 @@ static lmq_code get_bool(pctx *c, const yaml_node_t *n, const char *key, int *ou
     return perr(c, line_of(n), key, "expected true or false, got '%s'", scalar(n));
 }
 
-/* A plain unsigned decimal integer up to 2^32 - 1. */
-static lmq_code get_uint(pctx *c, const yaml_node_t *n, const char *key, uint32_t *out)
+/* A plain unsigned decimal integer up to 2^32 - 1 (a double holds each exactly). */
+static lmq_code get_uint(pctx *c, const yaml_node_t *n, const char *key, double *out)
 {
     if (n->type != YAML_SCALAR_NODE)
         return perr(c, line_of(n), key, "expected an integer, got %s", type_name(n));
@@ -148,7 +148,7 @@ static lmq_code get_uint(pctx *c, const yaml_node_t *n, const char *key, uint32_
     }
     if (!ok || v > UINT32_MAX)
         return perr(c, line_of(n), key, "expected an integer, got '%s'", s);
-    *out = (uint32_t)v;
+    *out = (double)v;
     return LMQ_OK;
 }
 
@@ -321,65 +321,46 @@ static lmq_code read_method_name(ROW_ARGS)
     return parse_method(rd, v, where, base);
 }
 
-/* A parameter belongs to the method its row's data is the defaults of. */
-static lmq_code param_of(const lmq_yf_reader *rd, const lmq_yf_field *f, const yaml_node_t *key, const void *base,
-                         const char *path)
-{
-    lmq_method owner = ((const q_method *)f->data)->method, m = ((const q_method *)base)->method;
-    if (owner != m)
-        return perr(CTX, line_of(key), path, "is a parameter of %s, not of %s", lmq_method_names[owner],
-                    lmq_method_names[m]);
-    return LMQ_OK;
-}
+/* A method parameter's row data: the method it belongs to and how its value reads (widened to a
+ * double, exact for every uint32_t and 0/1, so that one range check serves every type). */
+typedef struct {
+    lmq_method owner;
+    lmq_code (*get)(pctx *c, const yaml_node_t *n, const char *key, double *out);
+} param_row;
 
-static lmq_code in_range(const lmq_yf_reader *rd, const lmq_yf_field *f, const yaml_node_t *v, const char *path,
-                         double x)
+static lmq_code read_param(ROW_ARGS)
 {
+    const param_row *p = f->data;
+    const lmq_method m = ((const q_method *)base)->method;
+    double x = 0;
+    if (p->owner != m)
+        return perr(CTX, line_of(key), path, "is a parameter of %s, not of %s", lmq_method_names[p->owner],
+                    lmq_method_names[m]);
+    lmq_code rc = p->get(CTX, v, path, &x);
+    if (rc)
+        return rc;
     if (!(x >= f->lo && x <= f->hi))
         return perr(CTX, line_of(v), path, "%g is outside %g..%g", x, f->lo, f->hi);
+    /* The member is a double or a 4-byte integer (uint32_t, or an int holding 0/1: same bytes). */
+    _Static_assert(sizeof(int) == sizeof(uint32_t), "an int member takes a uint32_t's bytes");
+    const uint32_t u = (uint32_t)x;
+    memcpy((char *)base + f->off, f->size == sizeof x ? (const void *)&x : (const void *)&u, f->size);
     return LMQ_OK;
 }
 
-static lmq_code read_real_param(ROW_ARGS)
-{
-    double x = 0;
-    lmq_code rc = param_of(rd, f, key, base, path);
-    if (!rc && !(rc = get_real(CTX, v, path, &x)) && !(rc = in_range(rd, f, v, path, x)))
-        memcpy((char *)base + f->off, &x, sizeof x);
-    return rc;
-}
-
-static lmq_code read_uint_param(ROW_ARGS)
-{
-    uint32_t u = 0;
-    lmq_code rc = param_of(rd, f, key, base, path);
-    if (!rc && !(rc = get_uint(CTX, v, path, &u)) && !(rc = in_range(rd, f, v, path, u)))
-        memcpy((char *)base + f->off, &u, sizeof u);
-    return rc;
-}
-
-static lmq_code read_bool_param(ROW_ARGS)
-{
-    int b = 0;
-    lmq_code rc = param_of(rd, f, key, base, path);
-    if (!rc && !(rc = get_bool(CTX, v, path, &b)) && !(rc = in_range(rd, f, v, path, b)))
-        memcpy((char *)base + f->off, &b, sizeof b);
-    return rc;
-}
-
-/* A method's parameters: one row per key, the method it belongs to (data) and its range. */
-#define GPTQ .data = &q_method_defaults[LMQ_METHOD_GPTQ]
-#define AWQ .data = &q_method_defaults[LMQ_METHOD_AWQ]
+/* A method's parameters: one row per key, the method it belongs to, its type and its range. */
+#define PARAM(name, member, owner, get_, lo_, hi_)                                                                    \
+    ROW(name, read_param, q_method, member, .data = &(const param_row){ LMQ_METHOD_##owner, get_ }, .lo = lo_,       \
+        .hi = hi_, .flags = YF_OPTIONAL)
 static const lmq_yf_field method_fields[] = {
     ROW("name", read_method_name, q_method, method, .flags = YF_OPTIONAL | YF_ABSENT),
-    ROW("damp", read_real_param, q_method, damp, GPTQ, .lo = 1e-6, .hi = 10, .flags = YF_OPTIONAL),
-    ROW("block", read_uint_param, q_method, block, GPTQ, .lo = 1, .hi = 65536, .flags = YF_OPTIONAL),
-    ROW("act_order", read_bool_param, q_method, act_order, GPTQ, .lo = 0, .hi = 1, .flags = YF_OPTIONAL),
-    ROW("grid", read_uint_param, q_method, grid, AWQ, .lo = 1, .hi = 1000, .flags = YF_OPTIONAL),
-    ROW("clip", read_bool_param, q_method, clip, AWQ, .lo = 0, .hi = 1, .flags = YF_OPTIONAL),
+    PARAM("damp", damp, GPTQ, get_real, 1e-6, 10),
+    PARAM("block", block, GPTQ, get_uint, 1, 65536),
+    PARAM("act_order", act_order, GPTQ, get_bool, 0, 1),
+    PARAM("grid", grid, AWQ, get_uint, 1, 1000),
+    PARAM("clip", clip, AWQ, get_bool, 0, 1),
 };
-#undef GPTQ
-#undef AWQ
+#undef PARAM
 static const lmq_yf_table method_table = YF_TABLE(method_fields);
 
 /* method: NAME, or {name: NAME, <parameter>: <value>, ...}. */
@@ -487,11 +468,14 @@ static lmq_code read_group(ROW_ARGS)
         return v ? perr(CTX, line_of(key), path, "given without granularity: group") : LMQ_OK;
     if (!v)
         return perr(CTX, CTX->gran_line, path, "granularity group needs a group size");
-    lmq_code rc = get_uint(CTX, v, path, &rule->qp.group);
-    uint32_t g = rule->qp.group;
+    double x = 0;
+    lmq_code rc = get_uint(CTX, v, path, &x);
+    const uint32_t g = (uint32_t)x;
     if (!rc && (g < f->lo || (g & (g - 1)) != 0 || g > f->hi))
         return perr(CTX, line_of(v), path, "%u is not a power of two from %u to %u", g, (unsigned)f->lo,
                     (unsigned)f->hi);
+    if (!rc)
+        rule->qp.group = g;
     return rc;
 }
 
@@ -502,7 +486,7 @@ static lmq_code read_symmetric(ROW_ARGS)
         return preset_given(rd, rule, key, path);
     if (kind_of(scheme_of(rule)) != KIND_INT)
         return perr(CTX, line_of(key), path, "applies to integer schemes only, not %s", scheme_of(rule)->name);
-    int sym = 1;
+    double sym = 1;
     lmq_code rc = get_bool(CTX, v, path, &sym);
     if (!rc)
         rule->qp.asym = (uint8_t)!sym;

@@ -268,6 +268,83 @@ START_TEST(methods)
 }
 END_TEST
 
+/* A method parameter as the parsed struct holds it. */
+static double param_value(const q_method *m, const char *key)
+{
+    if (!strcmp(key, "damp"))
+        return m->damp;
+    if (!strcmp(key, "block"))
+        return m->block;
+    if (!strcmp(key, "act_order"))
+        return m->act_order;
+    if (!strcmp(key, "grid"))
+        return m->grid;
+    ck_assert_str_eq(key, "clip");
+    return m->clip;
+}
+
+/* Every method parameter through one reader: its bounds read and stored exactly (the others keep
+ * their defaults), a value just outside refused, a value of another type refused, and the key
+ * refused under another method, each message naming file:line:key. */
+START_TEST(method_params)
+{
+#define RULE "name: x\nrules:\n  - match: \"blk.*\"\n    scheme: int4\n    granularity: group\n    group: 32\n"
+    static const struct {
+        const char *key, *method, *other;
+        const char *lo, *hi; /* the bounds as written, read as lo_v and hi_v */
+        double lo_v, hi_v;
+        const char *below, *above, *range; /* NULL: no number lies outside (a switch) */
+        const char *wrong, *wrong_msg;
+    } P[] = {
+        { "damp", "gptq", "awq", "0.000001", "10", 1e-6, 10, "0", "10.5", "1e-06..10", "[0.1]",
+          "expected a number, got a list" },
+        { "block", "gptq", "rtn", "1", "65536", 1, 65536, "0", "65537", "1..65536", "1.5",
+          "expected an integer, got '1.5'" },
+        { "block", "gptq", "awq", "1", "65536", 1, 65536, "0", "100000", "1..65536", "4294967296",
+          "expected an integer, got '4294967296'" },
+        { "act_order", "gptq", "awq", "false", "TRUE", 0, 1, NULL, NULL, NULL, "1",
+          "expected true or false, got '1'" },
+        { "grid", "awq", "gptq", "1", "1000", 1, 1000, "0", "1001", "1..1000", "ten",
+          "expected an integer, got 'ten'" },
+        { "clip", "awq", "rtn", "False", "true", 0, 1, NULL, NULL, NULL, "{on: 1}",
+          "expected true or false, got a mapping" },
+    };
+    static const char *const KEYS[] = { "damp", "block", "act_order", "grid", "clip" };
+    static const double DEFAULTS[2][5] = { { 0.01, 128, 0, 0, 0 }, { 0, 0, 0, 20, 1 } }; /* gptq, awq */
+    char text[512], want[128];
+    for (size_t i = 0; i < sizeof P / sizeof P[0]; i++) {
+        const int awq = !strcmp(P[i].method, "awq");
+        for (int end = 0; end < 2; end++) {
+            q_recipe r;
+            lmq_err e;
+            snprintf(text, sizeof text, RULE "    method: {name: %s, %s: %s}\n", P[i].method, P[i].key,
+                     end ? P[i].hi : P[i].lo);
+            ck_assert_msg(parse(text, &r, &e) == LMQ_OK, "%s: %s", text, e.msg);
+            ck_assert_double_eq(param_value(&r.rules[0].method, P[i].key), end ? P[i].hi_v : P[i].lo_v);
+            for (int k = 0; k < 5; k++)
+                if (strcmp(KEYS[k], P[i].key))
+                    ck_assert_double_eq(param_value(&r.rules[0].method, KEYS[k]), DEFAULTS[awq][k]);
+            q_recipe_free(&r);
+        }
+        for (int side = 0; side < 2 && P[i].below; side++) {
+            const char *x = side ? P[i].above : P[i].below;
+            snprintf(text, sizeof text, RULE "    method: {name: %s, %s: %s}\n", P[i].method, P[i].key, x);
+            snprintf(want, sizeof want, "recipe.yaml:7: rules[0].method.%s: %s is outside %s", P[i].key, x,
+                     P[i].range);
+            parse_fails(text, want, NULL);
+        }
+        snprintf(text, sizeof text, RULE "    method: {name: %s, %s: %s}\n", P[i].method, P[i].key, P[i].wrong);
+        snprintf(want, sizeof want, "recipe.yaml:7: rules[0].method.%s: %s", P[i].key, P[i].wrong_msg);
+        parse_fails(text, want, NULL);
+        snprintf(text, sizeof text, RULE "    method: {name: %s, %s: %s}\n", P[i].other, P[i].key, P[i].lo);
+        snprintf(want, sizeof want, "recipe.yaml:7: rules[0].method.%s: is a parameter of %s, not of %s", P[i].key,
+                 P[i].method, P[i].other);
+        parse_fails(text, want, NULL);
+    }
+#undef RULE
+}
+END_TEST
+
 START_TEST(err_missing_and_empty)
 {
     parse_fails("name: x\nrules: []\n", "recipe.yaml:2: rules: empty", NULL);
@@ -1088,6 +1165,7 @@ int main(void)
     tcase_add_test(tc, err_bad_values);
     tcase_add_test(tc, err_missing_and_empty);
     tcase_add_test(tc, methods);
+    tcase_add_test(tc, method_params);
     tcase_add_test(tc, err_duplicates);
     tcase_add_test(tc, err_malformed_yaml);
     tcase_add_test(tc, parse_fields_and_defaults);
