@@ -258,10 +258,5 @@ int lmq_export_compressed_tensors(const char *in_path, const char *out_dir, lmq_
 int lmq_export_gguf(const char *in_path, const char *out_path, int allow_requantize, lmq_status *st)
 {
     lmq_err err;
-    lmq_gguf_report rep = { 0 };
-    lmq_code c = lmq_output_check(out_path, &in_path, 1, &err);
-    if (!c)
-        c = lmq_gguf_export(in_path, out_path, allow_requantize, &rep, &err);
-    free(rep.log);
-    return done(c, &err, st);
+    return done(lmq_gguf_export(in_path, out_path, allow_requantize, NULL, &err), &err, st);
 }

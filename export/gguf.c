@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/file.h"
 #include "convert/gguf.h"
 #include "formats/gguf.h"
 #include "runtime/artefact.h"
@@ -512,8 +513,8 @@ lmq_code lmq_gguf_export(const char *in, const char *out, int allow_requantize, 
     rep = rep ? rep : &own;
     memset(rep, 0, sizeof *rep);
     lmq_model m;
-    lmq_code rc = rt_load_artefact(in, &m, err);
-    if (rc)
+    lmq_code rc = lmq_output_check(out, &in, 1, err);
+    if (rc || (rc = rt_load_artefact(in, &m, err)))
         return rc;
     /* Two passes, so that memory holds one tensor's GGUF bytes at a time: every tensor is made
      * once to learn its type and size (and record re-quantisations), then again as the file is

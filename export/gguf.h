@@ -26,9 +26,10 @@ typedef struct {
     char *log;       /* one line per re-quantised tensor ("name: int4 g64 -> q8_0"), malloc'd or NULL */
 } lmq_gguf_report;
 
-/* Exports the artefact at in as a GGUF file at out (written atomically), one tensor's GGUF
- * bytes in memory at a time (each is made twice: once for its type and size, once as it is
- * written). rep may be NULL; its log is the caller's to free. */
+/* Exports the artefact at in as a GGUF file at out (written atomically; an out that is in, or
+ * not a regular file, is refused: lmq_output_check), one tensor's GGUF bytes in memory at a time
+ * (each is made twice: once for its type and size, once as it is written). rep may be NULL; its
+ * log is the caller's to free. */
 lmq_code lmq_gguf_export(const char *in, const char *out, int allow_requantize, lmq_gguf_report *rep,
                          lmq_err *err);
 

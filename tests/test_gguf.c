@@ -686,6 +686,18 @@ START_TEST(export_refuses_or_requantizes)
                       strstr(rep.log, "blk.4.ffn_down.weight: int4 per-channel -> f32 (172 columns"),
                   "%s", rep.log);
     free(rep.log);
+    /* The input as the output: refused before anything is read or written, the input intact. */
+    lmq_container c;
+    ck_assert_msg(lmq_container_open(&c, q, &e) == LMQ_OK, "%s", e.msg);
+    const uint64_t sum = c.file_checksum;
+    lmq_container_close(&c);
+    ck_assert_int_eq(lmq_gguf_export(q, q, 1, &rep, &e), LMQ_E_ARG);
+    ck_assert_msg(strstr(e.msg, q) && strstr(e.msg, "same file as the input"), "%s", e.msg);
+    ck_assert_int_eq(rep.tensors, 0);
+    ck_assert_ptr_null(rep.log);
+    ck_assert_msg(lmq_container_open(&c, q, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_uint_eq(c.file_checksum, sum);
+    lmq_container_close(&c);
     gf_file f;
     ck_assert_msg(gf_open(g, &f, &e) == LMQ_OK, "%s", e.msg);
     const gf_kv *kv = gf_get_array(&f, "lmq.requantized", GGUF_STRING, &e);

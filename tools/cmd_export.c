@@ -3,7 +3,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/file.h"
 #include "export/gguf.h"
 #include "export/compressed_tensors.h"
 #include "tools/args.h"
@@ -28,14 +27,13 @@ static const char usage[] =
 static lmq_code export_gguf(const char *in, const char *out, int allow_requantize, lmq_err *err)
 {
     lmq_gguf_report rep;
-    lmq_code c = lmq_output_check(out, &in, 1, err);
-    if (c || (c = lmq_gguf_export(in, out, allow_requantize, &rep, err)))
-        return c;
-    if (rep.requantized)
+    lmq_code c = lmq_gguf_export(in, out, allow_requantize, &rep, err);
+    if (!c && rep.requantized)
         printf("re-quantised (--allow-requantize):\n%s", rep.log);
-    printf("%s: gguf, %d tensors, %d re-quantised\n", out, rep.tensors, rep.requantized);
+    if (!c)
+        printf("%s: gguf, %d tensors, %d re-quantised\n", out, rep.tensors, rep.requantized);
     free(rep.log);
-    return LMQ_OK;
+    return c;
 }
 
 /* OUT is a directory: ct_export checks each file it writes. */

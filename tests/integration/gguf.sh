@@ -75,6 +75,8 @@ grep -q '^blk.0.attn_q.weight  *\[64, 64\]  *int8 g32' "$tmp/inspect" || fail "r
 
 run 2 "$LMQ" export "$tmp/ch.lmq" --to onnx -o "$tmp/x.onnx"
 has "unknown target 'onnx'"
+run 1 "$LMQ" export "$tmp/ch.lmq" --to gguf -o "$tmp/ch.lmq" --allow-requantize
+has "ch.lmq: output is the same file as the input"
 
 # Damaged files: truncated, wrong magic; each names the file, none leaves an artefact.
 head -c 1000 "$tmp/stories260K.gguf" >"$tmp/cut.gguf"
