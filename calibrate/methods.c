@@ -275,34 +275,44 @@ static lmq_code awq_clip(job *j, int l, cal_input w, lmq_err *err)
 
 /* ---------------------------------------------------------------- GPTQ, block by block */
 
+/* The calibration windows and, for each, the residual stream at the input of the block before
+ * the one under way ([windows × ctx × dim]): one block's worth, advanced a block at a time, so
+ * that the pass evaluates each block twice (as it is observed, then as quantised), not every
+ * block before it again. */
 typedef struct {
     int32_t *ids;
     int windows, ctx;
-} calib_tokens;
+    float *x;
+} calib_windows;
 
-static lmq_code read_tokens(job *j, calib_tokens *tk, lmq_err *err)
+static lmq_code read_windows(job *j, calib_windows *cw, lmq_err *err)
 {
     const lmq_manifest *sm = &j->st.man;
     const char *path = j->o->calib_text ? j->o->calib_text : sm->calibration;
     size_t n;
     int docs;
     uint64_t sum;
-    lmq_code c = vf_stream_read(&j->m, path, &tk->ids, &n, &docs, &sum, err);
+    lmq_code c = vf_stream_read(&j->m, path, &cw->ids, &n, &docs, &sum, err);
     if (c)
         return lmq_err_prefix(err, "GPTQ's calibration text: ");
     if (sum != sm->calibration_checksum)
         return lmq_fail(err, LMQ_E_ARG, "%s: checksum %016llx, the statistics were taken on text %016llx (%s)", path,
                         (unsigned long long)sum, (unsigned long long)sm->calibration_checksum, sm->calibration);
-    tk->ctx = sm->calib_ctx;
-    tk->windows = sm->calib_windows;
-    if (tk->ctx < 2 || tk->windows < 1 || n / (size_t)tk->ctx < (size_t)tk->windows)
+    cw->ctx = sm->calib_ctx;
+    cw->windows = sm->calib_windows;
+    if (cw->ctx < 2 || cw->windows < 1 || n / (size_t)cw->ctx < (size_t)cw->windows)
         return lmq_fail(err, LMQ_E_FORMAT, "%s: %zu tokens do not give the %d windows of %d the statistics name",
-                        path, n, tk->windows, tk->ctx);
+                        path, n, cw->windows, cw->ctx);
+    if (!(cw->x = malloc((size_t)cw->windows * cw->ctx * j->m.arch.dim * sizeof *cw->x)))
+        return lmq_fail(err, LMQ_E_NOMEM, "out of memory for the activations of %d windows of %d", cw->windows,
+                        cw->ctx);
     return LMQ_OK;
 }
 
-/* The Gram matrices of block l's inputs with the model as it now stands (blocks < l quantised). */
-static lmq_code collect_block(job *j, const calib_tokens *tk, int l, cal_collector *col, lmq_err *err)
+/* The Gram matrices of block l's inputs with the model as it now stands (blocks < l quantised):
+ * each window's stream goes through block l - 1 (quantised at the last step) to block l's input,
+ * kept, and on through block l, observed. */
+static lmq_code collect_block(job *j, calib_windows *cw, int l, cal_collector *col, lmq_err *err)
 {
     memset(col, 0, sizeof *col);
     rt_model rm;
@@ -311,10 +321,22 @@ static lmq_code collect_block(job *j, const calib_tokens *tk, int l, cal_collect
         return c;
     rt_state *st = NULL;
     rt_exec ex = { .pool = j->pool, .isa = rt_isa_best(), .observe = cal_collector_observe, .observe_ctx = col };
+    const size_t size = (size_t)cw->ctx * j->m.arch.dim * sizeof *cw->x;
     if (!(c = cal_collector_init(col, &j->m, l, l + 1, 1, j->pool, err)) &&
-        !(c = rt_state_create(&rm, &ex, tk->ctx, &st, err)))
-        for (int w = 0; w < tk->windows && !c; w++)
-            c = rt_forward_blocks(st, tk->ids + (size_t)w * tk->ctx, tk->ctx, l + 1, err);
+        !(c = rt_state_create(&rm, &ex, cw->ctx, &st, err)))
+        for (int w = 0; w < cw->windows && !c; w++) {
+            float *x = cw->x + (size_t)w * cw->ctx * j->m.arch.dim;
+            if (l == 0) { /* the embeddings */
+                c = rt_forward_blocks(st, cw->ids + (size_t)w * cw->ctx, cw->ctx, 0, err);
+            } else {
+                memcpy(rt_state_stream(st), x, size);
+                c = rt_forward_from(st, cw->ctx, l - 1, l, err);
+            }
+            if (c)
+                break;
+            memcpy(x, rt_state_stream(st), size);
+            c = rt_forward_from(st, cw->ctx, l, l + 1, err);
+        }
     rt_state_free(st);
     rt_model_free(&rm);
     return c;
@@ -349,10 +371,10 @@ static lmq_code settle_block(job *j, int l, lmq_err *err)
     return LMQ_OK;
 }
 
-static lmq_code gptq_block(job *j, const calib_tokens *tk, int l, lmq_err *err)
+static lmq_code gptq_block(job *j, calib_windows *cw, int l, lmq_err *err)
 {
     cal_collector col;
-    lmq_code c = collect_block(j, tk, l, &col, err);
+    lmq_code c = collect_block(j, cw, l, &col, err);
     for (int i = 0; i < col.n && !c; i++) {
         cal_record *rec = &col.rec[i];
         lmq_tensor *r[CAL_MAX_READERS];
@@ -472,13 +494,14 @@ static lmq_code run(job *j, const char *in_path, const char *recipe_path, const 
         }
     }
     if (!c && uses(j, LMQ_METHOD_GPTQ)) {
-        calib_tokens tk = { 0 };
-        c = read_tokens(j, &tk, err);
+        calib_windows cw = { 0 };
+        c = read_windows(j, &cw, err);
         for (int l = 0; l < j->L && !c; l++) {
-            c = gptq_block(j, &tk, l, err);
+            c = gptq_block(j, &cw, l, err);
             progress(j, "GPTQ", l + 1, j->L);
         }
-        free(tk.ids);
+        free(cw.ids);
+        free(cw.x);
     }
     if (c)
         return c;

@@ -13,7 +13,9 @@
  *      clip ratio per group. Where no fold exists the scale is not applied (a note says why).
  *   3. GPTQ (rules with `method: gptq`): sequential, block by block: the calibration windows run
  *      through the model whose earlier blocks are already quantised, the Gram matrix of each of
- *      this block's inputs is collected, and GPTQ quantises the block's layers with it.
+ *      this block's inputs is collected, and GPTQ quantises the block's layers with it. Each
+ *      window's residual stream is kept at one block's input and advanced a block at a time
+ *      (windows × ctx × dim floats), so each block runs twice (observed, then quantised).
  * The statistics must come from the same artefact (its file checksum); statistics of inputs that
  * a transform rescaled are rescaled with them. A recipe that needs no statistics is applied as
  * q_quantize_file applies it: the artefact does not name statistics it did not use. */

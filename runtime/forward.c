@@ -326,8 +326,9 @@ static void add_rows(float *x, const float *y, size_t count)
 
 /* ---------------------------------------------------------------- the forward pass */
 
-/* rt_forward through the first `blocks` blocks only. */
-static lmq_code forward(rt_state *s, const int32_t *tokens, int n, int pos0, int blocks, rt_logits which,
+/* rt_forward through blocks [from, blocks) only: from the embeddings of tokens, or (tokens NULL)
+ * from the residual stream as the state holds it. */
+static lmq_code forward(rt_state *s, const int32_t *tokens, int n, int pos0, int from, int blocks, rt_logits which,
                         float *logits, lmq_err *err)
 {
     const rt_model *m = s->m;
@@ -335,10 +336,12 @@ static lmq_code forward(rt_state *s, const int32_t *tokens, int n, int pos0, int
     const int d = a->dim, kvd = m->kv_dim, hid = a->hidden_dim, T = s->max_tokens;
     const int gpt2 = a->family == LMQ_FAMILY_GPT2;
     const rt_exec *ex = &s->ex;
+    if (from < 0 || from > blocks || blocks > a->n_layers)
+        return lmq_fail(err, LMQ_E_ARG, "forward through blocks %d..%d of %d", from, blocks - 1, a->n_layers);
     if (n < 1 || pos0 < 0 || pos0 > s->filled || pos0 > T - n)
         return lmq_fail(err, LMQ_E_ARG, "forward of %d tokens at position %d: the state holds %d of %d positions",
                         n, pos0, s->filled, T);
-    for (int i = 0; i < n; i++)
+    for (int i = 0; tokens && i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= a->vocab_size)
             return lmq_fail(err, LMQ_E_ARG, "token %d at position %d is outside the vocabulary (%d)", tokens[i],
                             pos0 + i, a->vocab_size);
@@ -347,7 +350,7 @@ static lmq_code forward(rt_state *s, const int32_t *tokens, int n, int pos0, int
 
     /* Token (and, for GPT-2, learned position) embeddings. */
     lmq_code c = LMQ_OK;
-    for (int i = 0; i < n && !c; i++) {
+    for (int i = 0; tokens && i < n && !c; i++) {
         float *x = s->x + (size_t)i * d;
         c = rt_weight_rows(ex->isa, &m->tok_embd, tokens[i], 1, x, err);
         if (!c && gpt2 && !(c = rt_weight_rows(ex->isa, &m->pos_embd, pos0 + i, 1, s->xb, err)))
@@ -356,7 +359,7 @@ static lmq_code forward(rt_state *s, const int32_t *tokens, int n, int pos0, int
     if (c)
         return c;
 
-    for (int l = 0; l < blocks; l++) {
+    for (int l = from; l < blocks; l++) {
         const rt_layer *L = &m->layers[l];
         float *kc = s->kc + ((size_t)l * T + pos0) * kvd, *vc = s->vc + ((size_t)l * T + pos0) * kvd;
 
@@ -407,7 +410,8 @@ static lmq_code forward(rt_state *s, const int32_t *tokens, int n, int pos0, int
             return c;
         add_rows(s->x, s->xb, (size_t)n * d);
     }
-    s->filled = blocks == a->n_layers ? pos0 + n : 0; /* a partial pass leaves later blocks' cache stale */
+    /* a partial pass leaves other blocks' cache stale */
+    s->filled = tokens && blocks == a->n_layers ? pos0 + n : 0;
     if (which == RT_LOGITS_NONE)
         return LMQ_OK;
 
@@ -422,14 +426,19 @@ static lmq_code forward(rt_state *s, const int32_t *tokens, int n, int pos0, int
 lmq_code rt_forward(rt_state *s, const int32_t *tokens, int n, int pos0, rt_logits which, float *logits,
                     lmq_err *err)
 {
-    return forward(s, tokens, n, pos0, s->m->arch.n_layers, which, logits, err);
+    return forward(s, tokens, n, pos0, 0, s->m->arch.n_layers, which, logits, err);
 }
 
 lmq_code rt_forward_blocks(rt_state *s, const int32_t *tokens, int n, int blocks, lmq_err *err)
 {
-    if (blocks < 0 || blocks > s->m->arch.n_layers)
-        return lmq_fail(err, LMQ_E_ARG, "forward through %d blocks of %d", blocks, s->m->arch.n_layers);
-    return forward(s, tokens, n, 0, blocks, RT_LOGITS_NONE, NULL, err);
+    return forward(s, tokens, n, 0, 0, blocks, RT_LOGITS_NONE, NULL, err);
+}
+
+float *rt_state_stream(rt_state *s) { return s->x; }
+
+lmq_code rt_forward_from(rt_state *s, int n, int first, int last, lmq_err *err)
+{
+    return forward(s, NULL, n, 0, first, last, RT_LOGITS_NONE, NULL, err);
 }
 
 lmq_code rt_decode(rt_state *s, int32_t token, int pos, float *logits, lmq_err *err)

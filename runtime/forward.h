@@ -69,6 +69,14 @@ lmq_code rt_forward(rt_state *s, const int32_t *tokens, int n, int pos0, rt_logi
  * (the calibrate stage observes a block's inputs and needs no more). The cache holds no complete
  * position afterwards: the next rt_forward starts at position 0. */
 lmq_code rt_forward_blocks(rt_state *s, const int32_t *tokens, int n, int blocks, lmq_err *err);
+/* The residual stream, [max_tokens × dim]: after rt_forward_blocks(.., blocks) its first n rows
+ * are block `blocks`' input. */
+float *rt_state_stream(rt_state *s);
+/* Blocks [first, last) over the first n rows of the residual stream as it stands (positions
+ * 0..n-1), nothing else: a pass taken a block at a time, its stream kept between the calls,
+ * computes what rt_forward_blocks computes in one (bit for bit). The cache as rt_forward_blocks
+ * leaves it. */
+lmq_code rt_forward_from(rt_state *s, int n, int first, int last, lmq_err *err);
 /* One token at position pos from the cache: logits [vocab]. */
 lmq_code rt_decode(rt_state *s, int32_t token, int pos, float *logits, lmq_err *err);
 

@@ -342,6 +342,51 @@ START_TEST(threads_identical)
 }
 END_TEST
 
+/* A pass taken one block at a time (rt_forward_from), its residual stream kept outside the state
+ * between the steps and another window run through the state in between, ends bit for bit where
+ * rt_forward_blocks ends after as many blocks: for fp32 and packed weights, after every block. */
+START_TEST(blocks_one_at_a_time)
+{
+    const struct { const char *model, *recipe; } cases[] = {
+        { STORIES, NULL }, { SOTU, NULL }, { STORIES, "recipes/w4a16.yaml" },
+    };
+    for (int mi = 0; mi < 3; mi++) {
+        loaded L;
+        if (cases[mi].recipe) {
+            load_quantised(cases[mi].model, cases[mi].recipe, &L.m);
+            start(&L, 2, rt_isa_best(), 256);
+        } else {
+            open_model(&L, cases[mi].model, 2, rt_isa_best());
+        }
+        const int n = 200, nl = L.m.arch.n_layers;
+        const size_t size = (size_t)n * L.m.arch.dim * sizeof(float);
+        int32_t *t = random_tokens(n, L.m.arch.vocab_size, 5), *other = random_tokens(n, L.m.arch.vocab_size, 6);
+        float *x = malloc(size), *ref = malloc(size);
+        lmq_err e;
+        ck_assert_msg(rt_forward_blocks(L.st, t, n, 0, &e) == LMQ_OK, "%s", e.msg);
+        memcpy(x, rt_state_stream(L.st), size);
+        for (int l = 0; l < nl; l++) {
+            ck_assert(rt_forward_blocks(L.st, other, n, nl, &e) == LMQ_OK);
+            memcpy(rt_state_stream(L.st), x, size);
+            ck_assert_msg(rt_forward_from(L.st, n, l, l + 1, &e) == LMQ_OK, "%s", e.msg);
+            memcpy(x, rt_state_stream(L.st), size);
+            ck_assert(rt_forward_blocks(L.st, t, n, l + 1, &e) == LMQ_OK);
+            memcpy(ref, rt_state_stream(L.st), size);
+            ck_assert_msg(memcmp(x, ref, size) == 0, "%s %s: block %d taken alone differs", cases[mi].model,
+                          cases[mi].recipe ? cases[mi].recipe : "", l);
+        }
+        /* The blocks did something: the stream is no longer the embeddings. */
+        ck_assert(rt_forward_blocks(L.st, t, n, 0, &e) == LMQ_OK);
+        ck_assert(memcmp(x, rt_state_stream(L.st), size) != 0);
+        free(x);
+        free(ref);
+        free(t);
+        free(other);
+        close_model(&L);
+    }
+}
+END_TEST
+
 static double max_abs_diff(const float *a, const float *b, size_t n)
 {
     double m = 0.0;
@@ -549,6 +594,15 @@ START_TEST(forward_errors)
     ck_assert_int_eq(rt_decode(L.st, 5, 256, lg, &e), LMQ_E_ARG); /* beyond the state */
     ck_assert_int_eq(rt_forward(L.st, t, 0, 0, RT_LOGITS_LAST, lg, &e), LMQ_E_ARG);
     ck_assert_int_eq(rt_forward(L.st, t, 1, 0, RT_LOGITS_LAST, NULL, &e), LMQ_E_ARG);
+    /* Block ranges outside the model's; a pass from the stream leaves no position in the cache. */
+    ck_assert_int_eq(rt_forward_from(L.st, 2, 3, 2, &e), LMQ_E_ARG);
+    ck_assert_msg(strstr(e.msg, "blocks 3..1 of 5") != NULL, "%s", e.msg);
+    ck_assert_int_eq(rt_forward_from(L.st, 2, -1, 2, &e), LMQ_E_ARG);
+    ck_assert_int_eq(rt_forward_from(L.st, 2, 0, 6, &e), LMQ_E_ARG);
+    ck_assert_int_eq(rt_forward_blocks(L.st, t, 1, 6, &e), LMQ_E_ARG);
+    ck_assert_int_eq(rt_forward_blocks(L.st, (const int32_t[]){ 1, 2 }, 2, 0, &e), LMQ_OK);
+    ck_assert_int_eq(rt_forward_from(L.st, 2, 0, 5, &e), LMQ_OK);
+    ck_assert_int_eq(rt_decode(L.st, 5, 2, lg, &e), LMQ_E_ARG);
     rt_state *s2;
     rt_exec ex = { .pool = NULL, .isa = RT_ISA_SCALAR };
     ck_assert_int_eq(rt_state_create(&L.rm, &ex, 513, &s2, &e), LMQ_E_ARG);
@@ -661,6 +715,7 @@ int main(void)
     tcase_add_test(tc, decode_equals_window);
     tcase_add_test(tc, decode_equals_window_packed);
     tcase_add_test(tc, threads_identical);
+    tcase_add_test(tc, blocks_one_at_a_time);
     tcase_add_test(tc, rope_layouts_agree);
     tcase_add_test(tc, kernels_match_scalar);
     tcase_add_test(tc, row_kernels_against_definition);
