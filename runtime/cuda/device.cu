@@ -122,6 +122,7 @@ lmq_code rtc_scratch(rtc_ctx *c, size_t bytes, lmq_err *err)
     cudaFree(c->scratch);
     c->scratch = NULL;
     c->scratch_size = 0;
+    c->scratch_gen++;
     code = rtc_check(cudaMalloc(&c->scratch, bytes), "cudaMalloc (scratch)", err);
     if (!code)
         c->scratch_size = bytes;

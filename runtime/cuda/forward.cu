@@ -156,6 +156,16 @@ struct rtc_state {
     int32_t *ids;            /* [3 × rows]: tokens | seqs | positions */
     int32_t *host_ids;
     size_t att_shared;       /* the attention kernel's dynamic shared memory */
+    /* Decoding launches ~14 kernels a layer, each too short to hide its launch: passes of up to
+     * RTC_GEMV_MAX_ROWS rows run as CUDA graphs, one per row count and logits kind (all, last,
+     * none), captured on the second call (the first runs eagerly and sizes the scratch). They
+     * read tokens, sequences and positions from ids, so one graph serves every position. */
+    struct {
+        cudaGraphExec_t exec;
+        unsigned gen; /* the context's scratch_gen it was captured with */
+        int calls;
+    } graphs[RTC_GEMV_MAX_ROWS][3];
+    int no_graphs; /* a capture failed: eager from then on */
 };
 
 #define ATT_THREADS 128
@@ -174,6 +184,10 @@ void rtc_state_free(rtc_state *s)
         cudaFree(bufs[i]);
     cudaFree(s->ids);
     free(s->host_ids);
+    for (int i = 0; i < RTC_GEMV_MAX_ROWS; i++)
+        for (int k = 0; k < 3; k++)
+            if (s->graphs[i][k].exec)
+                cudaGraphExecDestroy(s->graphs[i][k].exec);
     free(s);
 }
 
@@ -214,7 +228,7 @@ lmq_code rtc_state_create(rtc_ctx *c, const rtc_model *m, int max_tokens, int se
             code = rtc_check(cudaMalloc((void **)need[i].p, need[i].n * sizeof(float)), "cudaMalloc (state)", err);
     if (!code)
         code = rtc_check(cudaMalloc((void **)&s->ids, 3 * R * sizeof(int32_t)), "cudaMalloc (state)", err);
-    if (!code && !(s->host_ids = (int32_t *)malloc(3 * R * sizeof(int32_t))))
+    if (!code && !(s->host_ids = (int32_t *)calloc(3 * R, sizeof(int32_t))))
         code = lmq_fail(err, LMQ_E_NOMEM, "cuda: out of memory for the state");
     /* forward.c's rt_state_create: angles pos·theta^(−2i/head_dim) in double, rounded to float */
     float *cs = NULL;
@@ -293,8 +307,9 @@ __global__ void norm_rows(float *__restrict__ y, const float *__restrict__ x, co
 /* forward.c's q/k/v split (fused) and rope, and the append to the cache, one block per row:
  * q[i] ← rotated q row; the cache of seqs[i] at pos[i] ← rotated k row and v row. rope:
  * LMQ_ROPE_NONE copies; interleaved pairs (2j, 2j+1), half pairs (j, j + head_dim/2). */
-__global__ void rope_store(const float *__restrict__ qs, const float *__restrict__ ks, const float *__restrict__ vs,
-                           int ldq, int ldkv, float *__restrict__ q, float *__restrict__ kc, float *__restrict__ vc,
+__global__ void rope_store(const float *qs, const float *__restrict__ ks, const float *__restrict__ vs, int ldq,
+                           int ldkv, float *q /* may be qs: rotated in place */, float *__restrict__ kc,
+                           float *__restrict__ vc,
                            size_t seq_stride, int d, int kvd, int hd, int rope,
                            const float *__restrict__ cosv, const float *__restrict__ sinv,
                            const int32_t *__restrict__ seqs, const int32_t *__restrict__ pos)
@@ -415,6 +430,8 @@ static lmq_code check_rows(const rtc_state *s, int n, const int32_t *tokens, con
     return LMQ_OK;
 }
 
+static lmq_code run(rtc_state *s, int n, int from, lmq_err *err);
+
 lmq_code rtc_forward(rtc_state *s, int n, const int32_t *tokens, const int32_t *seqs, const int32_t *pos, int from,
                      float *logits, lmq_err *err)
 {
@@ -422,22 +439,34 @@ lmq_code rtc_forward(rtc_state *s, int n, const int32_t *tokens, const int32_t *
     if (code)
         return code;
     rtc_ctx *c = s->c;
+    int32_t *ht = s->host_ids;
+    memcpy(ht, tokens, (size_t)n * sizeof *ht);
+    for (int i = 0; i < n; i++)
+        ht[s->rows + i] = seqs ? seqs[i] : 0;
+    memcpy(ht + 2 * s->rows, pos, (size_t)n * sizeof *ht);
+    code = rtc_check(cudaMemcpyAsync(s->ids, ht, 3 * (size_t)s->rows * sizeof *ht, cudaMemcpyHostToDevice, c->stream),
+                     "copy of the tokens", err);
+    if (!code)
+        code = run(s, n, from, err);
+    if (!code && from < n)
+        return rtc_to_host(c, logits, s->logits, (size_t)(n - from) * s->m->arch.vocab_size * sizeof(float), err);
+    return code ? code : rtc_sync(c, err);
+}
+
+/* The pass over rows [0, n) whose ids are on the device, queued on the stream; the logits of
+ * rows [from, n) into s->logits. */
+static lmq_code enqueue(rtc_state *s, int n, int from, lmq_err *err)
+{
+    rtc_ctx *c = s->c;
     const rtc_model *m = s->m;
     const lmq_arch *a = &m->arch;
     const int d = a->dim, kvd = m->kv_dim, hd = m->head_dim, T = s->T;
     const cudaStream_t st = c->stream;
     const size_t seq_stride = (size_t)a->n_layers * T * kvd; /* one sequence's cache */
-    int32_t *ht = s->host_ids, *dt = s->ids, *dseq = s->ids + s->rows, *dpos = s->ids + 2 * s->rows;
-    memcpy(ht, tokens, (size_t)n * sizeof *ht);
-    for (int i = 0; i < n; i++)
-        ht[s->rows + i] = seqs ? seqs[i] : 0;
-    memcpy(ht + 2 * s->rows, pos, (size_t)n * sizeof *ht);
-    code = rtc_check(cudaMemcpyAsync(dt, ht, 3 * (size_t)s->rows * sizeof *ht, cudaMemcpyHostToDevice, st),
-                     "copy of the tokens", err);
+    const int32_t *dt = s->ids, *dseq = s->ids + s->rows, *dpos = s->ids + 2 * s->rows;
 
     /* Token (and, for GPT-2, learned position) embeddings. */
-    if (!code)
-        code = rtc_weight_rows(c, m->tok, dt, n, 0, s->x, err);
+    lmq_code code = rtc_weight_rows(c, m->tok, dt, n, 0, s->x, err);
     if (!code && m->pos)
         code = rtc_weight_rows(c, m->pos, dpos, n, 1, s->x, err);
 
@@ -493,7 +522,7 @@ lmq_code rtc_forward(rtc_state *s, int n, const int32_t *tokens, const int32_t *
         code = LAUNCHED("residual add");
     }
     if (code || from == n)
-        return code ? code : rtc_sync(c, err);
+        return code;
 
     /* Final norm and classifier for rows [from, n). */
     const int rows = n - from;
@@ -501,7 +530,42 @@ lmq_code rtc_forward(rtc_state *s, int n, const int32_t *tokens, const int32_t *
                                     d, a->norm_eps);
     if (!(code = LAUNCHED("norm")))
         code = rtc_linear(c, s->xb + (size_t)from * d, rows, m->cls, s->logits, err);
-    if (!code)
-        code = rtc_to_host(c, logits, s->logits, (size_t)rows * a->vocab_size * sizeof(float), err);
     return code;
+}
+
+/* enqueue, as a graph where it can be (see rtc_state.graphs). */
+static lmq_code run(rtc_state *s, int n, int from, lmq_err *err)
+{
+    if (n > RTC_GEMV_MAX_ROWS || s->no_graphs)
+        return enqueue(s, n, from, err);
+    const cudaStream_t st = s->c->stream;
+    auto *g = &s->graphs[n - 1][from == 0 ? 0 : from < n ? 1 : 2];
+    if (g->exec && g->gen != s->c->scratch_gen) { /* the scratch moved: capture again */
+        cudaGraphExecDestroy(g->exec);
+        g->exec = NULL;
+        g->calls = 0;
+    }
+    if (!g->exec && g->calls++ == 0)
+        return enqueue(s, n, from, err);
+    if (!g->exec) {
+        cudaGraph_t graph = NULL;
+        const unsigned gen = s->c->scratch_gen;
+        int ok = cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal) == cudaSuccess;
+        if (ok) {
+            lmq_err ignored;
+            ok = enqueue(s, n, from, &ignored) == LMQ_OK;
+            ok = cudaStreamEndCapture(st, &graph) == cudaSuccess && ok && gen == s->c->scratch_gen;
+        }
+        ok = ok && cudaGraphInstantiate(&g->exec, graph, 0) == cudaSuccess;
+        if (graph)
+            cudaGraphDestroy(graph);
+        if (!ok) { /* eager from now on; nothing was queued */
+            cudaGetLastError();
+            g->exec = NULL;
+            s->no_graphs = 1;
+            return enqueue(s, n, from, err);
+        }
+        g->gen = gen;
+    }
+    return rtc_check(cudaGraphLaunch(g->exec, st), "cudaGraphLaunch", err);
 }

@@ -16,6 +16,7 @@ struct rtc_ctx {
     cublasHandle_t blas;
     void *scratch; /* activations rounded for the fp16/bf16 GEMMs */
     size_t scratch_size;
+    unsigned scratch_gen; /* counts reallocations: a captured graph holds the scratch's address */
 };
 
 /* The table's functions (runtime/cuda/cuda.h documents each; the plugin exports none of them). */
