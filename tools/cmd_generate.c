@@ -13,6 +13,7 @@
 
 static const char usage[] =
     "usage: lmq generate MODEL.lmq [--prompt TEXT] [-n N] [--temp T] [--top-p P] [--seed S] [--threads N]\n"
+    "                    [--device cpu|cuda]\n"
     "Prints the prompt and its continuation, token by token, then a summary on stderr.\n"
     "  --prompt, -p TEXT  the text to continue (default empty: from the model's BOS alone;\n"
     "                     for GPT-2, which has none, from <|endoftext|>)\n"
