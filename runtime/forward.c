@@ -214,7 +214,9 @@ lmq_code rt_state_create_seqs(const rt_model *m, const rt_exec *ex, int max_toke
         max_tokens = a->max_seq;
     if (max_tokens < 1 || max_tokens > a->max_seq)
         return lmq_fail(err, LMQ_E_ARG, "state for %d tokens: the model's context is 1..%d", max_tokens, a->max_seq);
-    if (seqs < 1 || (seqs > 1 && ex->device != RT_DEVICE_CUDA))
+    if (seqs < 1)
+        return lmq_fail(err, LMQ_E_ARG, "a state for %d sequences", seqs);
+    if (seqs > 1 && ex->device != RT_DEVICE_CUDA)
         return lmq_fail(err, LMQ_E_UNSUPPORTED, "a state for %d sequences: batched decoding runs on the cuda device "
                         "only", seqs);
     rt_state *s = calloc(1, sizeof *s);
@@ -225,10 +227,11 @@ lmq_code rt_state_create_seqs(const rt_model *m, const rt_exec *ex, int max_toke
     s->max_tokens = max_tokens;
     s->seqs = seqs;
     if (ex->device == RT_DEVICE_CUDA) {
-        const int rows = max_tokens > seqs ? max_tokens : seqs;
-        lmq_code c = (s->fill = calloc((size_t)seqs, sizeof *s->fill)) && (s->ids = malloc(2 * (size_t)rows * sizeof *s->ids))
-                         ? state_on_cuda(s, err)
-                         : lmq_fail(err, LMQ_E_NOMEM, "out of memory for the runtime state");
+        const size_t rows = (size_t)(max_tokens > seqs ? max_tokens : seqs);
+        s->fill = calloc((size_t)seqs, sizeof *s->fill);
+        s->ids = malloc(2 * rows * sizeof *s->ids); /* a call's positions and sequences */
+        lmq_code c = s->fill && s->ids ? state_on_cuda(s, err)
+                                       : lmq_fail(err, LMQ_E_NOMEM, "out of memory for the runtime state");
         if (c) {
             rt_state_free(s);
             return c;
@@ -395,7 +398,8 @@ static lmq_code check_call(const rt_state *s, const int32_t *tokens, int n, int 
     return LMQ_OK;
 }
 
-/* rt_forward through the first `blocks` blocks only. */
+/* rt_forward through the first `blocks` blocks only. runtime/cuda/forward.cu mirrors this pass
+ * step by step for the cuda device: a change here is to be made there too. */
 static lmq_code forward(rt_state *s, const int32_t *tokens, int n, int pos0, int blocks, rt_logits which,
                         float *logits, lmq_err *err)
 {

@@ -601,7 +601,7 @@ START_TEST(device_seam)
     const rt_exec ex = { .isa = RT_ISA_SCALAR };
     ck_assert_int_eq(rt_state_create_seqs(&L.rm, &ex, 16, 2, &s2, &e), LMQ_E_UNSUPPORTED);
     ck_assert_msg(strstr(e.msg, "cuda device only") != NULL, "%s", e.msg);
-    ck_assert_int_eq(rt_state_create_seqs(&L.rm, &ex, 16, 0, &s2, &e), LMQ_E_UNSUPPORTED);
+    ck_assert_int_eq(rt_state_create_seqs(&L.rm, &ex, 16, 0, &s2, &e), LMQ_E_ARG);
     int32_t t[3] = { 1, 2, 3 };
     float *lg = malloc((size_t)3 * L.m.arch.vocab_size * sizeof *lg), *lg0 = malloc(L.m.arch.vocab_size * sizeof *lg0);
     ck_assert_int_eq(rt_decode_batch(L.st, 1, t, lg, &e), LMQ_E_UNSUPPORTED);
