@@ -55,7 +55,8 @@ static const rtc_api *open_plugin(const char *path, lmq_err *err)
     rtc_entry entry;
     *(void **)&entry = dlsym(h, RTC_ENTRY); /* POSIX's way to turn dlsym's answer into a function */
     const rtc_api *api = entry ? entry() : NULL;
-    if (!api || api->abi != RTC_ABI || api->weight_size != sizeof(rt_weight) || api->err_size != sizeof(lmq_err)) {
+    if (!api || api->abi != RTC_ABI || api->weight_size != sizeof(rt_weight) || api->err_size != sizeof(lmq_err) ||
+        api->model_size != sizeof(rt_model) || api->layer_size != sizeof(rt_layer)) {
         dlclose(h);
         lmq_fail(err, LMQ_E_FORMAT, "%s is not this build's CUDA plugin (rebuild lmq)", path);
         return NULL;
@@ -120,16 +121,19 @@ static int cuda_supports(const rt_weight *W, char *why, size_t size)
     return 0;
 }
 
-static lmq_code cuda_probe(size_t bytes, int rounds, double *gbps, char *desc, size_t desc_size, lmq_err *err)
+static lmq_code cuda_probe(size_t bytes, int rounds, double *gbps, char *desc, size_t desc_size, size_t *cache_bytes,
+                           lmq_err *err)
 {
     *gbps = 0;
     *desc = 0;
+    *cache_bytes = 0;
     const rtc_api *cu = rt_cuda(err);
     rtc_ctx *c;
     lmq_code code = cu ? cu->open(0, &c, err) : LMQ_E_UNSUPPORTED;
     if (code)
         return code;
     cu->describe(c, desc, desc_size);
+    *cache_bytes = cu->l2_bytes(c);
     code = cu->probe_copy(c, bytes, rounds, gbps, err);
     cu->close(c);
     return code;
@@ -142,8 +146,8 @@ static lmq_code cuda_probe(size_t bytes, int rounds, double *gbps, char *desc, s
 #endif
 
 const rt_backend rt_backends[] = {
-    { "cpu", 1, cpu_devices, cpu_supports, NULL },
-    { "cuda", CUDA_BUILT, cuda_devices, cuda_supports, cuda_probe },
+    { "cpu", 1, cpu_devices, cpu_supports, NULL, RT_DEVICE_CPU },
+    { "cuda", CUDA_BUILT, cuda_devices, cuda_supports, cuda_probe, RT_DEVICE_CUDA },
 };
 const int rt_n_backends = sizeof rt_backends / sizeof rt_backends[0];
 
@@ -153,4 +157,16 @@ const rt_backend *rt_backend_find(const char *name)
         if (!strcmp(rt_backends[i].name, name))
             return &rt_backends[i];
     return NULL;
+}
+
+lmq_code rt_backend_ready(const char *name, const rt_backend **out, lmq_err *err)
+{
+    const rt_backend *b = *out = rt_backend_find(name);
+    if (!b)
+        return lmq_fail(err, LMQ_E_ARG, "--device '%s' is not cpu or cuda", name);
+    if (b->device == RT_DEVICE_CUDA && !rt_cuda(err))
+        return lmq_err_prefix(err, "--device %s: ", name);
+    if (b->devices() < 1)
+        return lmq_fail(err, LMQ_E_UNSUPPORTED, "--device %s: no CUDA device", name);
+    return LMQ_OK;
 }

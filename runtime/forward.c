@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/backend.h"
+
 /* ---------------------------------------------------------------- the model view */
 
 /* Norm weights and biases as fp32: the stored values when fp32, else decoded once into a buffer
@@ -154,6 +156,14 @@ struct rt_state {
     float *kc, *vc;    /* [layers × T × kv_dim] */
     float *rope_cos, *rope_sin; /* [T × head_dim/2] */
     float *scores;     /* [threads × ATT_ROWS × T] */
+    /* ex.device = cuda: the plugin's copy of the model and its state run every pass, and none
+     * of the buffers above exist. fill[q]: positions sequence q holds; ids: a call's positions. */
+    const rtc_api *cu;
+    rtc_ctx *dc;
+    rtc_model *dm;
+    rtc_state *ds;
+    int seqs, *fill;
+    int32_t *ids;
 };
 
 const rt_model *rt_state_model(const rt_state *s) { return s->m; }
@@ -167,10 +177,36 @@ void rt_state_free(rt_state *s)
     float *bufs[] = { s->x, s->xb, s->xb2, s->q, s->qkv, s->hb, s->hb2, s->kc, s->vc, s->rope_cos, s->rope_sin, s->scores };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         free(bufs[i]);
+    if (s->cu) {
+        s->cu->state_free(s->ds);
+        s->cu->model_free(s->dm);
+        s->cu->close(s->dc);
+    }
+    free(s->fill);
+    free(s->ids);
     free(s);
 }
 
+/* The state on the CUDA device: the model uploaded, the plugin's state for seqs sequences. */
+static lmq_code state_on_cuda(rt_state *s, lmq_err *err)
+{
+    lmq_code c = (s->cu = rt_cuda(err)) ? s->cu->open(0, &s->dc, err) : LMQ_E_UNSUPPORTED;
+    if (c) {
+        s->cu = NULL;
+        return c;
+    }
+    if (!(c = s->cu->model_upload(s->dc, s->m, &s->dm, err)))
+        c = s->cu->state_create(s->dc, s->dm, s->max_tokens, s->seqs, &s->ds, err);
+    return c;
+}
+
 lmq_code rt_state_create(const rt_model *m, const rt_exec *ex, int max_tokens, rt_state **out, lmq_err *err)
+{
+    return rt_state_create_seqs(m, ex, max_tokens, 1, out, err);
+}
+
+lmq_code rt_state_create_seqs(const rt_model *m, const rt_exec *ex, int max_tokens, int seqs, rt_state **out,
+                              lmq_err *err)
 {
     *out = NULL;
     const lmq_arch *a = &m->arch;
@@ -178,12 +214,31 @@ lmq_code rt_state_create(const rt_model *m, const rt_exec *ex, int max_tokens, r
         max_tokens = a->max_seq;
     if (max_tokens < 1 || max_tokens > a->max_seq)
         return lmq_fail(err, LMQ_E_ARG, "state for %d tokens: the model's context is 1..%d", max_tokens, a->max_seq);
+    if (seqs < 1)
+        return lmq_fail(err, LMQ_E_ARG, "a state for %d sequences", seqs);
+    if (seqs > 1 && ex->device != RT_DEVICE_CUDA)
+        return lmq_fail(err, LMQ_E_UNSUPPORTED, "a state for %d sequences: batched decoding runs on the cuda device "
+                        "only", seqs);
     rt_state *s = calloc(1, sizeof *s);
     if (!s)
         return lmq_fail(err, LMQ_E_NOMEM, "out of memory for the runtime state");
     s->m = m;
     s->ex = *ex;
     s->max_tokens = max_tokens;
+    s->seqs = seqs;
+    if (ex->device == RT_DEVICE_CUDA) {
+        const size_t rows = (size_t)(max_tokens > seqs ? max_tokens : seqs);
+        s->fill = calloc((size_t)seqs, sizeof *s->fill);
+        s->ids = malloc(2 * rows * sizeof *s->ids); /* a call's positions and sequences */
+        lmq_code c = s->fill && s->ids ? state_on_cuda(s, err)
+                                       : lmq_fail(err, LMQ_E_NOMEM, "out of memory for the runtime state");
+        if (c) {
+            rt_state_free(s);
+            return c;
+        }
+        *out = s;
+        return LMQ_OK;
+    }
     s->threads = lmq_pool_threads(ex->pool);
     const size_t T = (size_t)max_tokens, d = (size_t)a->dim, hd2 = (size_t)m->head_dim / 2;
     const size_t kv = (size_t)a->n_layers * T * (size_t)m->kv_dim;
@@ -326,8 +381,27 @@ static void add_rows(float *x, const float *y, size_t count)
 
 /* ---------------------------------------------------------------- the forward pass */
 
+/* The arguments of a pass of n tokens (NULL: the residual stream as it stands) at pos0 over a
+ * sequence holding `filled` positions. */
+static lmq_code check_call(const rt_state *s, const int32_t *tokens, int n, int pos0, int filled, rt_logits which,
+                           const float *logits, lmq_err *err)
+{
+    const int T = s->max_tokens, vocab = s->m->arch.vocab_size;
+    if (n < 1 || pos0 < 0 || pos0 > filled || pos0 > T - n)
+        return lmq_fail(err, LMQ_E_ARG, "forward of %d tokens at position %d: the state holds %d of %d positions",
+                        n, pos0, filled, T);
+    for (int i = 0; tokens && i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= vocab)
+            return lmq_fail(err, LMQ_E_ARG, "token %d at position %d is outside the vocabulary (%d)", tokens[i],
+                            pos0 + i, vocab);
+    if (which != RT_LOGITS_NONE && !logits)
+        return lmq_fail(err, LMQ_E_ARG, "forward: no logits buffer");
+    return LMQ_OK;
+}
+
 /* rt_forward through blocks [from, blocks) only: from the embeddings of tokens, or (tokens NULL)
- * from the residual stream as the state holds it. */
+ * from the residual stream as the state holds it. runtime/cuda/forward.cu mirrors this pass step
+ * by step for the cuda device: a change here is to be made there too. */
 static lmq_code forward(rt_state *s, const int32_t *tokens, int n, int pos0, int from, int blocks, rt_logits which,
                         float *logits, lmq_err *err)
 {
@@ -338,18 +412,11 @@ static lmq_code forward(rt_state *s, const int32_t *tokens, int n, int pos0, int
     const rt_exec *ex = &s->ex;
     if (from < 0 || from > blocks || blocks > a->n_layers)
         return lmq_fail(err, LMQ_E_ARG, "forward through blocks %d..%d of %d", from, blocks - 1, a->n_layers);
-    if (n < 1 || pos0 < 0 || pos0 > s->filled || pos0 > T - n)
-        return lmq_fail(err, LMQ_E_ARG, "forward of %d tokens at position %d: the state holds %d of %d positions",
-                        n, pos0, s->filled, T);
-    for (int i = 0; tokens && i < n; i++)
-        if (tokens[i] < 0 || tokens[i] >= a->vocab_size)
-            return lmq_fail(err, LMQ_E_ARG, "token %d at position %d is outside the vocabulary (%d)", tokens[i],
-                            pos0 + i, a->vocab_size);
-    if (which != RT_LOGITS_NONE && !logits)
-        return lmq_fail(err, LMQ_E_ARG, "forward: no logits buffer");
+    lmq_code c = check_call(s, tokens, n, pos0, s->filled, which, logits, err);
+    if (c)
+        return c;
 
     /* Token (and, for GPT-2, learned position) embeddings. */
-    lmq_code c = LMQ_OK;
     for (int i = 0; tokens && i < n && !c; i++) {
         float *x = s->x + (size_t)i * d;
         c = rt_weight_rows(ex->isa, &m->tok_embd, tokens[i], 1, x, err);
@@ -423,22 +490,80 @@ static lmq_code forward(rt_state *s, const int32_t *tokens, int n, int pos0, int
     return LMQ_OK;
 }
 
+/* The pass on the CUDA device: runtime/cuda/forward.cu mirrors forward() above. */
+static lmq_code forward_cuda(rt_state *s, int seq, const int32_t *tokens, int n, int pos0, rt_logits which,
+                             float *logits, lmq_err *err)
+{
+    if (seq < 0 || seq >= s->seqs)
+        return lmq_fail(err, LMQ_E_ARG, "forward of sequence %d: the state holds %d", seq, s->seqs);
+    lmq_code c = check_call(s, tokens, n, pos0, s->fill[seq], which, logits, err);
+    if (c)
+        return c;
+    int32_t *pos = s->ids, *seqs = s->ids + n;
+    for (int i = 0; i < n; i++) {
+        pos[i] = pos0 + i;
+        seqs[i] = seq;
+    }
+    const int from = which == RT_LOGITS_ALL ? 0 : which == RT_LOGITS_LAST ? n - 1 : n;
+    c = s->cu->forward(s->ds, n, tokens, seqs, pos, from, logits, err);
+    s->fill[seq] = c ? 0 : pos0 + n;
+    return c;
+}
+
 lmq_code rt_forward(rt_state *s, const int32_t *tokens, int n, int pos0, rt_logits which, float *logits,
                     lmq_err *err)
 {
+    return rt_forward_seq(s, 0, tokens, n, pos0, which, logits, err);
+}
+
+lmq_code rt_forward_seq(rt_state *s, int seq, const int32_t *tokens, int n, int pos0, rt_logits which, float *logits,
+                        lmq_err *err)
+{
+    if (s->cu)
+        return forward_cuda(s, seq, tokens, n, pos0, which, logits, err);
+    if (seq != 0)
+        return lmq_fail(err, LMQ_E_ARG, "forward of sequence %d: a CPU state holds one", seq);
     return forward(s, tokens, n, pos0, 0, s->m->arch.n_layers, which, logits, err);
+}
+
+lmq_code rt_decode_batch(rt_state *s, int n, const int32_t *tokens, float *logits, lmq_err *err)
+{
+    if (!s->cu)
+        return lmq_fail(err, LMQ_E_UNSUPPORTED, "batched decoding runs on the cuda device only");
+    if (n < 1 || n > s->seqs)
+        return lmq_fail(err, LMQ_E_ARG, "decode of %d sequences: the state holds %d", n, s->seqs);
+    int32_t *pos = s->ids, *seqs = s->ids + n;
+    lmq_code c = LMQ_OK;
+    for (int i = 0; i < n && !c; i++) {
+        pos[i] = s->fill[i];
+        seqs[i] = i;
+        c = check_call(s, &tokens[i], 1, s->fill[i], s->fill[i], RT_LOGITS_LAST, logits, err);
+    }
+    if (!c)
+        c = s->cu->forward(s->ds, n, tokens, seqs, pos, 0, logits, err);
+    for (int i = 0; i < n; i++)
+        s->fill[i] = c ? 0 : s->fill[i] + 1;
+    return c;
+}
+
+/* Passes through some blocks only: the calibrate stage's, on the CPU. */
+static lmq_code blocks_pass(rt_state *s, const int32_t *tokens, int n, int first, int last, lmq_err *err)
+{
+    if (s->cu)
+        return lmq_fail(err, LMQ_E_UNSUPPORTED, "a pass through some blocks (calibration) runs on the CPU only");
+    return forward(s, tokens, n, 0, first, last, RT_LOGITS_NONE, NULL, err);
 }
 
 lmq_code rt_forward_blocks(rt_state *s, const int32_t *tokens, int n, int blocks, lmq_err *err)
 {
-    return forward(s, tokens, n, 0, 0, blocks, RT_LOGITS_NONE, NULL, err);
+    return blocks_pass(s, tokens, n, 0, blocks, err);
 }
 
 float *rt_state_stream(rt_state *s) { return s->x; }
 
 lmq_code rt_forward_from(rt_state *s, int n, int first, int last, lmq_err *err)
 {
-    return forward(s, NULL, n, 0, first, last, RT_LOGITS_NONE, NULL, err);
+    return blocks_pass(s, NULL, n, first, last, err);
 }
 
 lmq_code rt_decode(rt_state *s, int32_t token, int pos, float *logits, lmq_err *err)

@@ -48,8 +48,15 @@ uint64_t rt_model_weight_bytes(const rt_model *rm);
 typedef struct rt_state rt_state;
 
 /* A state for up to max_tokens positions (<= arch.max_seq; 0 = arch.max_seq). ex says where
- * the kernels run; it is copied. */
+ * the kernels run; it is copied. With ex->device = RT_DEVICE_CUDA the model's weights are
+ * uploaded to the CUDA plugin's device 0 (runtime/backend.h) and every pass runs there
+ * (runtime/cuda/forward.cu, a mirror of forward.c's pass; not bit-identical to the CPU's:
+ * runtime/cuda/cuda.h); m must then stay unchanged while the state lives. */
 lmq_code rt_state_create(const rt_model *m, const rt_exec *ex, int max_tokens, rt_state **out, lmq_err *err);
+/* The same with `seqs` sequences, each its own KV cache of max_tokens positions (batched
+ * decoding): more than one on the cuda device only. */
+lmq_code rt_state_create_seqs(const rt_model *m, const rt_exec *ex, int max_tokens, int seqs, rt_state **out,
+                              lmq_err *err);
 void rt_state_free(rt_state *s);
 const rt_model *rt_state_model(const rt_state *s);
 int rt_state_max_tokens(const rt_state *s);
@@ -65,6 +72,12 @@ typedef enum {
  * from earlier calls (pos0 = 0 starts afresh); positions >= pos0 are overwritten. */
 lmq_code rt_forward(rt_state *s, const int32_t *tokens, int n, int pos0, rt_logits which, float *logits,
                     lmq_err *err);
+/* rt_forward on sequence seq of the state (0 on the CPU). */
+lmq_code rt_forward_seq(rt_state *s, int seq, const int32_t *tokens, int n, int pos0, rt_logits which, float *logits,
+                        lmq_err *err);
+/* One token for each of sequences 0..n-1, each at the position after what it holds, in one
+ * pass: logits [n × vocab]. The cuda device only (LMQ_E_UNSUPPORTED on the CPU). */
+lmq_code rt_decode_batch(rt_state *s, int n, const int32_t *tokens, float *logits, lmq_err *err);
 /* tokens[0..n) from position 0 through the embeddings and the first `blocks` blocks, nothing after
  * (the calibrate stage observes a block's inputs and needs no more). The cache holds no complete
  * position afterwards: the next rt_forward starts at position 0. */

@@ -27,13 +27,18 @@ struct rt_weight;
  * calibrate stage's statistics); an error it returns stops the forward pass. */
 typedef lmq_code (*rt_observe_fn)(void *ctx, const struct rt_weight *W, const float *x, int n, lmq_err *err);
 
+/* The device a forward pass runs on (runtime/backend.h): the CPU, or the CUDA plugin's device 0. */
+typedef enum { RT_DEVICE_CPU = 0, RT_DEVICE_CUDA = 1 } rt_device;
+
 /* Where and how kernels run: a pool (NULL = the caller's thread only), a kernel set, and an
- * optional observer of the linear layers' inputs. */
+ * optional observer of the linear layers' inputs (CPU only); device: where rt_forward runs
+ * (runtime/forward.h), the CPU unless set. */
 typedef struct {
     lmq_pool *pool;
     rt_isa isa;
     rt_observe_fn observe;
     void *observe_ctx;
+    rt_device device;
 } rt_exec;
 
 /* Below this many multiply-adds a parallel loop is not worth waking the workers for. */

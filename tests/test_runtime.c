@@ -13,6 +13,7 @@
 #include "formats/container.h"
 #include "quantize/quantize.h"
 #include "runtime/artefact.h"
+#include "runtime/backend.h"
 #include "runtime/forward.h"
 #include "runtime/sample.h"
 #include "tokenizer/tokenizer.h"
@@ -630,6 +631,55 @@ START_TEST(forward_errors)
 }
 END_TEST
 
+/* The device seam on the CPU: what --device takes, and what only the cuda device does. */
+START_TEST(device_seam)
+{
+    lmq_err e;
+    const rt_backend *b;
+    ck_assert_int_eq(rt_backend_ready("tpu", &b, &e), LMQ_E_ARG);
+    ck_assert_msg(strstr(e.msg, "'tpu' is not cpu or cuda") != NULL, "%s", e.msg);
+    ck_assert_int_eq(rt_backend_ready("cpu", &b, &e), LMQ_OK);
+    ck_assert_int_eq(b->device, RT_DEVICE_CPU);
+    const rt_backend *cuda = rt_backend_find("cuda");
+    const lmq_code c = rt_backend_ready("cuda", &b, &e);
+    if (!cuda->built || !cuda->devices()) {
+        ck_assert_int_eq(c, LMQ_E_UNSUPPORTED);
+        ck_assert_msg(strstr(e.msg, cuda->built ? "--device cuda: no CUDA device" : "--device cuda: lmq was built "
+                             "without CUDA") != NULL, "%s", e.msg);
+    } else
+        ck_assert_msg(c == LMQ_OK && b->device == RT_DEVICE_CUDA, "%s", e.msg);
+
+    loaded L;
+    open_model(&L, STORIES, 1, RT_ISA_SCALAR);
+    rt_state *s2;
+    const rt_exec ex = { .isa = RT_ISA_SCALAR };
+    ck_assert_int_eq(rt_state_create_seqs(&L.rm, &ex, 16, 2, &s2, &e), LMQ_E_UNSUPPORTED);
+    ck_assert_msg(strstr(e.msg, "cuda device only") != NULL, "%s", e.msg);
+    ck_assert_int_eq(rt_state_create_seqs(&L.rm, &ex, 16, 0, &s2, &e), LMQ_E_ARG);
+    int32_t t[3] = { 1, 2, 3 };
+    float *lg = malloc((size_t)3 * L.m.arch.vocab_size * sizeof *lg), *lg0 = malloc(L.m.arch.vocab_size * sizeof *lg0);
+    ck_assert_int_eq(rt_decode_batch(L.st, 1, t, lg, &e), LMQ_E_UNSUPPORTED);
+    ck_assert_int_eq(rt_forward_seq(L.st, 1, t, 3, 0, RT_LOGITS_LAST, lg, &e), LMQ_E_ARG);
+    /* sequence 0 is rt_forward's */
+    ck_assert_int_eq(rt_forward_seq(L.st, 0, t, 3, 0, RT_LOGITS_LAST, lg, &e), LMQ_OK);
+    ck_assert_int_eq(rt_forward(L.st, t, 3, 0, RT_LOGITS_LAST, lg0, &e), LMQ_OK);
+    ck_assert_int_eq(memcmp(lg, lg0, L.m.arch.vocab_size * sizeof *lg), 0);
+    /* the cuda device without one (or without CUDA): refused with why, nothing left open */
+    const rt_exec on_cuda = { .isa = RT_ISA_SCALAR, .device = RT_DEVICE_CUDA };
+    if (!cuda->built || !cuda->devices()) {
+        ck_assert_int_eq(rt_state_create(&L.rm, &on_cuda, 16, &s2, &e), LMQ_E_UNSUPPORTED);
+        ck_assert_msg(strstr(e.msg, cuda->built ? "no CUDA device" : "built without CUDA") != NULL, "%s", e.msg);
+    } else {
+        ck_assert_msg(rt_state_create(&L.rm, &on_cuda, 16, &s2, &e) == LMQ_OK, "%s", e.msg);
+        ck_assert_int_eq(rt_forward_blocks(s2, t, 3, 1, &e), LMQ_E_UNSUPPORTED); /* calibration: the CPU's */
+        rt_state_free(s2);
+    }
+    free(lg);
+    free(lg0);
+    close_model(&L);
+}
+END_TEST
+
 /* ---- sampling ------------------------------------------------------------------------- */
 
 START_TEST(rng_known_answers)
@@ -720,6 +770,7 @@ int main(void)
     tcase_add_test(tc, kernels_match_scalar);
     tcase_add_test(tc, row_kernels_against_definition);
     tcase_add_test(tc, forward_errors);
+    tcase_add_test(tc, device_seam);
     tcase_add_test(tc, rng_known_answers);
     tcase_add_test(tc, sampling);
     suite_add_tcase(s, tc);

@@ -6,12 +6,14 @@
 
 #include "common/pool.h"
 #include "runtime/artefact.h"
+#include "runtime/backend.h"
 #include "runtime/generate.h"
 #include "tools/args.h"
 #include "tools/cmd.h"
 
 static const char usage[] =
     "usage: lmq generate MODEL.lmq [--prompt TEXT] [-n N] [--temp T] [--top-p P] [--seed S] [--threads N]\n"
+    "                    [--device cpu|cuda]\n"
     "Prints the prompt and its continuation, token by token, then a summary on stderr.\n"
     "  --prompt, -p TEXT  the text to continue (default empty: from the model's BOS alone;\n"
     "                     for GPT-2, which has none, from <|endoftext|>)\n"
@@ -21,7 +23,8 @@ static const char usage[] =
     "  --top-p P          sample only from the most likely tokens whose probability reaches P,\n"
     "                     0 < P <= 1 (default 1: all)\n"
     "  --seed S           random seed for sampling, 0 to 2^64-1 (default 0)\n"
-    "  --threads N        worker threads (default 0: one per CPU)\n";
+    "  --threads N        worker threads (default 0: one per CPU)\n"
+    "  --device cpu|cuda  where the model runs (default cpu; cuda: the CUDA device 0)\n";
 
 /* Writes the prompt as given, then each new token's text as it arrives. */
 typedef struct {
@@ -87,15 +90,15 @@ static void summary(const rt_gen_stats *st, const rt_gen_opts *o)
 
 /* Parses the options into o; returns -1, or the exit status for a usage error. */
 static int parse_opts(int argc, char **argv, const char **model, const char **prompt, rt_gen_opts *o,
-                      long *threads)
+                      long *threads, const rt_backend **dev)
 {
-    const char *n_s = "256", *temp_s = "0", *top_p_s = "1", *seed_s = "0", *threads_s = "0";
+    const char *n_s = "256", *temp_s = "0", *top_p_s = "1", *seed_s = "0", *threads_s = "0", *device = "cpu";
     const char *pos[1];
     int n_pos;
     const arg_opt opts[] = { { "--prompt", "-p", prompt, NULL }, { "-n", NULL, &n_s, NULL },
                              { "--temp", NULL, &temp_s, NULL },  { "--top-p", NULL, &top_p_s, NULL },
                              { "--seed", NULL, &seed_s, NULL },  { "--threads", NULL, &threads_s, NULL },
-                             { 0 } };
+                             { "--device", NULL, &device, NULL }, { 0 } };
     int rc = args_parse(argc, argv, opts, pos, 1, &n_pos, usage);
     if (rc >= 0)
         return rc;
@@ -114,6 +117,12 @@ static int parse_opts(int argc, char **argv, const char **model, const char **pr
         fprintf(stderr, "lmq generate: --top-p must be greater than 0 and at most 1, not '%s'\n", top_p_s);
         return 2;
     }
+    lmq_err err;
+    lmq_code c = rt_backend_ready(device, dev, &err);
+    if (c) {
+        fprintf(stderr, "lmq generate: %s\n", err.msg);
+        return c == LMQ_E_ARG ? 2 : 1;
+    }
     o->max_new = (int)n;
     o->temperature = (float)temp;
     o->top_p = (float)top_p;
@@ -125,7 +134,8 @@ int cmd_generate(int argc, char **argv)
     const char *path, *prompt = "";
     rt_gen_opts o;
     long threads;
-    int rc = parse_opts(argc, argv, &path, &prompt, &o, &threads);
+    const rt_backend *dev;
+    int rc = parse_opts(argc, argv, &path, &prompt, &o, &threads, &dev);
     if (rc >= 0)
         return rc;
 
@@ -143,7 +153,7 @@ int cmd_generate(int argc, char **argv)
     }
     if (!(c = tok_open_model(&m, &tok, &err)) && !(c = rt_gen_prompt(&m, tok, prompt, &ids, &n_ids, &err)) &&
         !(c = lmq_pool_create((int)threads, &pool, &err))) {
-        rt_exec ex = { .pool = pool, .isa = rt_isa_best() };
+        rt_exec ex = { .pool = pool, .isa = rt_isa_best(), .device = dev->device };
         printer pr = { .tok = tok, .prev = ids[n_ids - 1], .echo = prompt };
         c = rt_generate(&m, &ex, ids, n_ids, &o, print_token, &pr, &st, &err);
         if (!c && !(c = print_echo(&pr, &err))) /* the prompt, when nothing followed it */

@@ -19,20 +19,21 @@ static const char usage[] =
     "  --threads N   threads for the all-threads figure (default 0: one per CPU)\n"
     "  --rounds R    rounds of reading, the best counts (default 5)\n"
     "  --json        print {\"threads\":N,\"read_gbps_1\":x,\"read_gbps_all\":y} only\n"
-    "                (cuda: {\"device\":\"NAME\",\"copy_gbps\":x})\n";
+    "                (cuda: {\"device\":\"NAME\",\"copy_gbps\":x,\"l2_bytes\":N})\n";
 
 /* --device cuda (or any row with a probe of its own). */
 static int probe_device(const rt_backend *b, long mib, long rounds, int json)
 {
     double gbps;
     char desc[256];
+    size_t cache;
     lmq_err err;
-    if (b->probe((size_t)mib << 20, (int)rounds, &gbps, desc, sizeof desc, &err)) {
+    if (b->probe((size_t)mib << 20, (int)rounds, &gbps, desc, sizeof desc, &cache, &err)) {
         fprintf(stderr, "lmq probe: %s: %s\n", b->name, err.msg);
         return 1;
     }
     if (json)
-        printf("{\"device\":\"%s\",\"copy_gbps\":%.3f}\n", desc, gbps);
+        printf("{\"device\":\"%s\",\"copy_gbps\":%.3f,\"l2_bytes\":%zu}\n", desc, gbps, cache);
     else
         printf("%s copy bandwidth: %s, %ld MiB buffer, best of %ld rounds\n  %-12s %8.2f GB/s\n", b->name, desc,
                mib, rounds, "copy:", gbps);

@@ -7,6 +7,7 @@
 #include "common/clock.h"
 #include "common/file.h"
 #include "common/pool.h"
+#include "runtime/backend.h"
 #include "tools/args.h"
 #include "tools/cmd.h"
 #include "tools/progress.h"
@@ -19,7 +20,8 @@ static const char usage[] =
     "usage: lmq verify A.lmq [B.lmq ...] --text FILE [--reference REF.lmq] [--ctx N] [--threads N]\n"
     "                  [--json FILE] [--markdown FILE] [--html FILE] [--speed-only] [--bandwidth GBPS]\n"
     "                  [--gate 'METRIC<=X' ...] [--record] [--save-reference-logits FILE]\n"
-    "                  [--reference-logits FILE]\n"
+    "                  [--reference-logits FILE] [--device cpu|cuda]\n"
+    "                  [--batch N,N,... [--prompt-len N] [--new-tokens N]]\n"
     "Scores every artefact on FILE by protocol P1 (windows of N tokens, default 256, each from an\n"
     "empty cache). The reference (default: the first artefact) is run once; every other artefact\n"
     "is compared with it: top-1 agreement and KL(P_ref || P) per position. Then measures each\n"
@@ -34,7 +36,33 @@ static const char usage[] =
     "each artefact but the reference: its row bound to the checksums of the artefact, the reference\n"
     "and the text, and to the protocol. --save-reference-logits FILE keeps the reference's logits;\n"
     "--reference-logits FILE scores against them instead of running the reference (the same text\n"
-    "and --ctx are required; --reference, if given, must be the artefact they were saved for).\n";
+    "and --ctx are required; --reference, if given, must be the artefact they were saved for).\n"
+    "--device cuda runs every forward pass (scores and speed) on the CUDA device, and takes decode's\n"
+    "roofline against the device's copy bandwidth (lmq probe --device cuda). --batch 1,4,16,64 (cuda\n"
+    "only; at most 8 sizes) adds a batch sweep per artefact: that many sequences of --prompt-len\n"
+    "tokens (default 512) prefilled, then --new-tokens (default 128) decoded for all at once: TTFT,\n"
+    "milliseconds per decoding step and aggregate tokens/s.\n";
+
+/* "1,4,16,64" into sizes[0..*n), each 1..4096; returns 0 after printing an error. */
+static int parse_batch(const char *s, int *sizes, int *n)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", s);
+    *n = 0;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        long v;
+        if (*n == VF_MAX_BATCH) {
+            fprintf(stderr, "lmq verify: --batch: at most %d sizes\n", VF_MAX_BATCH);
+            return 0;
+        }
+        if (!args_int("verify", "--batch", t, 1, 4096, &v))
+            return 0;
+        sizes[(*n)++] = (int)v;
+    }
+    if (*n == 0)
+        fprintf(stderr, "lmq verify: --batch: no sizes in '%s'\n", s);
+    return *n > 0;
+}
 
 #define MAX_ARTEFACTS 256
 
@@ -74,6 +102,7 @@ int cmd_verify(int argc, char **argv)
 {
     const char *text = NULL, *ref = NULL, *ctx_s = "256", *threads_s = "0", *json = NULL, *md = NULL, *html = NULL;
     const char *bw_s = "0", *pos[MAX_ARTEFACTS], *save_logits = NULL, *ref_logits = NULL, *gate_s[VF_MAX_GATES];
+    const char *device = "cpu", *batch_s = NULL, *prompt_s = "512", *new_s = "128";
     int n, speed_only = 0, record = 0;
     arg_list gate_list = { gate_s, 0, VF_MAX_GATES };
     int rc = args_take(&argc, argv, "--gate", &gate_list);
@@ -85,20 +114,36 @@ int cmd_verify(int argc, char **argv)
                              { "--speed-only", NULL, NULL, &speed_only }, { "--bandwidth", NULL, &bw_s, NULL },
                              { "--record", NULL, NULL, &record },  { "--save-reference-logits", NULL, &save_logits, NULL },
                              { "--reference-logits", NULL, &ref_logits, NULL }, { "--html", NULL, &html, NULL },
+                             { "--device", NULL, &device, NULL },  { "--batch", NULL, &batch_s, NULL },
+                             { "--prompt-len", NULL, &prompt_s, NULL }, { "--new-tokens", NULL, &new_s, NULL },
                              { 0 } };
     rc = args_parse(argc, argv, opts, pos, MAX_ARTEFACTS, &n, usage);
     if (rc >= 0)
         return rc;
-    long ctx, threads;
+    long ctx, threads, prompt_len, new_tokens;
     double bw;
+    int batch[VF_MAX_BATCH], n_batch = 0;
     if (!args_int("verify", "--ctx", ctx_s, 2, 1 << 20, &ctx) || !args_int("verify", "--threads", threads_s, 0, LMQ_POOL_MAX_THREADS, &threads) ||
-        !args_double("verify", "--bandwidth", bw_s, 0, 1e6, &bw))
+        !args_double("verify", "--bandwidth", bw_s, 0, 1e6, &bw) ||
+        !args_int("verify", "--prompt-len", prompt_s, 1, 1 << 20, &prompt_len) ||
+        !args_int("verify", "--new-tokens", new_s, 1, 1 << 20, &new_tokens) ||
+        (batch_s && !parse_batch(batch_s, batch, &n_batch)))
         return 2;
+    lmq_err err;
+    const rt_backend *dev;
+    lmq_code dc = rt_backend_ready(device, &dev, &err);
+    if (dc) {
+        fprintf(stderr, "lmq verify: %s\n", err.msg);
+        return dc == LMQ_E_ARG ? 2 : 1;
+    }
+    if (n_batch && dev->device != RT_DEVICE_CUDA) {
+        fprintf(stderr, "lmq verify: --batch: batched decoding runs on --device cuda only\n");
+        return 2;
+    }
     if ((!text && !speed_only) || (n == 0 && !ref)) {
         fprintf(stderr, "lmq verify: need at least one artefact and --text FILE\n%s", usage);
         return 2;
     }
-    lmq_err err;
     vf_gate gates[VF_MAX_GATES];
     for (int g = 0; g < gate_list.n; g++)
         if (vf_gate_parse(gate_s[g], &gates[g], &err)) {
@@ -151,7 +196,9 @@ int cmd_verify(int argc, char **argv)
     progress pr;
     progress_init(&pr, "verify");
     vf_run_opts vo = { .ctx = (int)ctx, .threads = (int)threads, .speed_only = speed_only, .bandwidth_gbps = bw,
-                       .progress = on_progress, .user = &pr, .save_ref_logits = save_logits, .ref_logits = ref_logits };
+                       .progress = on_progress, .user = &pr, .save_ref_logits = save_logits, .ref_logits = ref_logits,
+                       .device = device, .batch = batch, .n_batch = n_batch, .prompt_len = (int)prompt_len,
+                       .new_tokens = (int)new_tokens };
     const double t0 = lmq_now();
     vf_report r;
     lmq_code c = vf_run(ref, cands, n_cands, text, &vo, &r, &err);

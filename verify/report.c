@@ -152,8 +152,46 @@ static void kl_cells(const vf_report *rep, int i, char out[][VF_CELL])
     snprintf(out[K_DP], VF_CELL, "%.3f ± %.3f", 100 * r->dp_rms.value, 100 * r->dp_rms.se);
 }
 
+/* The batch sweep: a row per artefact and batch size. */
+static const char *const batch_heads[] = { "artefact", "batch", "prompt", "new", "TTFT ms", "ms/token", "tok/s" };
+#define N_BATCH (int)(sizeof batch_heads / sizeof batch_heads[0])
+
+static lmq_code batch_grid(const vf_report *r, vf_grid *g, lmq_err *err)
+{
+    int n = 0;
+    for (int i = 0; i < r->n_rows; i++)
+        n += r->rows[i].n_batch;
+    *g = (vf_grid){ .cols = N_BATCH, .left = 1, .title = "Batch sweep",
+                    .caption = "batch sweep on the device: TTFT = the prompts prefilled in turn until the last has "
+                               "its first token; ms/token = one decoding step of every sequence; tok/s = all "
+                               "sequences' new tokens over the decoding time" };
+    if (!n)
+        return LMQ_OK;
+    if (!(g->cell = calloc((size_t)n + 1, sizeof *g->cell)))
+        return lmq_fail(err, LMQ_E_NOMEM, "out of memory for a report of %d rows", n);
+    g->rows = n + 1;
+    for (int j = 0; j < N_BATCH; j++)
+        snprintf(g->cell[0][j], VF_CELL, "%s", batch_heads[j]);
+    int k = 1;
+    for (int i = 0; i < r->n_rows; i++)
+        for (int b = 0; b < r->rows[i].n_batch; b++, k++) {
+            const vf_batch *v = &r->rows[i].batch[b];
+            char(*c)[VF_CELL] = g->cell[k];
+            snprintf(c[0], VF_CELL, "%s", vf_file_name(r->rows[i].path));
+            snprintf(c[1], VF_CELL, "%d", v->seqs);
+            snprintf(c[2], VF_CELL, "%d", v->prompt);
+            snprintf(c[3], VF_CELL, "%d", v->new_tokens);
+            snprintf(c[4], VF_CELL, "%.1f", 1e3 * v->ttft_s);
+            snprintf(c[5], VF_CELL, "%.3f", v->token_ms);
+            snprintf(c[6], VF_CELL, "%.1f", v->tokens_per_s);
+        }
+    return LMQ_OK;
+}
+
 lmq_code vf_report_grid(const vf_report *r, int which, vf_grid *g, lmq_err *err)
 {
+    if (which == VF_TABLE_BATCH)
+        return batch_grid(r, g, err);
     const int kl = which == VF_TABLE_KL;
     /* The KL table compares candidates with the reference: none without both. */
     const int first = kl ? 1 : 0, n = kl && !r->text ? 0 : r->n_rows - first;
@@ -203,11 +241,18 @@ int vf_report_header(const vf_report *r, int i, char *buf, size_t cap)
                  vf_file_name(r->rows[0].path));
         return 1;
     case 2:
-        snprintf(buf, cap,
-                 "speed: %d thread%s, kernels %s; prefill = one pass over ctx tokens, decode = one token at a time; "
-                 "W MiB = stored weights read per decoded token; roofline = decode tok/s × those bytes / %.1f GB/s "
-                 "read bandwidth ('-' where they fit in the last-level cache)",
-                 r->threads, r->threads == 1 ? "" : "s", r->isa, r->bandwidth_gbps);
+        if (r->device && !strcmp(r->device, "cuda"))
+            snprintf(buf, cap,
+                     "speed on cuda (%s); prefill = one pass over ctx tokens, decode = one token at a time; "
+                     "W MiB = stored weights read per decoded token; roofline = decode tok/s × those bytes / %.1f "
+                     "GB/s device copy bandwidth ('-' where they fit in its L2 cache)",
+                     r->device_desc, r->bandwidth_gbps);
+        else
+            snprintf(buf, cap,
+                     "speed: %d thread%s, kernels %s; prefill = one pass over ctx tokens, decode = one token at a "
+                     "time; W MiB = stored weights read per decoded token; roofline = decode tok/s × those bytes / "
+                     "%.1f GB/s read bandwidth ('-' where they fit in the last-level cache)",
+                     r->threads, r->threads == 1 ? "" : "s", r->isa, r->bandwidth_gbps);
         return 1;
     default:
         return 0;
@@ -342,6 +387,16 @@ json_t *vf_row_json(const vf_report *r, int i)
         if (r->text)
             json_object_update_new(o, kl_stats_json(&w->res));
     }
+    if (o && w->n_batch) {
+        json_t *sweep = json_array();
+        for (int b = 0; b < w->n_batch; b++) {
+            const vf_batch *v = &w->batch[b];
+            json_array_append_new(sweep, json_pack("{s:i, s:i, s:i, s:f, s:f, s:f}", "batch", v->seqs, "prompt_tokens",
+                                                   v->prompt, "new_tokens", v->new_tokens, "ttft_s", v->ttft_s,
+                                                   "token_ms", v->token_ms, "tokens_per_s", v->tokens_per_s));
+        }
+        json_object_set_new(o, "batch_sweep", sweep);
+    }
     if (o && r->n_gates && i > 0) {
         json_t *failed = json_array();
         for (int g = 0; g < r->n_gates; g++)
@@ -387,6 +442,11 @@ void vf_report_json(FILE *f, const vf_report *r)
                             "documents", r->documents, "windows", (json_int_t)ref->windows, "positions",
                             (json_int_t)ref->positions, "ppl", ref->ppl, "reference", vf_file_name(r->rows[0].path),
                             "rows", rows);
+    json_object_set_new(doc, "device", json_string(r->device ? r->device : "cpu"));
+    if (r->device_desc[0]) { /* read_gbps then holds the device's copy bandwidth, named for what it is */
+        json_object_set_new(doc, "device_name", json_string(r->device_desc));
+        json_object_set_new(doc, "copy_gbps", json_real(r->bandwidth_gbps));
+    }
     if (r->ref_logits)
         json_object_set_new(doc, "reference_logits",
                             json_pack("{s:s, s:o}", "path", r->ref_logits, "checksum", hex_json(r->ref_logits_checksum)));

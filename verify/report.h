@@ -12,6 +12,15 @@
 #include "verify/gate.h"
 #include "verify/metrics.h"
 
+/* One batch size of the sweep: `seqs` sequences served together. */
+#define VF_MAX_BATCH 8
+typedef struct {
+    int seqs, prompt, new_tokens;
+    double ttft_s;    /* from the first prompt's start to the last prompt's first token (prefills in turn) */
+    double token_ms;  /* per decode step, every sequence one token */
+    double tokens_per_s; /* aggregate: seqs · new_tokens / decoding time */
+} vf_batch;
+
 typedef struct {
     char path[512];
     uint64_t file_checksum; /* the artefact's identity (its container's whole-file checksum) */
@@ -31,13 +40,18 @@ typedef struct {
     double weight_mib;    /* stored weight matrices one decoded token reads (resident as mapped) */
     double roofline;      /* decode_tps · weight bytes / read bandwidth: 1 = memory-bound limit */
     uint32_t gates_failed; /* bit g: the report's gates[g] failed on this row (vf_gates_apply) */
+    vf_batch batch[VF_MAX_BATCH]; /* the batch sweep (vf_run_opts.batch), n_batch sizes */
+    int n_batch;
 } vf_row;
 
 typedef struct {
     const char *text;       /* the evaluation text's path; NULL when only speed was measured */
     int ctx, threads;
     const char *isa;        /* the kernel set */
-    double bandwidth_gbps;  /* read bandwidth the rooflines are taken against (lmq probe) */
+    const char *device;     /* "cpu" or "cuda": where every forward pass ran */
+    char device_desc[128];  /* the CUDA device ("" on the CPU) */
+    double bandwidth_gbps;  /* bandwidth the rooflines are taken against: the CPU's read bandwidth, or
+                               the CUDA device's copy bandwidth (lmq probe) */
     int64_t tokens;         /* stream length */
     int documents;
     uint64_t text_checksum; /* XXH3-64 of the text file */
@@ -74,8 +88,9 @@ int vf_hex_parse(const char *s, uint64_t *v);
 
 /* The report's tables as text cells, shared by every format. VF_TABLE_MAIN: one row per
  * artefact, the four measurements; VF_TABLE_KL: one row per candidate, llama-perplexity's
- * statistics (empty without candidates or without a text). */
-enum { VF_TABLE_MAIN, VF_TABLE_KL, VF_TABLES };
+ * statistics (empty without candidates or without a text); VF_TABLE_BATCH: one row per artefact
+ * and batch size of the sweep (empty without one). */
+enum { VF_TABLE_MAIN, VF_TABLE_KL, VF_TABLE_BATCH, VF_TABLES };
 #define VF_MAX_COLS 16
 #define VF_CELL 600 /* holds any field of a row */
 typedef struct {

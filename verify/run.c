@@ -6,6 +6,7 @@
 #include "common/clock.h"
 #include "common/file.h"
 #include "runtime/artefact.h"
+#include "runtime/backend.h"
 #include "runtime/probe.h"
 #include "tokenizer/tokenizer.h"
 #include "verify/ref_logits.h"
@@ -86,6 +87,52 @@ static lmq_code speed_tokens(int vocab, int n, int32_t **ids, size_t *n_ids, lmq
     return LMQ_OK;
 }
 
+/* The batch sweep on l's model: one state with a cache for each sequence of the largest batch
+ * (l's own state is freed first: one copy of the model on the device at a time). Per batch
+ * size b: b prompts prefilled in turn (TTFT: until the last has its first token), then
+ * new_tokens decoding steps of all b sequences at once. */
+static lmq_code measure_batches(loaded *l, const rt_exec *ex, const vf_run_opts *o, vf_row *row, lmq_err *err)
+{
+    const int P = o->prompt_len, G = o->new_tokens, vocab = l->m.arch.vocab_size;
+    int most = 0;
+    for (int i = 0; i < o->n_batch; i++)
+        most = o->batch[i] > most ? o->batch[i] : most;
+    if (P + G > l->m.arch.max_seq)
+        return lmq_fail(err, LMQ_E_ARG, "%s: batch sweep of %d prompt and %d new tokens exceeds the model's context "
+                        "of %d", row->path, P, G, l->m.arch.max_seq);
+    rt_state_free(l->st);
+    l->st = NULL;
+    rt_state *st = NULL;
+    int32_t *tokens = NULL;
+    size_t n_tokens;
+    float *logits = malloc((size_t)most * vocab * sizeof *logits);
+    int32_t *next = malloc((size_t)most * sizeof *next);
+    lmq_code c = logits && next ? speed_tokens(vocab, P, &tokens, &n_tokens, err)
+                                : lmq_fail(err, LMQ_E_NOMEM, "out of memory");
+    if (!c)
+        c = rt_state_create_seqs(&l->rm, ex, P + G, most, &st, err);
+    for (int i = 0; i < o->n_batch && !c; i++) {
+        const int b = o->batch[i];
+        const double t0 = lmq_now();
+        for (int q = 0; q < b && !c; q++)
+            c = rt_forward_seq(st, q, tokens, P, 0, RT_LOGITS_LAST, logits, err);
+        const double t1 = lmq_now();
+        for (int q = 0; q < b; q++) /* any in-vocabulary tokens do: the time does not depend on them */
+            next[q] = tokens[(P + q) % P];
+        for (int g = 0; g < G && !c; g++)
+            c = rt_decode_batch(st, b, next, logits, err);
+        const double t2 = lmq_now();
+        row->batch[i] = (vf_batch){ .seqs = b, .prompt = P, .new_tokens = G, .ttft_s = t1 - t0,
+                                    .token_ms = 1e3 * (t2 - t1) / G, .tokens_per_s = (double)b * G / (t2 - t1) };
+    }
+    row->n_batch = c ? 0 : o->n_batch;
+    rt_state_free(st);
+    free(tokens);
+    free(logits);
+    free(next);
+    return c;
+}
+
 /* Opens the saved logits and checks them against this run (the reference row, when given, and
  * the text, stream and ctx); fills the reference row from them when the reference is not given. */
 static lmq_code open_saved(const vf_run_opts *o, const vf_logits_head *run, vf_row *ref_row, int have_ref,
@@ -126,11 +173,26 @@ lmq_code vf_run(const char *ref_path, const char *const *cand_paths, int n_cands
     lmq_code c = (l && cands && rows && res) ? LMQ_OK : lmq_fail(err, LMQ_E_NOMEM, "out of memory");
     if (!c)
         c = lmq_pool_create(opts->threads, &pool, err);
-    rt_exec ex = { .pool = pool, .isa = rt_isa_best() };
+    const rt_backend *dev = NULL;
+    if (!c)
+        c = rt_backend_ready(opts->device ? opts->device : "cpu", &dev, err);
+    if (!c && opts->n_batch && dev->device != RT_DEVICE_CUDA)
+        c = lmq_fail(err, LMQ_E_UNSUPPORTED, "--batch: batched decoding runs on --device cuda only");
+    rt_exec ex = { .pool = pool, .isa = rt_isa_best(), .device = dev ? dev->device : RT_DEVICE_CPU };
     report->isa = rt_isa_name(ex.isa);
+    report->device = dev ? dev->name : "cpu";
     report->bandwidth_gbps = opts->bandwidth_gbps;
-    if (!c && !(report->bandwidth_gbps > 0))
-        c = rt_probe_read_bw(pool, PROBE_BYTES, SPEED_ROUNDS, &report->bandwidth_gbps, err);
+    /* The roofline's bandwidth and the cache whose size exempts a model from it: the CPU's read
+     * bandwidth and last-level cache, or the device's copy bandwidth and L2. */
+    size_t cache = rt_probe_llc_bytes();
+    double probed = 0;
+    if (!c && dev->probe)
+        c = dev->probe(PROBE_BYTES, SPEED_ROUNDS, &probed, report->device_desc, sizeof report->device_desc, &cache,
+                       err);
+    else if (!c && !(report->bandwidth_gbps > 0))
+        c = rt_probe_read_bw(pool, PROBE_BYTES, SPEED_ROUNDS, &probed, err);
+    if (!(report->bandwidth_gbps > 0))
+        report->bandwidth_gbps = probed;
     if (!c && ref_path)
         c = vf_row_from_artefact(ref_path, &rows[0], err);
     for (int i = saved; i < n && !c; i++) {
@@ -174,8 +236,10 @@ lmq_code vf_run(const char *ref_path, const char *const *cand_paths, int n_cands
             continue;
         /* Weights that fit in the last-level cache are not streamed from memory: no roofline. */
         const double bytes = rows[i].weight_mib * 1048576.0;
-        if (bytes > (double)rt_probe_llc_bytes())
+        if (bytes > (double)cache)
             rows[i].roofline = rows[i].decode_tps * bytes / (report->bandwidth_gbps * 1e9);
+        if (opts->n_batch)
+            c = measure_batches(&l[i], &ex, opts, &rows[i], err);
     }
     vf_logits_close(lf);
     report->tokens = (int64_t)n_ids;

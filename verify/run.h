@@ -1,6 +1,7 @@
 /* lmq verify as a library call: load a reference and candidate artefacts, build the P1 token
  * stream of a text with the reference's tokenizer, score every artefact against the
- * reference, time prefill and decoding on the packed weights, and fill the side-by-side report. */
+ * reference, time prefill and decoding on the packed weights (on the CPU or the CUDA device),
+ * and fill the side-by-side report. */
 #ifndef LMQ_VF_RUN_H
 #define LMQ_VF_RUN_H
 
@@ -15,6 +16,11 @@ typedef struct {
     void *user;
     const char *save_ref_logits; /* writes the reference's logits there (verify/ref_logits.h) */
     const char *ref_logits;      /* scores against these saved logits instead of running the reference */
+    const char *device;          /* where the forward passes run (runtime/backend.h); NULL = "cpu" */
+    /* The batch sweep (cuda only): for each of n_batch sizes, that many sequences of prompt_len
+     * tokens prefilled one after another, then new_tokens decoded for all of them at once. */
+    const int *batch;
+    int n_batch, prompt_len, new_tokens;
 } vf_run_opts;
 
 /* rows (allocated here; the caller frees report->rows) get the reference first, then each

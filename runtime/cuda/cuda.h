@@ -21,7 +21,16 @@
  *                                           fp16, fp32 accumulation;
  *                      asymmetric encodings, int3/int2, fp8 and activation quantisation (W8A8)
  *                      have no row yet: supports says so, naming the tensor;
- *   a probe            device-to-device copy bandwidth, the roofline's denominator.
+ *   a probe            device-to-device copy bandwidth, the roofline's denominator;
+ *   the forward pass   a device model (every weight of an rt_model uploaded once as above, the
+ *                      norm vectors and biases as fp32) and device states (activations, rope
+ *                      tables and one fp32 KV cache per sequence), and forward: n tokens, each
+ *                      of a sequence at a position, through the model, the logits of rows
+ *                      [from, n) copied back. Rows of one sequence at consecutive positions
+ *                      are a prefill (rt_forward); one row per sequence is batched decoding
+ *                      (rt_decode_batch). runtime/cuda/forward.cu mirrors runtime/forward.c
+ *                      step by step; activations are fp32 except inside the linear layers,
+ *                      as above.
  * Results are not bit-identical to the CPU's (another summation order): tests compare within
  * a bound relative to Σ|x·w|. Every call returns an lmq_code; messages name the CUDA call. */
 #ifndef LMQ_RT_CUDA_H
@@ -30,7 +39,7 @@
 #include <stddef.h>
 
 #include "common/err.h"
-#include "runtime/linear.h"
+#include "runtime/forward.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -38,6 +47,8 @@ extern "C" {
 
 typedef struct rtc_ctx rtc_ctx;
 typedef struct rtc_weight rtc_weight;
+typedef struct rtc_model rtc_model;
+typedef struct rtc_state rtc_state;
 
 /* The most activation rows the integer GEMV takes; more go through dequantisation and GEMM. */
 #define RTC_GEMV_MAX_ROWS 8
@@ -49,7 +60,8 @@ typedef struct rtc_weight rtc_weight;
  * sizes of the structs they share). */
 typedef struct {
     unsigned abi;
-    size_t weight_size, err_size; /* sizeof (rt_weight), sizeof (lmq_err) where it was built */
+    /* sizeof (rt_weight), (lmq_err), (rt_model), (rt_layer) where it was built */
+    size_t weight_size, err_size, model_size, layer_size;
     /* Devices the driver sees; 0 when there is no device or no driver (never an error). */
     int (*device_count)(void);
     /* Opens device `device` (0-based). LMQ_E_UNSUPPORTED "no CUDA device" when there is none. */
@@ -81,9 +93,27 @@ typedef struct {
     /* Copies a `bytes` buffer to another on the device `rounds` times; *gbps gets the best
      * round's (read + written bytes) / time in 10^9 bytes per second. */
     lmq_code (*probe_copy)(rtc_ctx *c, size_t bytes, int rounds, double *gbps, lmq_err *err);
+
+    /* Uploads every weight of m (LMQ_E_UNSUPPORTED naming the first without a kernel); m's
+     * bytes may go once it returns. */
+    lmq_code (*model_upload)(rtc_ctx *c, const rt_model *m, rtc_model **out, lmq_err *err);
+    void (*model_free)(rtc_model *m);
+    /* Device bytes of the model's weights and vectors. */
+    size_t (*model_bytes)(const rtc_model *m);
+    /* Activations for up to max(max_tokens, seqs) rows a call and seqs KV caches of max_tokens
+     * positions (1 <= max_tokens <= the model's context). The model must outlive it. */
+    lmq_code (*state_create)(rtc_ctx *c, const rtc_model *m, int max_tokens, int seqs, rtc_state **out,
+                             lmq_err *err);
+    void (*state_free)(rtc_state *s);
+    /* Row i: token tokens[i] of sequence seqs[i] (NULL: all 0) at position pos[i], its k and v
+     * stored in that sequence's cache before any row attends (a row sees positions 0..pos[i]
+     * of its sequence, which earlier calls or earlier rows filled). logits [(n − from) × vocab]
+     * on the host gets rows [from, n); from = n: none. Synchronous. */
+    lmq_code (*forward)(rtc_state *s, int n, const int32_t *tokens, const int32_t *seqs, const int32_t *pos,
+                        int from, float *logits, lmq_err *err);
 } rtc_api;
 
-#define RTC_ABI 1
+#define RTC_ABI 2
 #define RTC_ENTRY "lmq_cuda_api"
 typedef const rtc_api *(*rtc_entry)(void);
 

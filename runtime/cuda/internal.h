@@ -16,6 +16,7 @@ struct rtc_ctx {
     cublasHandle_t blas;
     void *scratch; /* activations rounded for the fp16/bf16 GEMMs */
     size_t scratch_size;
+    unsigned scratch_gen; /* counts reallocations: a captured graph holds the scratch's address */
 };
 
 /* The table's functions (runtime/cuda/cuda.h documents each; the plugin exports none of them). */
@@ -35,6 +36,19 @@ void rtc_weight_free(rtc_weight *w);
 size_t rtc_weight_bytes(const rtc_weight *w);
 lmq_code rtc_linear(rtc_ctx *c, const float *x, int n, const rtc_weight *W, float *y, lmq_err *err);
 lmq_code rtc_probe_copy(rtc_ctx *c, size_t bytes, int rounds, double *gbps, lmq_err *err);
+lmq_code rtc_model_upload(rtc_ctx *c, const rt_model *m, rtc_model **out, lmq_err *err);
+void rtc_model_free(rtc_model *m);
+size_t rtc_model_bytes(const rtc_model *m);
+lmq_code rtc_state_create(rtc_ctx *c, const rtc_model *m, int max_tokens, int seqs, rtc_state **out, lmq_err *err);
+void rtc_state_free(rtc_state *s);
+lmq_code rtc_forward(rtc_state *s, int n, const int32_t *tokens, const int32_t *seqs, const int32_t *pos, int from,
+                     float *logits, lmq_err *err);
+
+/* out[i × W.in] = row rows[i] of W decoded to fp32 (add: added to out), rows a device array of n. */
+lmq_code rtc_weight_rows(rtc_ctx *c, const rtc_weight *W, const int32_t *rows, int n, int add, float *out,
+                         lmq_err *err);
+/* W's output features (rows). */
+int rtc_weight_out(const rtc_weight *W);
 
 /* LMQ_OK, or the CUDA error named with what was being done. */
 lmq_code rtc_check(cudaError_t e, const char *what, lmq_err *err);

@@ -215,18 +215,25 @@ static lmq_code add_bias_to(rtc_ctx *c, float *y, int n, const rtc_weight *W, lm
  * time), each multiplied by cuBLAS with x rounded to fp16 too, fp32 accumulation. */
 #define DEQUANT_BLOCK_BYTES ((size_t)64 << 20)
 
+/* Where the scale of code c of row r is: s[r·stride + (c >> shift)]. */
+static void scale_index(const rtc_weight *W, int *stride, int *shift)
+{
+    *stride = 0;
+    *shift = 31;
+    if (W->q.gran == LMQ_GRAN_CHANNEL)
+        *stride = 1;
+    else if (W->q.gran == LMQ_GRAN_GROUP) {
+        *stride = (int)W->L.groups_per_row;
+        for (*shift = 0; (1u << *shift) < W->q.group; ++*shift)
+            ;
+    }
+}
+
 template <int BITS>
 static lmq_code linear_int(rtc_ctx *c, const float *x, int n, const rtc_weight *W, float *y, lmq_err *err)
 {
-    /* scale of code c of row r: s[r·stride + (c >> shift)] */
-    int stride = 0, shift = 31;
-    if (W->q.gran == LMQ_GRAN_CHANNEL)
-        stride = 1;
-    else if (W->q.gran == LMQ_GRAN_GROUP) {
-        stride = (int)W->L.groups_per_row;
-        for (shift = 0; (1u << shift) < W->q.group; shift++)
-            ;
-    }
+    int stride, shift;
+    scale_index(W, &stride, &shift);
     if (n > RTC_GEMV_MAX_ROWS) {
         const size_t xs = ((size_t)n * W->in * 2 + 255) & ~(size_t)255;
         size_t rows = DEQUANT_BLOCK_BYTES / ((size_t)W->in * 2);
@@ -374,4 +381,50 @@ lmq_code rtc_linear(rtc_ctx *c, const float *x, int n, const rtc_weight *W, floa
     if (n < 1)
         return lmq_fail(err, LMQ_E_ARG, "cuda: %s: %d activation rows", W->name, n);
     return W->row->run(c, x, n, W, y, err);
+}
+
+/* ---- rows of a weight (embedding lookups) ---------------------------------------------- */
+
+/* out[i·in + c] (+)= W[rows[i], c] for i < n, decoded as the stored encoding says: the float
+ * formats widened, integer codes times their fp16 scale in fp32 (as the scheme table does). */
+__global__ void weight_rows(lmq_dtype dtype, const uint8_t *__restrict__ codes, const __half *__restrict__ scales,
+                            int s_stride, int s_shift, int in, const int32_t *__restrict__ rows, int n, int add,
+                            float *__restrict__ out)
+{
+    const int i = blockIdx.x;
+    if (i >= n)
+        return;
+    const size_t r = (size_t)rows[i];
+    for (int c = threadIdx.x; c < in; c += blockDim.x) {
+        const size_t k = r * in + c;
+        float v;
+        if (dtype == LMQ_T_F32)
+            v = reinterpret_cast<const float *>(codes)[k];
+        else if (dtype == LMQ_T_F16)
+            v = __half2float(reinterpret_cast<const __half *>(codes)[k]);
+        else if (dtype == LMQ_T_BF16)
+            v = __bfloat162float(reinterpret_cast<const __nv_bfloat16 *>(codes)[k]);
+        else {
+            const int bits = dtype == LMQ_T_INT8 ? 8 : 4;
+            const uint64_t bit = (uint64_t)k * bits;
+            const int q = (int)(codes[bit >> 3] >> (bit & 7) & ((1u << bits) - 1)) - (1 << (bits - 1));
+            v = (float)q * __half2float(scales[r * s_stride + (c >> s_shift)]);
+        }
+        out[(size_t)i * in + c] = add ? out[(size_t)i * in + c] + v : v;
+    }
+}
+
+lmq_code rtc_weight_rows(rtc_ctx *c, const rtc_weight *W, const int32_t *rows, int n, int add, float *out,
+                         lmq_err *err)
+{
+    int stride, shift;
+    scale_index(W, &stride, &shift);
+    weight_rows<<<n, 256, 0, c->stream>>>((lmq_dtype)W->q.dtype, W->codes, W->scales, stride, shift, W->in, rows, n,
+                                          add, out);
+    return rtc_check(cudaGetLastError(), W->name, err);
+}
+
+int rtc_weight_out(const rtc_weight *W)
+{
+    return W->out;
 }

@@ -38,7 +38,7 @@ if [ "$got" = 0 ]; then
         "$tmp/out" || fail "--device cuda --json: $(cat "$tmp/out")"
 else
     [ "$got" = 1 ] || fail "--device cuda exited $got"
-    grep -qE '^lmq probe: cuda: (no CUDA device|lmq was built without CUDA \(nvcc not found\))$' "$tmp/err" ||
+    grep -qE '^lmq probe: cuda: (no CUDA device|lmq was built without CUDA \(nvcc and cuBLAS not found\))$' "$tmp/err" ||
         fail "--device cuda: $(cat "$tmp/err")"
 fi
 
