@@ -1,6 +1,6 @@
 /* lmq against llama.cpp (tools/llamacpp-check.sh builds and runs it; not part of make check):
  * one GGUF file run by llama.cpp's library under protocol P1 (DESIGN.md), its token stream
- * compared with lmq's, its scores with lmq's logits of the same artefact.
+ * compared with lmq's, its logits with those of lmq's runtime on the matching artefact.
  *
  * Usage: llamacpp_p1 MODEL.gguf ARTEFACT.lmq TEXT CTX [WINDOWS]
  *   The documents are lmq's (vf_docs_split); llama.cpp's tokenizer encodes each as
