@@ -9,7 +9,9 @@
  *   from ARTEFACT's tokenizer (vf_stream_build). The first WINDOWS (default: all) windows of CTX
  *   tokens of llama.cpp's stream, each from an empty cache, run through llama.cpp and through
  *   lmq's runtime on ARTEFACT; positions 0..CTX-2 scored: each side's PPL (NLL summed in
- *   double), top-1 agreement and KL(P_lmq || P_llama.cpp) per position, in nats. llama.cpp's
+ *   double), top-1 agreement and KL(P_lmq || P_llama.cpp) per position, in nats; and each
+ *   side's PPL over positions CTX/2..CTX-2 alone (half_*), the ones llama-perplexity scores
+ *   (its windows are P1's when the text is one document and the vocabulary adds no BOS). llama.cpp's
  *   context is its default (F16 KV cache, flash attention on the CPU, which rounds to F16
  *   inside), or, when LLAMA_F32_ATTENTION is set, an F32 cache without flash attention;
  *   LLAMA_THREADS sets its threads (default 1).
@@ -199,7 +201,7 @@ int main(int argc, char **argv)
     if (argc == 6 && atoll(argv[5]) > 0 && atoll(argv[5]) < windows)
         windows = atoll(argv[5]);
     struct llama_batch b = llama_batch_init(ctx, 0, 1);
-    double nll = 0, nll_ref = 0, kl = 0, kl_max = 0;
+    double nll = 0, nll_ref = 0, kl = 0, kl_max = 0, half = 0, half_ref = 0; /* half: positions >= ctx/2 */
     int64_t top1 = 0, scored = 0;
     for (int64_t w = 0; w < windows; w++) {
         const int32_t *win = ids + w * ctx;
@@ -226,6 +228,8 @@ int main(int argc, char **argv)
             }
             nll += z - l[win[t + 1]];
             nll_ref += zr - r[win[t + 1]];
+            half += t >= ctx / 2 ? z - l[win[t + 1]] : 0;
+            half_ref += t >= ctx / 2 ? zr - r[win[t + 1]] : 0;
             kl += k;
             kl_max = k > kl_max ? k : kl_max;
             top1 += argmax(l, vocab) == argmax(r, vocab);
@@ -235,9 +239,10 @@ int main(int argc, char **argv)
     print_types(argv[1]);
     if (!same)
         printf(" first_difference=%zu", first_diff);
-    printf(" windows=%lld ppl_llama=%.6f ppl_lmq=%.6f top1=%.6f kl_mean=%.3e kl_max=%.3e\n", (long long)windows,
-           exp(nll / (double)scored), exp(nll_ref / (double)scored), (double)top1 / (double)scored,
-           kl / (double)scored, kl_max);
+    const double n_half = (double)windows * (ctx - 1 - ctx / 2);
+    printf(" windows=%lld ppl_llama=%.6f ppl_lmq=%.6f top1=%.6f kl_mean=%.3e kl_max=%.3e half_llama=%.6f half_lmq=%.6f\n",
+           (long long)windows, exp(nll / (double)scored), exp(nll_ref / (double)scored),
+           (double)top1 / (double)scored, kl / (double)scored, kl_max, exp(half / n_half), exp(half_ref / n_half));
     llama_batch_free(b);
     free(ref);
     rt_state_free(st);

@@ -25,7 +25,9 @@
 # attention (an F32 cache, no flash attention: what is left is the weights' path, including the
 # Q8_0 / Q8_K rounding of activations llama.cpp's quantised dot products do). The last column is
 # stock llama-perplexity on the same text and windows under its own protocol (the text tokenized
-# as one, only the second half of each window scored), so it is not P1's number.
+# as one, only the second half of each window scored), so it is not P1's number; a second table
+# has it where its windows are P1's (sotu-gpt2 on the one-document moby-dick-eval.txt), beside
+# both sides' PPL over the positions it scores.
 # Exit status 1 when a file does not load, a stream differs, or a round trip changes bytes.
 set -euo pipefail
 [ $# = 2 ] || { echo "usage: $0 LLAMA_CPP_BUILD_DIR OUTDIR" >&2; exit 2; }
@@ -127,6 +129,26 @@ for spec in "stories260K stories260K/stories260K.bin tinystories-valid.txt" \
         row "$name" "llama-quantize $t" "$g" "$o.llama-$t.lmq" "$text" "$note"
     done
 done
+# Stock llama-perplexity on P1's own windows: with a one-document text and a vocabulary that adds
+# no BOS (GPT-2) its windows are P1's, of which it scores positions 128..254; llamacpp_p1 reports
+# each side's PPL over those positions (half_*), and llama-perplexity must print llama.cpp's.
+moby="$FIX/text/moby-dick-eval.txt"
+{
+    echo
+    echo "| sotu-gpt2 on ${moby##*/} | llama-perplexity | llamacpp_p1, positions 128..254: llama.cpp | lmq |"
+    echo "| --- | --- | --- | --- |"
+} >>"$table"
+for v in f32 f16 int8-g32 int4-g32; do
+    g="$OUT/sotu-gpt2.$v.gguf"
+    d=$("$OUT/llamacpp_p1" "$g" "$OUT/sotu-gpt2.$v.lmq" "$moby" 256 "$WINDOWS" 2>>"$g.log") || bad=1
+    ppl=$("$LL/bin/llama-perplexity" -m "$g" -f "$moby" -c 256 -b 256 --chunks "$WINDOWS" -t 1 2>&1 |
+          sed -n 's/.*Final estimate: PPL = \([0-9.]*\).*/\1/p')
+    # it prints 4 decimals of its own double sums: equal to those, within its rounding
+    awk -v a="$ppl" -v b="$(field half_llama "$d")" 'BEGIN { e = a - b; exit !(a != "" && b != "" && e * e <= (1e-4 + 1e-7 * b) ^ 2) }' ||
+        { echo "$0: $g: llama-perplexity gives '$ppl' on ${moby##*/}, llamacpp_p1 $(field half_llama "$d")" >&2; bad=1; }
+    echo "| lmq $v | ${ppl:-failed} | $(field half_llama "$d") | $(field half_lmq "$d") |" | tee -a "$table"
+done
+echo >>"$table"
 cat "$OUT/tokenize.txt" >>"$table"
 echo "table: $table"
 exit $bad
