@@ -365,7 +365,8 @@ typedef struct {
     gf_writer *w;
     lmq_gguf_report *rep;
     size_t log_len, log_cap;
-    int *src; /* src[k]: the lmq tensor GGUF tensor k is made from */
+    int *src;      /* src[k]: the lmq tensor GGUF tensor k is made from */
+    int quantized; /* a block-quantised tensor was declared */
 } exporter;
 
 /* Records one re-quantised tensor in the report's log. */
@@ -494,6 +495,7 @@ static lmq_code declare_tensor(exporter *x, int i, lmq_err *err)
     gf_w_tensor(x->w, name, (uint32_t)type, t->ndim > 1 ? 2 : 1, t->ndim > 1 ? ne : (const uint64_t[1]){ (uint64_t)elems },
                 NULL, size);
     x->src[x->rep->tensors++] = i;
+    x->quantized |= gf_type_of((uint32_t)type)->block > 1;
     return LMQ_OK;
 }
 
@@ -528,6 +530,8 @@ lmq_code lmq_gguf_export(const char *in, const char *out, int allow_requantize, 
     }
     for (int i = 0; i < m.n_tensors && !rc; i++)
         rc = declare_tensor(&x, i, err);
+    if (!rc && x.quantized) /* the spec's must (docs/gguf.md, general metadata) */
+        gf_w_u32(x.w, "general.quantization_version", GGUF_QNT_VERSION);
     if (!rc && rep->requantized)
         rc = requantized_meta(&x, err);
     if (!rc)

@@ -14,7 +14,8 @@
  *                                  bytes as is
  * Any other encoding is refused naming the tensor, unless allow_requantize: then its
  * dequantised weights are quantised to Q8_0 (lmq's int8 symmetric g32 quantiser; F32, exact,
- * when cols % 32 != 0), and the file's metadata lists each such tensor in lmq.requantized. */
+ * when cols % 32 != 0), and the file's metadata lists each such tensor in lmq.requantized.
+ * A file with any quantised tensor carries general.quantization_version, as GGUF requires. */
 #ifndef LMQ_EXPORT_GGUF_H
 #define LMQ_EXPORT_GGUF_H
 

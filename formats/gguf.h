@@ -36,6 +36,10 @@ typedef enum {
     GGML_TYPE_LIMIT = 31
 } gf_ggml_type;
 
+/* general.quantization_version: the spec requires it in a file with any quantised tensor; the
+ * block layouts listed here are ggml's quantisation version 2 (ggml.h's GGML_QNT_VERSION). */
+#define GGUF_QNT_VERSION 2
+
 typedef struct {
     const char *name; /* "q4_k" as ggml spells it in lower case; NULL: not a type this file knows */
     unsigned block, block_bytes;

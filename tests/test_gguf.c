@@ -634,6 +634,30 @@ static const char *const recipes[] = {
     NULL,
 };
 
+/* GGUF's spec (docs/gguf.md): general.quantization_version, a u32, must be present when any
+ * tensor is quantised; llama.cpp's own writers put 2, the version of the block layouts. Files
+ * of float tensors only need none, and lmq writes none there. */
+static void assert_quantization_version(const char *path)
+{
+    gf_file f;
+    lmq_err e;
+    ck_assert_msg(gf_open(path, &f, &e) == LMQ_OK, "%s", e.msg);
+    int quantized = 0;
+    for (int64_t i = 0; i < f.n_tensors; i++)
+        quantized |= f.tensors[i].type != GGML_F32 && f.tensors[i].type != GGML_F16 && f.tensors[i].type != GGML_BF16;
+    const gf_kv *kv = gf_find(&f, "general.quantization_version");
+    if (quantized) {
+        ck_assert_msg(kv && kv->type == GGUF_U32, "%s: a quantised file without a u32 general.quantization_version",
+                      path);
+        uint32_t v;
+        memcpy(&v, kv->val, 4);
+        ck_assert_uint_eq(v, 2);
+    } else {
+        ck_assert_ptr_null(kv);
+    }
+    gf_close(&f);
+}
+
 START_TEST(fixture_round_trips_bit_identical)
 {
     const char *dir = test_tmpdir();
@@ -655,6 +679,7 @@ START_TEST(fixture_round_trips_bit_identical)
         lmq_gguf_report rep;
         ck_assert_msg(lmq_gguf_export(src, g, 0, &rep, &e) == LMQ_OK, "%s: %s", models[_i].name, e.msg);
         ck_assert_int_eq(rep.requantized, 0);
+        assert_quantization_version(g);
         convert_gguf(g, back);
         assert_same_model(src, back, models[_i].same_files);
     }
