@@ -148,20 +148,20 @@ check-asan:
 check-golden: $(BUILD)/lmq $(GOLDEN_SRC:tests/%.c=$(BUILD)/tests/%)
 	@set -e; for t in $(GOLDEN_SRC:tests/%.c=$(BUILD)/tests/%); do echo "== $$t"; LMQ_GOLDEN=all $$t; done
 
-# Fuzzing (clang + libFuzzer, never part of check; fuzz/README.md): each fuzz/fuzz_<name>.c is
-# one target, built in build-fuzz/. fuzz-smoke replays the committed seeds only; fuzz mutates
+# Fuzzing (clang + libFuzzer, never part of check; tests/fuzz/README.md): each
+# tests/fuzz/fuzz_<name>.c is one target, built in build-fuzz/fuzz/. fuzz-smoke replays the committed seeds only; fuzz mutates
 # for FUZZ_TIME seconds per target, keeping what it finds in build-fuzz/corpus/<name>.
 FUZZ_CC      ?= clang
 FUZZ_TIME    ?= 180
 FUZZ_OPTS    ?= -rss_limit_mb=2048 -timeout=10
-FUZZ_TARGETS := $(patsubst fuzz/fuzz_%.c,%,$(wildcard fuzz/fuzz_*.c))
+FUZZ_TARGETS := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
 
-$(BUILD)/fuzz/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz_util.h $(BUILD)/liblmq.a
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_util.h $(BUILD)/liblmq.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -fsanitize=fuzzer -o $@ $< $(BUILD)/liblmq.a $(LDLIBS)
 
-# Writes the seed corpora (fuzz/corpus/) from fixtures and synthetic models.
-$(BUILD)/fuzz/make_seeds: fuzz/make_seeds.c $(BUILD)/liblmq.a
+# Writes the seed corpora (tests/fuzz/corpus/) from fixtures and synthetic models.
+$(BUILD)/fuzz/make_seeds: tests/fuzz/make_seeds.c $(BUILD)/liblmq.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/liblmq.a $(LDLIBS)
 
@@ -175,20 +175,20 @@ fuzz_run = build-fuzz/fuzz/fuzz_$$t $(FUZZ_OPTS) -artifact_prefix=build-fuzz/fuz
 
 fuzz-smoke: fuzz-build
 	@set -e; for t in $(FUZZ_TARGETS); do echo "== fuzz_$$t: seeds only"; \
-	  $(call fuzz_run,-runs=0 fuzz/corpus/$$t); done
+	  $(call fuzz_run,-runs=0 tests/fuzz/corpus/$$t); done
 
 fuzz: fuzz-build
 	@set -e; for t in $(FUZZ_TARGETS); do echo "== fuzz_$$t: $(FUZZ_TIME) s"; mkdir -p build-fuzz/corpus/$$t; \
-	  $(call fuzz_run,-max_total_time=$(FUZZ_TIME) build-fuzz/corpus/$$t fuzz/corpus/$$t); done
+	  $(call fuzz_run,-max_total_time=$(FUZZ_TIME) build-fuzz/corpus/$$t tests/fuzz/corpus/$$t); done
 
-# Speed and memory (never part of check): bench/bench.sh drives lmq at real shapes and runs each
-# bench/*.c, a program against liblmq.a.
-$(BUILD)/bench/%: bench/%.c $(BUILD)/liblmq.a
+# Speed and memory (never part of check): tests/bench/bench.sh drives lmq at real shapes and runs each
+# tests/bench/*.c, a program against liblmq.a.
+$(BUILD)/bench/%: tests/bench/%.c $(BUILD)/liblmq.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/liblmq.a $(LDLIBS)
 
 bench: $(BUILD)/lmq $(BUILD)/bench/bench_runtime $(BUILD)/bench/bench_linear
-	LMQ=$(BUILD)/lmq BUILD=$(BUILD) bash bench/bench.sh
+	LMQ=$(BUILD)/lmq BUILD=$(BUILD) bash tests/bench/bench.sh
 
 # Debian packages the build needs; a no-op when they are installed.
 DEB_PKGS := build-essential pkg-config libzstd-dev libyaml-dev libxxhash-dev libjansson-dev check man-db

@@ -1169,7 +1169,7 @@ START_TEST(verify_reports_every_failure)
 }
 END_TEST
 
-/* Found by fuzz/fuzz_container: an index entry may claim any shape up to 2^40 elements for a
+/* Found by tests/fuzz/fuzz_container: an index entry may claim any shape up to 2^40 elements for a
  * few stored bytes. The container checks the bytes against the encoding's layout (the same
  * check_entry serves the writer and the index reader), so such an entry never reaches a loader. */
 START_TEST(huge_shape_refused_before_allocation)

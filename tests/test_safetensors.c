@@ -358,7 +358,7 @@ START_TEST(write_raw_bytes)
 }
 END_TEST
 
-/* st_open_mem (used by fuzz/fuzz_safetensors) over a file's bytes sees what st_open sees, and
+/* st_open_mem (used by tests/fuzz/fuzz_safetensors) over a file's bytes sees what st_open sees, and
  * its errors name the given label; its prefixes are all refused (ASan sees any read past). */
 START_TEST(open_mem_matches_open)
 {
