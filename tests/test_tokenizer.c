@@ -159,7 +159,8 @@ END_TEST
 
 /* decode(encode(x)) == x for every document and every whole text, both tokenizers; the streams
  * decode to the documents (llama2c: back to back, BOS printing nothing; gpt2: joined by the
- * <|endoftext|> token's text). */
+ * <|endoftext|> token's text), and the document starts vf_stream_build_docs gives cut the stream
+ * into the documents' own encodings. */
 START_TEST(round_trips)
 {
     tok_tokenizer *toks[2] = { open_l2c(), open_gpt2() };
@@ -176,12 +177,22 @@ START_TEST(round_trips)
             for (int d = 0; d < nd; d++)
                 total += docs[d].len + 13;
             char *joined = malloc(total + 1);
-            size_t jn = 0;
+            size_t jn = 0, n_stream, *starts;
+            int32_t *stream;
+            int nd2;
+            ck_assert_int_eq(vf_stream_build_docs(t, s, text.size, &stream, &n_stream, &starts, &nd2, &e),
+                             LMQ_OK);
+            ck_assert_int_eq(nd2, nd);
             for (int d = 0; d < nd; d++) {
                 int32_t *ids;
                 size_t n;
                 encode_ok(t, s + docs[d].off, docs[d].len, &ids, &n);
                 assert_decodes_to(t, ids, n, s + docs[d].off, docs[d].len);
+                /* Document d's part of the stream: the <|endoftext|> joining it (gpt2), its ids. */
+                size_t at = starts[d] + (k == 1 && d > 0), end = d + 1 < nd ? starts[d + 1] : n_stream;
+                ck_assert_uint_eq(end - at, n);
+                ck_assert_msg(memcmp(stream + at, ids, n * sizeof *ids) == 0, "%s document %d", TEXTS[f], d);
+                ck_assert(at == starts[d] || stream[starts[d]] == tok_eos_id(t));
                 free(ids);
                 if (d > 0 && k == 1) {
                     memcpy(joined + jn, "<|endoftext|>", 13);
@@ -190,13 +201,12 @@ START_TEST(round_trips)
                 memcpy(joined + jn, s + docs[d].off, docs[d].len);
                 jn += docs[d].len;
             }
+            assert_decodes_to(t, stream, n_stream, joined, jn);
+            free(stream);
+            free(starts);
+            free(joined);
             int32_t *ids;
             size_t n;
-            int nd2;
-            ck_assert_int_eq(vf_stream_build(t, s, text.size, &ids, &n, &nd2, &e), LMQ_OK);
-            assert_decodes_to(t, ids, n, joined, jn);
-            free(ids);
-            free(joined);
             encode_ok(t, s, text.size, &ids, &n);
             assert_decodes_to(t, ids, n, s, text.size);
             free(ids);

@@ -20,6 +20,7 @@ static const struct {
     { "export", cmd_export, "another tool's format: GGUF (llama.cpp), compressed-tensors (vLLM)" },
     { "verify", cmd_verify, "perplexity, top-1, KL and speed, side by side" },
     { "generate", cmd_generate, "continue a prompt" },
+    { "tokenize", cmd_tokenize, "the token ids of a text, as verify's tokenizer gives them" },
     { "inspect", cmd_inspect, "manifest and tensor table" },
     { "manifest", cmd_manifest, "the manifest alone (YAML or JSON)" },
     { "audit", cmd_audit, "checksums, manifest, loader and policy checks, for CI" },

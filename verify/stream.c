@@ -74,6 +74,12 @@ lmq_code vf_docs_split(const char *text, size_t len, vf_doc **docs, int *n_docs,
 lmq_code vf_stream_build(const tok_tokenizer *t, const char *text, size_t len, int32_t **ids,
                          size_t *n_ids, int *n_docs, lmq_err *err)
 {
+    return vf_stream_build_docs(t, text, len, ids, n_ids, NULL, n_docs, err);
+}
+
+lmq_code vf_stream_build_docs(const tok_tokenizer *t, const char *text, size_t len, int32_t **ids,
+                              size_t *n_ids, size_t **starts, int *n_docs, lmq_err *err)
+{
     size_t valid = tok_utf8_valid_prefix((const uint8_t *)text, len);
     if (valid != len)
         return lmq_fail(err, LMQ_E_FORMAT, "text is not valid UTF-8 at byte offset %zu", valid);
@@ -90,6 +96,11 @@ lmq_code vf_stream_build(const tok_tokenizer *t, const char *text, size_t len, i
         free(docs);
         return lmq_fail(err, LMQ_E_FORMAT,
                         "the tokenizer has no <|endoftext|> token to join %d documents", nd);
+    }
+    size_t *st = NULL;
+    if (starts && !(st = malloc((size_t)nd * sizeof *st))) {
+        free(docs);
+        return lmq_fail(err, LMQ_E_NOMEM, "token stream: out of memory");
     }
     int32_t *all = NULL;
     size_t n = 0, cap = 0;
@@ -114,6 +125,8 @@ lmq_code vf_stream_build(const tok_tokenizer *t, const char *text, size_t len, i
             all = a;
             cap = nc;
         }
+        if (st)
+            st[i] = n;
         if (joined && i > 0)
             all[n++] = tok_eos_id(t);
         memcpy(all + n, d, k * sizeof *d);
@@ -123,8 +136,11 @@ lmq_code vf_stream_build(const tok_tokenizer *t, const char *text, size_t len, i
     free(docs);
     if (c) {
         free(all);
+        free(st);
         return c;
     }
+    if (starts)
+        *starts = st;
     *ids = all;
     *n_ids = n;
     *n_docs = nd;

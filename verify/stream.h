@@ -24,6 +24,10 @@ lmq_code vf_docs_split(const char *text, size_t len, vf_doc **docs, int *n_docs,
  * concatenated. Byte-level BPE: documents joined by one <|endoftext|> token. *ids malloc'd. */
 lmq_code vf_stream_build(const tok_tokenizer *t, const char *text, size_t len, int32_t **ids,
                          size_t *n_ids, int *n_docs, lmq_err *err);
+/* The same, with where each document's tokens start in *ids: (*starts)[i] for document i (a
+ * joining <|endoftext|> belongs to the document after it); *starts malloc'd, *n_docs of them. */
+lmq_code vf_stream_build_docs(const tok_tokenizer *t, const char *text, size_t len, int32_t **ids,
+                              size_t *n_ids, size_t **starts, int *n_docs, lmq_err *err);
 
 /* The P1 stream of the text file at text_path with m's tokenizer; *checksum (when not NULL) gets
  * the XXH3-64 of the file's bytes. */

@@ -13,7 +13,7 @@ grep -qxF "tool_version: \"$version\"" "$tmp/out" || fail "manifest tool_version
 
 run 0 "$LMQ" help
 cp "$tmp/out" "$tmp/help"
-commands="convert calibrate quantize verify generate inspect manifest audit synth outliers probe"
+commands="convert calibrate quantize verify generate tokenize inspect manifest audit synth outliers probe"
 for c in $commands; do
     # Every line of the command's own synopsis, "usage: " replaced by the listing's indent.
     "$LMQ" "$c" --help | awk '/^usage: / { u = 1; sub(/^usage: /, ""); print; next } u && /^ / { sub(/^       /, ""); print; next } { u = 0 }' >"$tmp/syn"
