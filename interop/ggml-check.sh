@@ -28,19 +28,11 @@ rules:
     granularity: group
     group: 32
 YAML
-cat >"$tmp/g8.yaml" <<'YAML'
-name: g8
-rules:
-  - match: ["blk.*.attn_*.weight", "blk.*.ffn_*.weight", "tok_embd.weight"]
-    scheme: int8
-    granularity: group
-    group: 32
-YAML
 "$LMQ" convert "$FIX/stories260K/stories260K.bin" -o "$tmp/s.lmq" >/dev/null
 "$LMQ" quantize "$tmp/s.lmq" --recipe "$tmp/g32.yaml" -o "$tmp/s4.lmq" >/dev/null
 "$LMQ" export "$tmp/s4.lmq" --to gguf -o "$tmp/s4.gguf" >/dev/null
 "$LMQ" convert "$FIX/sotu-gpt2" -o "$tmp/g.lmq" >/dev/null
-"$LMQ" quantize "$tmp/g.lmq" --recipe "$tmp/g8.yaml" -o "$tmp/g8.lmq" >/dev/null
+"$LMQ" quantize "$tmp/g.lmq" --recipe interop/q8_0.yaml -o "$tmp/g8.lmq" >/dev/null
 "$LMQ" export "$tmp/g8.lmq" --to gguf -o "$tmp/g8.gguf" >/dev/null
 "$LMQ" convert "$FIX/stories260K-hf" -o "$tmp/h.lmq" >/dev/null
 "$LMQ" export "$tmp/h.lmq" --to gguf -o "$tmp/h.gguf" >/dev/null

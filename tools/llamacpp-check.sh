@@ -49,14 +49,6 @@ cc -std=c11 -O2 -Wall -Wextra -Werror -I. -I"$SRC/include" -I"$SRC/ggml/include"
    -lggml-base -Wl,-rpath,"$LL/bin" -lzstd -lxxhash -lyaml -ljansson -lm -pthread
 commit=$(git -C "$SRC" rev-parse HEAD 2>/dev/null || echo unknown)
 
-cat >"$OUT/int8-g32.yaml" <<'YAML'
-name: int8-g32
-rules:
-  - match: ["blk.*.attn_*.weight", "blk.*.ffn_*.weight", "tok_embd.weight"]
-    scheme: int8
-    granularity: group
-    group: 32
-YAML
 
 bad=0
 table="$OUT/table.md"
@@ -93,7 +85,7 @@ for spec in "stories260K stories260K/stories260K.bin tinystories-valid.txt" \
     o="$OUT/$name"
     "$LMQ" convert "$FIX/$src" -o "$o.f32.lmq" >/dev/null
     "$LMQ" quantize "$o.f32.lmq" --recipe recipes/fp16.yaml -o "$o.f16.lmq" >/dev/null
-    "$LMQ" quantize "$o.f32.lmq" --recipe "$OUT/int8-g32.yaml" -o "$o.int8-g32.lmq" >/dev/null
+    "$LMQ" quantize "$o.f32.lmq" --recipe interop/q8_0.yaml -o "$o.int8-g32.lmq" >/dev/null
     "$LMQ" quantize "$o.f32.lmq" --recipe recipes/int4-g32.yaml -o "$o.int4-g32.lmq" >/dev/null
     for v in f32 f16 int8-g32 int4-g32; do
         # --allow-requantize: stories' ffn_down (172 columns, no whole 32-blocks) goes as F32, exact
