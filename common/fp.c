@@ -1,5 +1,15 @@
 #include "common/fp.h"
 
+#include <pthread.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#include <immintrin.h>
+#define HAVE_X86 1
+#else
+#define HAVE_X86 0
+#endif
+
 uint16_t lmq_f32_to_f16(float f)
 {
     uint32_t x = lmq_f32_bits(f);
@@ -51,4 +61,79 @@ uint16_t lmq_f32_to_bf16(float f)
 float lmq_bf16_to_f32(uint16_t h)
 {
     return lmq_bits_f32((uint32_t)h << 16);
+}
+
+/* F16C is CPUID leaf 1's ECX bit 29 (clang's __builtin_cpu_supports does not know the name);
+ * its instructions are VEX-encoded, so the OS must have enabled AVX as well. Asked once: CPUID
+ * traps to the hypervisor in a virtual machine. */
+static int f16c;
+static pthread_once_t f16c_once = PTHREAD_ONCE_INIT;
+
+static void detect_f16c(void)
+{
+#if HAVE_X86
+    unsigned a, b, c, d;
+    __builtin_cpu_init();
+    f16c = __builtin_cpu_supports("avx") && __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1);
+#endif
+}
+
+int lmq_cpu_has_f16c(void)
+{
+    pthread_once(&f16c_once, detect_f16c);
+    return f16c;
+}
+
+#if HAVE_X86
+/* Whole blocks of 8; returns how many values it converted. */
+__attribute__((target("avx,f16c"))) static size_t f32_to_f16_f16c(const float *x, uint16_t *h, size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 v = _mm256_loadu_ps(x + i);
+        if (_mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)))
+            for (size_t k = i; k < i + 8; k++)
+                h[k] = lmq_f32_to_f16(x[k]);
+        else
+            _mm_storeu_si128((__m128i *)(h + i), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+    }
+    return i;
+}
+
+__attribute__((target("avx,f16c"))) static size_t f16_to_f32_f16c(const uint16_t *h, float *x, size_t n)
+{
+    const __m128i e = _mm_set1_epi16(0x7c00);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m128i v = _mm_loadu_si128((const __m128i *)(h + i));
+        if (_mm_movemask_epi8(_mm_cmpeq_epi16(_mm_and_si128(v, e), e)))
+            for (size_t k = i; k < i + 8; k++)
+                x[k] = lmq_f16_to_f32(h[k]);
+        else
+            _mm256_storeu_ps(x + i, _mm256_cvtph_ps(v));
+    }
+    return i;
+}
+#endif
+
+void lmq_f32_to_f16_n(const float *x, uint16_t *h, size_t n)
+{
+    size_t i = 0;
+#if HAVE_X86
+    if (lmq_cpu_has_f16c())
+        i = f32_to_f16_f16c(x, h, n);
+#endif
+    for (; i < n; i++)
+        h[i] = lmq_f32_to_f16(x[i]);
+}
+
+void lmq_f16_to_f32_n(const uint16_t *h, float *x, size_t n)
+{
+    size_t i = 0;
+#if HAVE_X86
+    if (lmq_cpu_has_f16c())
+        i = f16_to_f32_f16c(h, x, n);
+#endif
+    for (; i < n; i++)
+        x[i] = lmq_f16_to_f32(h[i]);
 }

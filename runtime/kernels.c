@@ -4,29 +4,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/fp.h"
+
 #if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
 #include <immintrin.h>
 #define HAVE_X86 1
 #else
 #define HAVE_X86 0
 #endif
 
-#if HAVE_X86
-/* F16C from CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports does not know the name. */
-static int has_f16c(void)
-{
-    unsigned a, b, c, d;
-    return __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1);
-}
-#endif
 
 rt_isa rt_isa_best(void)
 {
     rt_isa best = RT_ISA_SCALAR;
 #if HAVE_X86
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c())
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && lmq_cpu_has_f16c())
         best = RT_ISA_AVX2;
     if (best == RT_ISA_AVX2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))

@@ -137,6 +137,11 @@ static lmq_code float_fit(const q_scheme *s, int asym, const float *w, size_t n,
     return LMQ_OK;
 }
 
+static lmq_code overflow(const q_scheme *s, size_t index, float w, lmq_err *err)
+{
+    return lmq_fail(err, LMQ_E_NUMERIC, "weight %zu (%g) overflows %s", index, (double)w, s->enc->name);
+}
+
 static lmq_code float_encode(const q_scheme *s, const q_group *g, const float *w, size_t n,
                              size_t first, uint32_t *codes, lmq_err *err)
 {
@@ -144,8 +149,7 @@ static lmq_code float_encode(const q_scheme *s, const q_group *g, const float *w
         float x = g->scale != 0 ? w[i] / g->scale : 0.0f;
         codes[i] = s->to_code(x);
         if (!isfinite(s->from_code(codes[i])))
-            return lmq_fail(err, LMQ_E_NUMERIC, "weight %zu (%g) overflows %s", first + i,
-                            (double)w[i], s->enc->name);
+            return overflow(s, first + i, w[i], err);
     }
     return LMQ_OK;
 }
@@ -155,6 +159,41 @@ static void float_decode(const q_scheme *s, const q_group *g, const uint32_t *co
 {
     for (size_t i = 0; i < n; i++)
         out[i] = s->from_code(codes[i]) * g->scale;
+}
+
+/* fp16 unscaled (every fp16 tensor: the scale is 1, w / 1 = w): float_encode's and
+ * float_decode's bits, the conversions 8 at a time (common/fp.h); quantize spends most of an
+ * fp16 recipe's time here. */
+static lmq_code f16_encode(const q_scheme *s, const q_group *g, const float *w, size_t n, size_t first,
+                           uint32_t *codes, lmq_err *err)
+{
+    if (g->scale != 1.0f)
+        return float_encode(s, g, w, n, first, codes, err);
+    uint16_t h[CHUNK];
+    for (size_t k = 0; k < n; k += CHUNK) {
+        const size_t m = n - k < CHUNK ? n - k : CHUNK;
+        lmq_f32_to_f16_n(w + k, h, m);
+        for (size_t i = 0; i < m; i++) {
+            if ((h[i] & 0x7c00) == 0x7c00) /* Inf or NaN */
+                return overflow(s, first + k + i, w[k + i], err);
+            codes[k + i] = h[i];
+        }
+    }
+    return LMQ_OK;
+}
+
+static void f16_decode(const q_scheme *s, const q_group *g, const uint32_t *codes, size_t n, float *out)
+{
+    (void)s;
+    uint16_t h[CHUNK];
+    for (size_t k = 0; k < n; k += CHUNK) {
+        const size_t m = n - k < CHUNK ? n - k : CHUNK;
+        for (size_t i = 0; i < m; i++)
+            h[i] = (uint16_t)codes[k + i];
+        lmq_f16_to_f32_n(h, out + k, m);
+        for (size_t i = 0; i < m; i++)
+            out[k + i] *= g->scale;
+    }
 }
 
 static uint32_t f32_code(float x) { return lmq_f32_bits(x); }
@@ -178,7 +217,8 @@ static float e5m2_value(uint32_t c) { return q_fp8_decode(&q_fp8_e5m2, (uint8_t)
 
 static const q_scheme table[LMQ_T_COUNT] = {
     FLOAT_ROW(LMQ_T_F32, f32),
-    FLOAT_ROW(LMQ_T_F16, f16),
+    [LMQ_T_F16] = { .enc = &lmq_encodings[LMQ_T_F16], .to_code = f16_code, .from_code = f16_value,
+                    .fit = float_fit, .encode = f16_encode, .decode = f16_decode },
     FLOAT_ROW(LMQ_T_BF16, bf16),
     FLOAT_ROW(LMQ_T_F8_E4M3, e4m3),
     FLOAT_ROW(LMQ_T_F8_E5M2, e5m2),

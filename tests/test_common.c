@@ -29,6 +29,32 @@ START_TEST(f16_round_trip_all)
 END_TEST
 
 /* Known values, including ties that must go to even and the overflow/underflow edges. */
+/* The bulk conversions (F16C where the CPU has it) give the scalar functions' bits: every half,
+ * and floats across the whole bit range (NaNs, Infs, subnormals, ties and overflow among them),
+ * at lengths that leave a tail after the blocks of 8. */
+START_TEST(f16_bulk_as_scalar)
+{
+    enum { N = 1 << 16 };
+    uint16_t *h = malloc(N * sizeof *h), *h2 = malloc(N * sizeof *h2);
+    float *f = malloc(N * sizeof *f), *f2 = malloc(N * sizeof *f2);
+    for (int i = 0; i < N; i++)
+        h[i] = (uint16_t)i;
+    lmq_f16_to_f32_n(h, f, N - 3);
+    for (int i = 0; i < N - 3; i++)
+        ck_assert_msg(lmq_f32_bits(f[i]) == lmq_f32_bits(lmq_f16_to_f32(h[i])), "half %04x", i);
+    for (uint64_t base = 0; base < (1ull << 32); base += (uint64_t)N * 4099) {
+        for (int i = 0; i < N; i++)
+            f2[i] = lmq_bits_f32((uint32_t)(base + (uint64_t)i * 4099));
+        for (int i = 0; i < 64; i++) /* ties around 1 and the overflow threshold */
+            f2[(i * 977) % N] = lmq_bits_f32((i % 2 ? 0x3f801000u : 0x477ff000u) + (uint32_t)(i / 2 % 3) - 1);
+        lmq_f32_to_f16_n(f2, h2, N - 5);
+        for (int i = 0; i < N - 5; i++)
+            ck_assert_msg(h2[i] == lmq_f32_to_f16(f2[i]), "float %08x", lmq_f32_bits(f2[i]));
+    }
+    free(h), free(h2), free(f), free(f2);
+}
+END_TEST
+
 START_TEST(f16_rounding)
 {
     ck_assert_uint_eq(lmq_f32_to_f16(1.0f), 0x3c00);
@@ -303,6 +329,7 @@ int main(void)
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, f16_round_trip_all);
     tcase_add_test(tc, f16_rounding);
+    tcase_add_test(tc, f16_bulk_as_scalar);
     tcase_add_test(tc, f16_nearest);
     tcase_add_test(tc, bf16_rounding);
     tcase_add_test(tc, err_prefix);

@@ -754,6 +754,19 @@ START_TEST(pack_known_bytes)
     ck_assert_mem_eq(buf, ((const uint8_t[]){ 0xe4, 0x03 }), 2);
     q_pack(buf, 4, (const uint32_t[]){ 0xabc }, 1, 12); /* low nibble of byte 0 kept */
     ck_assert_mem_eq(buf, ((const uint8_t[]){ 0xc4, 0xab }), 2);
+    /* whole bytes (8 or 16 bits from a byte boundary, a loop of its own): little-endian, the
+     * bytes around untouched */
+    memset(buf, 0xff, sizeof buf);
+    q_pack(buf, 8, (const uint32_t[]){ 0xabcd }, 1, 16);
+    ck_assert_mem_eq(buf, ((const uint8_t[]){ 0xff, 0xcd, 0xab, 0xff }), 4);
+    q_pack(buf, 0, (const uint32_t[]){ 0x12, 0x34 }, 2, 8);
+    ck_assert_mem_eq(buf, ((const uint8_t[]){ 0x12, 0x34, 0xab, 0xff }), 4);
+    uint32_t back[2];
+    q_unpack(buf, 8, back, 1, 16);
+    ck_assert_uint_eq(back[0], 0xab34);
+    q_unpack(buf, 16, back, 2, 8);
+    ck_assert_uint_eq(back[0], 0xab);
+    ck_assert_uint_eq(back[1], 0xff);
 }
 END_TEST
 
