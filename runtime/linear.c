@@ -127,7 +127,7 @@ static inline const uint8_t *row_at(int enc, const uint8_t *p, int64_t k)
 
 /* Group gi's scale (fp16 bits, which a kernel set widens in a register) and zero code; the
  * weights are (code − zero)·scale, rounded as q_dequantize does (the differences are small
- * integers, exact as floats). */
+ * integers, exact as floats). AVX-512 reads them 16 groups at a time instead (row_group16). */
 static inline void group_of(const rowptr *r, int64_t gi, unsigned bits, uint16_t *s, int *z)
 {
     memcpy(s, r->sc + 2 * gi, 2);
@@ -188,20 +188,40 @@ static void tiles_loop(tile_fn tile, const rt_weight *W, const float *x, size_t 
 
 typedef struct {
     rowptr r;
-    __m512 s, tab; /* int8: the scale; int4: the 16 values a code can stand for */
-    __m512i z;     /* int8: the zero code */
+    int64_t groups;       /* the row's */
+    float gs[16], gz[16]; /* scales and zero codes of groups 16·⌊gi/16⌋ on */
+    __m512 s, z, tab;     /* int8: the scale and zero code; int4: the 16 values a code can stand for */
 } wrow16;
 
+AVX512_INLINE __mmask16 lanes16(int64_t n)
+{
+    return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
+}
+
+AVX512_INLINE void row_ptr16(int enc, const rt_weight *W, int j, wrow16 *r)
+{
+    row_ptr(enc, W, j, &r->r);
+    r->groups = W->q.gran == LMQ_GRAN_GROUP ? W->L.groups_per_row : 1;
+    r->s = r->z = r->tab = _mm512_setzero_ps();
+}
+
+/* Group gi's parameters, asked for in order from group 0. Its row's scales and zero codes are
+ * read and widened 16 at a time: one group at a time, that work cost a 32-column step of int4 as
+ * much as its products (int4 g32 decode +60 %, g128 +20 %). */
 AVX512_INLINE void row_group16(int enc, wrow16 *r, int64_t gi, unsigned bits)
 {
-    uint16_t s;
-    int z;
-    group_of(&r->r, gi, bits, &s, &z);
-    r->s = _mm512_cvtph_ps(_mm256_set1_epi16((short)s));
-    r->z = _mm512_set1_epi32(z);
+    const int64_t i = gi % 16;
+    if (i == 0) {
+        const __mmask16 m = lanes16(r->groups - gi);
+        _mm512_storeu_ps(r->gs, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, r->r.sc + 2 * gi)));
+        _mm512_storeu_ps(r->gz, r->r.zp ? _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(_mm256_maskz_loadu_epi16(m, r->r.zp + 2 * gi)))
+                                        : _mm512_set1_ps((float)(1 << (bits - 1))));
+    }
+    r->s = _mm512_set1_ps(r->gs[i]);
+    r->z = _mm512_set1_ps(r->gz[i]);
     if (enc == ENC_I4) {
-        const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-        r->tab = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(iota, r->z)), r->s);
+        const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+        r->tab = _mm512_mul_ps(_mm512_sub_ps(iota, r->z), r->s);
     }
 }
 
@@ -225,10 +245,10 @@ AVX512_INLINE void row_step16(int enc, const wrow16 *r, int64_t k, __mmask16 m0,
         *w1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m1, p1)), 16));
         break;
     case ENC_I8: {
-        __m512i c0 = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m0, p));
-        __m512i c1 = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m1, p1));
-        *w0 = _mm512_maskz_mul_ps(m0, _mm512_cvtepi32_ps(_mm512_sub_epi32(c0, r->z)), r->s);
-        *w1 = _mm512_maskz_mul_ps(m1, _mm512_cvtepi32_ps(_mm512_sub_epi32(c1, r->z)), r->s);
+        __m512 c0 = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m0, p)));
+        __m512 c1 = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m1, p1)));
+        *w0 = _mm512_maskz_mul_ps(m0, _mm512_sub_ps(c0, r->z), r->s);
+        *w1 = _mm512_maskz_mul_ps(m1, _mm512_sub_ps(c1, r->z), r->s);
         break;
     }
     default: { /* ENC_I4: whole 32-blocks only */
@@ -239,11 +259,6 @@ AVX512_INLINE void row_step16(int enc, const wrow16 *r, int64_t k, __mmask16 m0,
         break;
     }
     }
-}
-
-AVX512_INLINE __mmask16 lanes16(int64_t n)
-{
-    return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
 }
 
 /* One step of a tile: 32 columns from k of MR rows of x against the tile's 4 rows of W. */
@@ -274,9 +289,9 @@ AVX512_INLINE void tile16(int enc, int MR, const rt_weight *W, const int j[4], c
                           float out[2][4])
 {
     const int64_t K = W->in, group = enc >= ENC_I8 ? W->L.group : K;
-    wrow16 r[4] = { 0 }; /* the parameters: set by row_group16 before a quantised step */
+    wrow16 r[4]; /* the parameters: set by row_group16 before a quantised step */
     UNROLL for (int c = 0; c < 4; c++)
-        row_ptr(enc, W, j[c], &r[c].r);
+        row_ptr16(enc, W, j[c], &r[c]);
     const size_t ahead = prefetch_ahead(enc, W);
     __m512 a0[2][4], a1[2][4];
     UNROLL for (int i = 0; i < MR; i++)
@@ -301,8 +316,8 @@ AVX512_INLINE void tile16(int enc, int MR, const rt_weight *W, const int j[4], c
 AVX512_INLINE void row16(int enc, const rt_weight *W, int j, float *o)
 {
     const int64_t K = W->in, group = enc >= ENC_I8 ? W->L.group : K;
-    wrow16 r = { 0 };
-    row_ptr(enc, W, j, &r.r);
+    wrow16 r;
+    row_ptr16(enc, W, j, &r);
     for (int64_t k = 0; k < K; k += 32) {
         const __mmask16 m0 = lanes16(K - k), m1 = lanes16(K - k - 16);
         if (enc >= ENC_I8 && k % group == 0)
