@@ -114,13 +114,19 @@ has "removed 1 stale temporary file of an interrupted run"
 rm "$tmp/y.lmq.tmp.$dead.AbC123" "$tmp/x.lmq"
 
 # kill -9 (30 times) and SIGTERM (10 times) at random moments during quantize of a 30 MB GPT-2
-# (on one thread w4a16 takes about 0.2 s, fp16 0.15 s; the recipes alternate so that the old and
-# the new artefact differ): the target is always the old whole artefact or the new one, never a
-# mix; SIGTERM leaves no temporary file; kill -9 leaves one, which the next whole run removes.
+# (the recipes alternate so that the old and the new artefact differ): the target is always the
+# old whole artefact or the new one, never a mix; SIGTERM leaves no temporary file; kill -9 leaves
+# one, which the next whole run removes. The moments are drawn within the time the shorter of the
+# two whole runs took here, so that the signals land however fast quantize is on this machine.
 "$LMQ" convert "$FIX/sotu-gpt2" -o "$tmp/g.lmq" >/dev/null
 recipe() { [ $(($1 % 2)) = 1 ] && echo recipes/w4a16.yaml || echo recipes/fp16.yaml; }
-"$LMQ" quantize "$tmp/g.lmq" --recipe "$(recipe 1)" -o "$tmp/ref1.lmq" >/dev/null
-"$LMQ" quantize "$tmp/g.lmq" --recipe "$(recipe 0)" -o "$tmp/ref0.lmq" >/dev/null
+ms() { date +%s%N | cut -c1-13; }
+t0=$(ms)
+"$LMQ" quantize "$tmp/g.lmq" --recipe "$(recipe 1)" -o "$tmp/ref1.lmq" --threads 1 >/dev/null
+t1=$(ms)
+"$LMQ" quantize "$tmp/g.lmq" --recipe "$(recipe 0)" -o "$tmp/ref0.lmq" --threads 1 >/dev/null
+t2=$(ms)
+span=$((t1 - t0 < t2 - t1 ? t1 - t0 : t2 - t1)) # ms
 sum() { sha256sum "$1" | cut -c1-64; }
 want1=$(sum "$tmp/ref1.lmq") want0=$(sum "$tmp/ref0.lmq")
 [ "$want0" != "$want1" ] || fail "the two recipes give the same artefact: the check below tests nothing"
@@ -132,7 +138,7 @@ for i in $(seq 40); do
     [ $((i % 4)) = 1 ] && sig=TERM
     "$LMQ" quantize "$tmp/g.lmq" --recipe "$(recipe "$i")" -o "$tmp/g4.lmq" --threads 1 >/dev/null 2>&1 &
     pid=$!
-    sleep "0.$(printf %02d $((RANDOM % 20)))"
+    sleep "$(awk -v r=$((RANDOM % 90)) -v s="$span" 'BEGIN { printf "%.3f", r / 100 * s / 1000 }')"
     kill -"$sig" "$pid" 2>/dev/null || true
     st=0
     { wait "$pid"; } 2>/dev/null || st=$? # (bash's "Killed" line goes too)
