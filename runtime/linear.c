@@ -189,6 +189,7 @@ static void tiles_loop(tile_fn tile, const rt_weight *W, const float *x, size_t 
 typedef struct {
     rowptr r;
     int64_t groups;       /* the row's */
+    size_t sahead;        /* where the parameters of the row the codes' prefetch reaches are */
     float gs[16], gz[16]; /* scales and zero codes of groups 16·⌊gi/16⌋ on */
     __m512 s, z, tab;     /* int8: the scale and zero code; int4: the 16 values a code can stand for */
 } wrow16;
@@ -202,6 +203,8 @@ AVX512_INLINE void row_ptr16(int enc, const rt_weight *W, int j, wrow16 *r)
 {
     row_ptr(enc, W, j, &r->r);
     r->groups = W->q.gran == LMQ_GRAN_GROUP ? W->L.groups_per_row : 1;
+    const size_t row_bytes = (size_t)W->in * BYTES_X2[enc] / 2;
+    r->sahead = W->q.gran == LMQ_GRAN_TENSOR ? 0 : prefetch_ahead(enc, W) / row_bytes * (size_t)r->groups * 2;
     r->s = r->z = r->tab = _mm512_setzero_ps();
 }
 
@@ -212,6 +215,10 @@ AVX512_INLINE void row_group16(int enc, wrow16 *r, int64_t gi, unsigned bits)
 {
     const int64_t i = gi % 16;
     if (i == 0) {
+        /* Parameters are a stream of their own, which the hardware does not learn in time. */
+        __builtin_prefetch(r->r.sc + 2 * gi + r->sahead, 0, 3);
+        if (r->r.zp)
+            __builtin_prefetch(r->r.zp + 2 * gi + r->sahead, 0, 3);
         const __mmask16 m = lanes16(r->groups - gi);
         _mm512_storeu_ps(r->gs, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, r->r.sc + 2 * gi)));
         _mm512_storeu_ps(r->gz, r->r.zp ? _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(_mm256_maskz_loadu_epi16(m, r->r.zp + 2 * gi)))
