@@ -10,8 +10,10 @@
 
 /* Fills a buffer of `bytes` (rounded down to a multiple of 256 KiB, at least that), then reads
  * it `rounds` times with every thread of pool (NULL: the caller's thread alone), summing it with
- * vector code (AVX-512 or AVX2 as rt_isa_best says). *gbps gets the best round's rate in 10^9 bytes
- * per second. For a memory figure the buffer must be well beyond the last-level cache. */
+ * vector code (AVX-512 or AVX2 as rt_isa_best says), every other round with software prefetches
+ * as the fused kernels issue them. *gbps gets the best round's rate in 10^9 bytes per second. For
+ * a memory figure the buffer must be well beyond the last-level cache (which a virtual machine's
+ * host may make larger than /sys says: 1 GiB is safe). */
 lmq_code rt_probe_read_bw(lmq_pool *pool, size_t bytes, int rounds, double *gbps, lmq_err *err);
 
 /* The size of the CPU's largest cache level in bytes, 0 when the system does not say. */

@@ -1,8 +1,8 @@
 /* Does it run faster? One matrix of an output projection's size ([OUT × IN], default 4096 ×
  * 4096) in each encoding, at 1 token (decode: a matrix-vector product) and at 512 tokens
  * (prefill), on the best kernel set and the given thread count. Calls rotate over enough copies
- * of the matrix to fill four last-level caches, so that one token streams it from memory as a
- * model's decode does. Prints time, the stored bytes streamed per second at 1 token, the fraction
+ * of the matrix to fill SPAN, so that one token streams it from memory as a large model's decode
+ * does. Prints time, the stored bytes streamed per second at 1 token, the fraction
  * of the read bandwidth that is (measured by the same run, all threads), and the speed-up over
  * fp32. Usage: bench_linear [threads] [out] [in]. */
 #include <stdio.h>
@@ -14,6 +14,10 @@
 #include "runtime/probe.h"
 
 #define PREFILL 512
+/* The bytes the probe reads and the copies of a matrix fill at least: four last-level caches as
+ * /sys tells them were not enough on a virtual machine whose host caches more (128 MiB of copies
+ * read at 81 GB/s where 1 GiB reads at 50). */
+#define SPAN ((size_t)1 << 30)
 
 static const struct {
     const char *name;
@@ -62,7 +66,7 @@ int main(int argc, char **argv)
         return fprintf(stderr, "usage: bench_linear [threads] [out] [in]\n"), 1;
     rt_exec ex = { .pool = pool, .isa = rt_isa_best() };
     double bw;
-    if (rt_probe_read_bw(pool, (size_t)1 << 30, 5, &bw, &e))
+    if (rt_probe_read_bw(pool, SPAN, 5, &bw, &e))
         return fail(&e);
     float *w = malloc((size_t)out * in * sizeof *w), *x = malloc((size_t)PREFILL * in * sizeof *x);
     float *y = malloc((size_t)PREFILL * out * sizeof *y);
@@ -82,8 +86,8 @@ int main(int argc, char **argv)
         lmq_layout L;
         if (lmq_layout_of(&ENC[k].q, out, in, &L, &e))
             return fail(&e);
-        const size_t llc = rt_probe_llc_bytes() ? rt_probe_llc_bytes() : (size_t)32 << 20;
-        const int copies = (int)((4 * llc + L.bytes - 1) / L.bytes);
+        const size_t llc = rt_probe_llc_bytes(), span = 4 * llc > SPAN ? 4 * llc : SPAN;
+        const int copies = (int)((span + L.bytes - 1) / L.bytes);
         uint8_t *bytes = malloc(L.bytes * (size_t)copies);
         rt_weight *W = calloc((size_t)copies, sizeof *W);
         if (!bytes || !W || q_quantize(&ENC[k].q, w, out, in, bytes, L.bytes, pool, &e))
