@@ -101,8 +101,9 @@ typedef void (*tile_fn)(int MR, const rt_weight *W, const int j[4], const float 
 /* Row j of W decoded into out[in], in the kernel set's order. */
 typedef void (*row_fn)(const rt_weight *W, int j, float *out);
 
-enum { ENC_F32, ENC_F16, ENC_BF16, ENC_I8, ENC_I4 };
-static const unsigned BYTES_X2[] = { [ENC_F32] = 8, [ENC_F16] = 4, [ENC_BF16] = 4, [ENC_I8] = 2, [ENC_I4] = 1 };
+enum { ENC_F32, ENC_F16, ENC_BF16, ENC_I8, ENC_I4, ENC_I3, ENC_I2 };
+static const unsigned BITS[] = { [ENC_F32] = 32, [ENC_F16] = 16, [ENC_BF16] = 16, [ENC_I8] = 8,
+                                 [ENC_I4] = 4,   [ENC_I3] = 3,   [ENC_I2] = 2 };
 
 /* One row of W as a step walks it: where its values or codes start, where its scales and zero
  * points start. */
@@ -113,7 +114,7 @@ typedef struct {
 static inline void row_ptr(int enc, const rt_weight *W, int j, rowptr *r)
 {
     const size_t in = (size_t)W->in;
-    r->p = W->data + W->L.code_offset + (size_t)j * in * BYTES_X2[enc] / 2;
+    r->p = W->data + W->L.code_offset + (size_t)j * in * BITS[enc] / 8;
     const size_t sidx = W->q.gran == LMQ_GRAN_TENSOR ? 0 : (size_t)j * (size_t)W->L.groups_per_row;
     r->sc = W->data + sidx * 2;
     r->zp = W->q.asym ? W->data + W->L.zero_offset + sidx * 2 : NULL;
@@ -122,7 +123,7 @@ static inline void row_ptr(int enc, const rt_weight *W, int j, rowptr *r)
 /* Where column k of the row starts. */
 static inline const uint8_t *row_at(int enc, const uint8_t *p, int64_t k)
 {
-    return p + (size_t)k * BYTES_X2[enc] / 2;
+    return p + (size_t)k * BITS[enc] / 8;
 }
 
 /* Group gi's scale (fp16 bits, which a kernel set widens in a register) and zero code; the
@@ -143,16 +144,23 @@ static inline void group_of(const rowptr *r, int64_t gi, unsigned bits, uint16_t
  * tiles on (same column), at least PREFETCH_BYTES ahead, one request per cache line. */
 static inline size_t prefetch_ahead(int enc, const rt_weight *W)
 {
-    const size_t tile_bytes = 4 * (size_t)W->in * BYTES_X2[enc] / 2;
+    const size_t tile_bytes = 4 * (size_t)W->in * BITS[enc] / 8;
     return (PREFETCH_BYTES + tile_bytes - 1) / tile_bytes * tile_bytes;
 }
 
 /* One request per cache line of the row at p: for the lines at the multiples of a line's columns
  * within [k, k + n), `ahead` bytes on (k a multiple of n, n a power of two; constants fold it to
- * a test of k's low bits). */
+ * a test of k's low bits). A line holds no whole number of 3-bit codes: then the lines that start
+ * within the step's bytes. */
 static inline void prefetch_step(int enc, const uint8_t *p, int64_t k, int n, size_t ahead)
 {
-    const uint64_t cols = 128 / BYTES_X2[enc];
+    if (512 % BITS[enc]) {
+        const uint64_t b0 = (uint64_t)k * BITS[enc] / 8, b1 = (uint64_t)(k + n) * BITS[enc] / 8;
+        for (uint64_t b = (b0 + 63) & ~(uint64_t)63; b < b1; b += 64)
+            __builtin_prefetch(p + b + ahead, 0, 3);
+        return;
+    }
+    const uint64_t cols = 512 / BITS[enc];
     for (uint64_t c = (uint64_t)k; c < (uint64_t)k + (uint64_t)n; c += cols < (uint64_t)n ? cols : (uint64_t)n)
         if (c % cols == 0)
             __builtin_prefetch(row_at(enc, p, (int64_t)c) + ahead, 0, 3);
@@ -203,7 +211,7 @@ AVX512_INLINE void row_ptr16(int enc, const rt_weight *W, int j, wrow16 *r)
 {
     row_ptr(enc, W, j, &r->r);
     r->groups = W->q.gran == LMQ_GRAN_GROUP ? W->L.groups_per_row : 1;
-    const size_t row_bytes = (size_t)W->in * BYTES_X2[enc] / 2;
+    const size_t row_bytes = (size_t)W->in * BITS[enc] / 8;
     r->sahead = W->q.gran == LMQ_GRAN_TENSOR ? 0 : prefetch_ahead(enc, W) / row_bytes * (size_t)r->groups * 2;
     r->s = r->z = r->tab = _mm512_setzero_ps();
 }
@@ -226,11 +234,34 @@ AVX512_INLINE void row_group16(int enc, wrow16 *r, int64_t gi, unsigned bits)
     }
     r->s = _mm512_set1_ps(r->gs[i]);
     r->z = _mm512_set1_ps(r->gz[i]);
-    if (enc == ENC_I4) {
-        const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-        r->tab = _mm512_mul_ps(_mm512_sub_ps(iota, r->z), r->s);
+    if (enc >= ENC_I4) { /* the table repeats every 2^bits entries: see row_step16 */
+        const __m512 codes = enc == ENC_I4   ? _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
+                             : enc == ENC_I3 ? _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7)
+                                             : _mm512_setr_ps(0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3);
+        r->tab = _mm512_mul_ps(_mm512_sub_ps(codes, r->z), r->s);
     }
 }
+
+/* For the 3- and 2-bit steps: the bytes each lane of the first and the second 16 codes of 32 takes
+ * (vpshufb indices: code c's bits start at bit c·bits, in byte c·bits/8; 0x80 gives 0), and the
+ * shift that brings its code to bit 0. */
+#define NARROW_LANE(c, bits) ((c) * (bits) / 8 | ((c) * (bits) / 8 + 1) << 8 | 0x80 << 16 | 0x80u << 24)
+#define NARROW_ROW(o, bits)                                                                                       \
+    { NARROW_LANE(o + 0, bits),  NARROW_LANE(o + 1, bits),  NARROW_LANE(o + 2, bits),  NARROW_LANE(o + 3, bits),  \
+      NARROW_LANE(o + 4, bits),  NARROW_LANE(o + 5, bits),  NARROW_LANE(o + 6, bits),  NARROW_LANE(o + 7, bits),  \
+      NARROW_LANE(o + 8, bits),  NARROW_LANE(o + 9, bits),  NARROW_LANE(o + 10, bits), NARROW_LANE(o + 11, bits), \
+      NARROW_LANE(o + 12, bits), NARROW_LANE(o + 13, bits), NARROW_LANE(o + 14, bits), NARROW_LANE(o + 15, bits) }
+#define NARROW_SHIFT(bits)                                                                                          \
+    { 0 * (bits) % 8,  1 * (bits) % 8,  2 * (bits) % 8,  3 * (bits) % 8,  4 * (bits) % 8,  5 * (bits) % 8,          \
+      6 * (bits) % 8,  7 * (bits) % 8,  8 * (bits) % 8,  9 * (bits) % 8,  10 * (bits) % 8, 11 * (bits) % 8,         \
+      12 * (bits) % 8, 13 * (bits) % 8, 14 * (bits) % 8, 15 * (bits) % 8 }
+static const union {
+    uint32_t u[3][16];
+    __m512i v[3];
+} NARROW[2] = {
+    { .u = { NARROW_ROW(0, 3), NARROW_ROW(16, 3), NARROW_SHIFT(3) } },
+    { .u = { NARROW_ROW(0, 2), NARROW_ROW(16, 2), NARROW_SHIFT(2) } },
+};
 
 /* 32 weights of the row from column k: w0 then w1, zero in dead lanes. int4 gives the even
  * columns of the 32 in w0 and the odd ones in w1 (low nibbles, then high): x is reordered the
@@ -256,6 +287,18 @@ AVX512_INLINE void row_step16(int enc, const wrow16 *r, int64_t k, __mmask16 m0,
         __m512 c1 = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m1, p1)));
         *w0 = _mm512_maskz_mul_ps(m0, _mm512_sub_ps(c0, r->z), r->s);
         *w1 = _mm512_maskz_mul_ps(m1, _mm512_sub_ps(c1, r->z), r->s);
+        break;
+    }
+    case ENC_I3:
+    case ENC_I2: { /* whole 32-blocks only (12 or 8 bytes), in column order. Every 128-bit lane gets
+                    a copy of the bytes; each 32-bit lane picks the two holding its code (vpshufb)
+                    and shifts the code to bit 0; vpermps reads 4 bits, the code's and the next
+                    one's low bits, which the repeating table ignores. */
+        const int bits = BITS[enc];
+        const __m512i all = _mm512_broadcast_i32x4(_mm_maskz_loadu_epi8((__mmask16)((1u << (4 * bits)) - 1), p));
+        const __m512i *narrow = NARROW[enc - ENC_I3].v;
+        *w0 = _mm512_permutexvar_ps(_mm512_srlv_epi32(_mm512_shuffle_epi8(all, narrow[0]), narrow[2]), r->tab);
+        *w1 = _mm512_permutexvar_ps(_mm512_srlv_epi32(_mm512_shuffle_epi8(all, narrow[1]), narrow[2]), r->tab);
         break;
     }
     default: { /* ENC_I4: whole 32-blocks only */
@@ -307,7 +350,7 @@ AVX512_INLINE void tile16(int enc, int MR, const rt_weight *W, const int j[4], c
     for (int64_t k = 0, group_end = 0; k < K; k += 32) {
         if (enc >= ENC_I8 && k == group_end) {
             UNROLL for (int c = 0; c < 4; c++)
-                row_group16(enc, &r[c], k / group, enc == ENC_I8 ? 8 : 4);
+                row_group16(enc, &r[c], k / group, BITS[enc]);
             group_end += group;
         }
         if (k + 32 <= K)
@@ -328,7 +371,7 @@ AVX512_INLINE void row16(int enc, const rt_weight *W, int j, float *o)
     for (int64_t k = 0; k < K; k += 32) {
         const __mmask16 m0 = lanes16(K - k), m1 = lanes16(K - k - 16);
         if (enc >= ENC_I8 && k % group == 0)
-            row_group16(enc, &r, k / group, enc == ENC_I8 ? 8 : 4);
+            row_group16(enc, &r, k / group, BITS[enc]);
         __m512 w0, w1;
         row_step16(enc, &r, k, m0, m1, &w0, &w1);
         _mm512_mask_storeu_ps(o + k, m0, w0);
@@ -383,7 +426,7 @@ AVX2_INLINE __m256 row_step8(int enc, const wrow8 *r, int64_t k, int n)
     const uint8_t *p = row_at(enc, r->r.p, k);
     uint8_t part[16] = { 0 };
     if (n < 8) {
-        memcpy(part, p, (size_t)n * BYTES_X2[enc] / 2);
+        memcpy(part, p, (size_t)n * BITS[enc] / 8);
         p = part;
     }
     __m256 w;
@@ -486,6 +529,8 @@ FUSED(avx512, AVX512, 16, ENC_F16, f16)
 FUSED(avx512, AVX512, 16, ENC_BF16, bf16)
 FUSED(avx512, AVX512, 16, ENC_I8, i8)
 FUSED(avx512, AVX512, 16, ENC_I4, i4)
+FUSED(avx512, AVX512, 16, ENC_I3, i3)
+FUSED(avx512, AVX512, 16, ENC_I2, i2)
 FUSED(avx2, AVX2, 8, ENC_F16, f16)
 FUSED(avx2, AVX2, 8, ENC_BF16, bf16)
 FUSED(avx2, AVX2, 8, ENC_I8, i8)
@@ -516,6 +561,8 @@ static const struct fused_row {
     { LMQ_T_BF16, 1, { [RT_ISA_AVX2] = KERNELS(avx2, bf16, NULL), [RT_ISA_AVX512] = KERNELS(avx512, bf16, NULL) } },
     { LMQ_T_INT8, 1, { [RT_ISA_AVX2] = KERNELS(avx2, i8, NULL), [RT_ISA_AVX512] = KERNELS(avx512, i8, NULL) } },
     { LMQ_T_INT4, 0, { [RT_ISA_AVX2] = KERNELS(avx2, i4, NULL), [RT_ISA_AVX512] = KERNELS(avx512, i4, PERMUTE32) } },
+    { LMQ_T_INT3, 0, { [RT_ISA_AVX512] = KERNELS(avx512, i3, NULL) } },
+    { LMQ_T_INT2, 0, { [RT_ISA_AVX512] = KERNELS(avx512, i2, NULL) } },
 };
 
 static const fused_kernels *fused_row(rt_isa isa, const rt_weight *W)

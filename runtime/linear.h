@@ -3,7 +3,7 @@
  * rt_weight is a typed view: the encoding, its layout (schemes/scheme.h) and the stored bytes,
  * which point into the artefact's mapping. Nothing is copied or widened at load. rt_linear
  * picks, per encoding and kernel set, one of two ways, which give bit-identical results:
- *   fused   (AVX-512: fp32, fp16, bf16, int8 and int4; AVX2+FMA+F16C: the same but fp32;
+ *   fused   (AVX-512: fp32, fp16, bf16, int8, int4, int3, int2; AVX2+FMA+F16C: fp16 to int4;
  *           symmetric or not, per tensor, channel or group of a multiple of 32): each step
  *           decodes 32 (AVX2: 8) weights of a row in registers, exactly as the scheme table's
  *           dequantiser would, and multiplies them into the activations (AVX2 in rt_gemm_nt's

@@ -32,6 +32,7 @@ static const struct {
     { "int4 g32", { .dtype = LMQ_T_INT4, .gran = LMQ_GRAN_GROUP, .group = 32 } },
     { "int4 g32 asym", { .dtype = LMQ_T_INT4, .gran = LMQ_GRAN_GROUP, .group = 32, .asym = 1 } },
     { "int3 g32", { .dtype = LMQ_T_INT3, .gran = LMQ_GRAN_GROUP, .group = 32 } },
+    { "int2 g32 asym", { .dtype = LMQ_T_INT2, .gran = LMQ_GRAN_GROUP, .group = 32, .asym = 1 } },
     { "fp8 e4m3 per-channel", { .dtype = LMQ_T_F8_E4M3, .gran = LMQ_GRAN_CHANNEL } },
 };
 
