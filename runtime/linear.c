@@ -207,12 +207,13 @@ AVX512_INLINE __mmask16 lanes16(int64_t n)
     return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
 }
 
-AVX512_INLINE void row_ptr16(int enc, const rt_weight *W, int j, wrow16 *r)
+/* Row j's pointers; its parameters are prefetched `ahead` bytes of codes on (0: not at all). */
+AVX512_INLINE void row_ptr16(int enc, const rt_weight *W, int j, size_t ahead, wrow16 *r)
 {
     row_ptr(enc, W, j, &r->r);
     r->groups = W->q.gran == LMQ_GRAN_GROUP ? W->L.groups_per_row : 1;
     const size_t row_bytes = (size_t)W->in * BITS[enc] / 8;
-    r->sahead = W->q.gran == LMQ_GRAN_TENSOR ? 0 : prefetch_ahead(enc, W) / row_bytes * (size_t)r->groups * 2;
+    r->sahead = W->q.gran == LMQ_GRAN_TENSOR ? 0 : ahead / row_bytes * (size_t)r->groups * 2;
     r->s = r->z = r->tab = _mm512_setzero_ps();
 }
 
@@ -339,10 +340,10 @@ AVX512_INLINE void tile16(int enc, int MR, const rt_weight *W, const int j[4], c
                           float out[2][4])
 {
     const int64_t K = W->in, group = enc >= ENC_I8 ? W->L.group : K;
+    const size_t ahead = prefetch_ahead(enc, W);
     wrow16 r[4]; /* the parameters: set by row_group16 before a quantised step */
     UNROLL for (int c = 0; c < 4; c++)
-        row_ptr16(enc, W, j[c], &r[c]);
-    const size_t ahead = prefetch_ahead(enc, W);
+        row_ptr16(enc, W, j[c], ahead, &r[c]);
     __m512 a0[2][4], a1[2][4];
     UNROLL for (int i = 0; i < MR; i++)
         UNROLL for (int c = 0; c < 4; c++)
@@ -367,7 +368,7 @@ AVX512_INLINE void row16(int enc, const rt_weight *W, int j, float *o)
 {
     const int64_t K = W->in, group = enc >= ENC_I8 ? W->L.group : K;
     wrow16 r;
-    row_ptr16(enc, W, j, &r);
+    row_ptr16(enc, W, j, 0, &r);
     for (int64_t k = 0; k < K; k += 32) {
         const __mmask16 m0 = lanes16(K - k), m1 = lanes16(K - k - 16);
         if (enc >= ENC_I8 && k % group == 0)

@@ -10,34 +10,15 @@
 static const char TEXT[] = "Once upon a time, the dog's 3 friends<|endoftext|> said \"hi\" \n\n caf\xc3\xa9 "
                            "\xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x98\x80";
 
-static void encode(const tok_tokenizer *t, const char *text, size_t size, int round_trip)
-{
-    int32_t *ids;
-    size_t n;
-    lmq_err err = { 0 };
-    lmq_code c = tok_encode(t, text, size, &ids, &n, &err);
-    FZ_CHECK(c == LMQ_OK || c == LMQ_E_FORMAT || c == LMQ_E_UNSUPPORTED, "%s", err.msg);
-    if (c)
-        return;
-    for (size_t i = 0; i < n; i++)
-        FZ_CHECK(ids[i] >= 0 && ids[i] < tok_vocab_size(t), "id %d", (int)ids[i]);
-    char *back;
-    size_t len;
-    FZ_CHECK(tok_decode(t, ids, n, &back, &len, &err) == LMQ_OK, "%s", err.msg);
-    FZ_CHECK(!round_trip || (len == size && !memcmp(back, text, size)), "decode(encode(x)) != x");
-    free(back);
-    free(ids);
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     tok_tokenizer *t;
     lmq_err err = { 0 };
     if (tok_open_hf_json(data, size, &t, &err))
         return 0;
-    encode(t, TEXT, sizeof TEXT - 1, 0);
+    fz_encode_decodes(t, TEXT, sizeof TEXT - 1, LMQ_E_UNSUPPORTED);
     if (tok_utf8_valid_prefix(data, size) == size)
-        encode(t, (const char *)data, size, 0);
+        fz_encode_decodes(t, (const char *)data, size, LMQ_E_UNSUPPORTED);
     tok_free(t);
     return 0;
 }

@@ -25,6 +25,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
         }                                                                                         \
     } while (0)
 
+/* Text through an opened tokenizer: ids inside its vocabulary that decode without error, or a
+ * refusal with LMQ_E_FORMAT or `refusal` (the other code the tokenizer kind may give). */
+static inline void fz_encode_decodes(const tok_tokenizer *t, const char *text, size_t size, lmq_code refusal)
+{
+    int32_t *ids;
+    size_t n;
+    lmq_err err = { 0 };
+    lmq_code c = tok_encode(t, text, size, &ids, &n, &err);
+    FZ_CHECK(c == LMQ_OK || c == LMQ_E_FORMAT || c == refusal, "%s", err.msg);
+    if (c)
+        return;
+    for (size_t i = 0; i < n; i++)
+        FZ_CHECK(ids[i] >= 0 && ids[i] < tok_vocab_size(t), "id %d", (int)ids[i]);
+    char *back;
+    size_t len;
+    FZ_CHECK(tok_decode(t, ids, n, &back, &len, &err) == LMQ_OK, "%s", err.msg);
+    free(back);
+    free(ids);
+}
+
 /* <fixtures>/<rel>, where fixtures is $LMQ_FIXTURES or ../shared/fixtures (as for the tests). */
 static inline const char *fz_fixture(const char *rel)
 {
