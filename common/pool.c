@@ -45,14 +45,22 @@ static inline void cpu_relax(void)
 #endif
 }
 
+/* Chunks shrink as the work runs out (guided): a thread takes a 2·threads-th of what is left,
+ * in whole grains. Early chunks are long stretches, which memory streams faster than items dealt
+ * out alternately; the last are single grains, so that threads finish together. */
 static void run_chunks(lmq_pool *p, int thread)
 {
+    int64_t b = atomic_load(&p->next), e;
     for (;;) {
-        int64_t b = atomic_fetch_add(&p->next, p->grain);
-        if (b >= p->n)
-            return;
-        int64_t e = b + p->grain < p->n ? b + p->grain : p->n;
+        do {
+            if (b >= p->n)
+                return;
+            const int64_t share = (p->n - b) / (2 * p->threads) / p->grain * p->grain;
+            e = b + (share > p->grain ? share : p->grain);
+            e = e < p->n ? e : p->n;
+        } while (!atomic_compare_exchange_weak(&p->next, &b, e));
         p->fn(p->ctx, b, e, thread);
+        b = atomic_load(&p->next);
     }
 }
 

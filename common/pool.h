@@ -1,8 +1,9 @@
 /* A persistent pool of worker threads with one operation, a parallel for over [0, n).
  *
- * Work is handed out in chunks of `grain` items from a shared counter; each item is processed
- * entirely by one thread, so as long as a task computes every output from its own item alone,
- * results do not depend on the thread count or on which thread ran what. */
+ * Work is handed out from a shared counter in chunks of whole `grain`s, long while much is left
+ * and shrinking to one grain at the end (guided); each item is processed entirely by one thread,
+ * so as long as a task computes every output from its own item alone, results do not depend on
+ * the thread count or on which thread ran what. */
 #ifndef LMQ_POOL_H
 #define LMQ_POOL_H
 

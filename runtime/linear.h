@@ -42,6 +42,7 @@ typedef struct rt_weight {
     const float *b;      /* [out] or NULL */
     int out, in;
     lmq_act act;         /* quantisation of x before the product (formats/dtype.h); none: x as given */
+    int wide_zeros;      /* an asymmetric zero code beyond ±2^13: zero·scale may round (set by rt_weight_of) */
 } rt_weight;
 
 /* A view of the 2-D tensor t with bias b (fp32, or NULL), with t's activation quantisation. */

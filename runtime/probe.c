@@ -128,14 +128,13 @@ lmq_code rt_probe_read_bw(lmq_pool *pool, size_t bytes, int rounds, double *gbps
         free(x.partial);
         return lmq_fail(err, LMQ_E_NOMEM, "probe: cannot allocate %zu MiB", size >> 20);
     }
-    /* Each thread reads long stretches, as the linear layers do (runtime/linear.c). */
-    const int64_t grain = blocks / (4 * threads) > 1 ? blocks / (4 * threads) : 1;
-    lmq_pool_for(pool, blocks, grain, fill_task, &x);
+    /* Each thread reads long stretches, as the linear layers do (common/pool.c hands them out). */
+    lmq_pool_for(pool, blocks, 1, fill_task, &x);
     double best = 0, total = 0;
     for (int r = 0; r < rounds; r++) {
         x.prefetch = r % 2;
         const double t0 = lmq_now();
-        lmq_pool_for(pool, blocks, grain, sum_task, &x);
+        lmq_pool_for(pool, blocks, 1, sum_task, &x);
         const double t = lmq_now() - t0;
         if (t > 0 && size / t > best)
             best = size / t;

@@ -49,7 +49,9 @@ static float uniform(void) /* [-1, 1) */
     return (float)((double)(rng >> 11) / 4503599627370496.0 - 1.0);
 }
 
-/* A stored tensor and its view: weights with an outlier row and a wide spread of magnitudes. */
+/* A stored tensor and its view: weights with an outlier row, a wide spread of magnitudes, and
+ * every fourth row far from zero with a tiny spread (asymmetric zero codes beyond ±2^13: int8 then
+ * takes the AVX-512 step that subtracts before scaling). */
 typedef struct {
     lmq_tensor t;
     uint8_t *bytes;
@@ -62,8 +64,11 @@ static void make(stored *s, const enc *e, int out, int in)
     lmq_err err;
     memset(s, 0, sizeof *s);
     float *w = malloc((size_t)out * in * sizeof *w);
-    for (int i = 0; i < out * in; i++)
+    for (int i = 0; i < out * in; i++) {
         w[i] = uniform() * (i % 11 == 0 ? 3.0f : 0.2f) * (i / in == out / 2 ? 8.0f : 1.0f);
+        if (i / in % 4 == 3)
+            w[i] = 3.7f + w[i] * 1e-6f;
+    }
     lmq_layout L;
     ck_assert_msg(lmq_layout_of(&e->q, out, in, &L, &err) == LMQ_OK, "%s: %s", e->name, err.msg);
     s->bytes = malloc(L.bytes);
@@ -81,6 +86,8 @@ static void make(stored *s, const enc *e, int out, int in)
     s->t.raw = s->bytes;
     s->t.raw_size = L.bytes;
     ck_assert_msg(rt_weight_of(&s->t, NULL, &s->W, &err) == LMQ_OK, "%s: %s", e->name, err.msg);
+    ck_assert_msg(s->W.wide_zeros || !e->q.asym || e->q.gran == LMQ_GRAN_TENSOR || out < 4,
+                  "%s [%d × %d]: no wide zero codes", e->name, out, in);
     free(w);
 }
 
