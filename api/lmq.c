@@ -91,7 +91,7 @@ int lmq_verify(const char *reference, const char *const *candidates, int n_candi
 {
     const lmq_verify_options o = opts ? *opts : (lmq_verify_options){ 0 };
     const vf_run_opts vo = { .ctx = o.ctx, .threads = o.threads, .speed_only = o.speed_only,
-                             .bandwidth_gbps = o.bandwidth_gbps };
+                             .bandwidth_gbps = o.bandwidth_gbps, .device = o.device };
     *out = NULL;
     lmq_verify_report *r = calloc(1, sizeof *r);
     if (!r)

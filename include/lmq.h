@@ -75,6 +75,8 @@ typedef struct {
     int threads;           /* 0: one per CPU */
     int speed_only;        /* 1: speed alone (text may be NULL) */
     double bandwidth_gbps; /* for the rooflines; 0: measured */
+    const char *device;    /* where the passes run and speed is measured: "cpu" (NULL) or "cuda"
+                              (LMQ_STATUS_UNSUPPORTED, saying why, where this build or machine has none) */
 } lmq_verify_options;
 
 /* One row of a report: the reference is row 0, then each candidate in the order given. */

@@ -147,6 +147,29 @@ START_TEST(verify_rows)
     lmq_verify_free(r);
     ck_assert_int_eq(lmq_verify(fp, cands, 1, "/nonexistent.txt", NULL, &r, &st), LMQ_STATUS_IO);
     ck_assert_ptr_null(r);
+
+    /* The device: cpu is the default; cuda runs where it can (the same perplexity within 0.1 %)
+     * and says why not elsewhere; any other name is refused by name. */
+    lmq_verify_options o = { .ctx = 16, .threads = 1, .bandwidth_gbps = 1, .device = "cpu" };
+    ck_assert_msg(lmq_verify(fp, NULL, 0, text, &o, &r, &st) == LMQ_STATUS_OK, "%s", st.message);
+    ck_assert_int_eq(lmq_verify_row_get(r, 0, &b), LMQ_STATUS_OK);
+    ck_assert(b.ppl == a.ppl);
+    lmq_verify_free(r);
+    o.device = "cuda";
+    const int cuda = lmq_verify(fp, NULL, 0, text, &o, &r, &st);
+    if (cuda == LMQ_STATUS_OK) {
+        ck_assert_int_eq(lmq_verify_row_get(r, 0, &b), LMQ_STATUS_OK);
+        ck_assert_msg(fabs(b.ppl / a.ppl - 1) < 1e-3, "cuda PPL %.6f, cpu %.6f", b.ppl, a.ppl);
+        lmq_verify_free(r);
+    } else {
+        ck_assert_int_eq(cuda, LMQ_STATUS_UNSUPPORTED);
+        ck_assert_msg(strstr(st.message, "CUDA") || strstr(st.message, "cuda"), "%s", st.message);
+        ck_assert_ptr_null(r);
+    }
+    o.device = "abacus";
+    ck_assert_int_eq(lmq_verify(fp, NULL, 0, text, &o, &r, &st), LMQ_STATUS_ARG);
+    ck_assert_msg(strstr(st.message, "abacus"), "%s", st.message);
+    ck_assert_ptr_null(r);
 }
 END_TEST
 
