@@ -4,8 +4,8 @@
  * of the matrix to fill SPAN, so that one token streams it from memory as a large model's decode
  * does. Prints time, the stored bytes streamed per second at 1 token, the fraction
  * of the read bandwidth that is (measured by the same run, all threads), the speed-up over
- * fp32, and the kernels' own ceiling: the same rate over HOT_ROWS rows per thread that stay in
- * cache. Usage: bench_linear [threads] [out] [in]. */
+ * fp32, and the kernels' own ceiling: the same rate over the first rows of the matrix, HOT_BYTES
+ * of them, which stay in cache. Usage: bench_linear [threads] [out] [in]. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,8 +19,9 @@
  * /sys tells them were not enough on a virtual machine whose host caches more (128 MiB of copies
  * read at 81 GB/s where 1 GiB reads at 50). */
 #define SPAN ((size_t)1 << 30)
-/* Rows per thread of the cache-resident matrix (128 KiB of int8 codes at 1024 columns). */
-#define HOT_ROWS 128
+/* The stored bytes of the cache-resident matrix: within the last-level cache, and long enough
+ * per call that handing out the work costs little. */
+#define HOT_BYTES ((size_t)4 << 20)
 
 static const struct {
     const char *name;
@@ -106,7 +107,6 @@ int main(int argc, char **argv)
         x[i] = (float)(i % 97) / 97.0f - 0.5f;
     printf("one [%d × %d] matrix, kernels %s, %d threads; read bandwidth %.1f GB/s (all threads)\n", out, in,
            rt_isa_name(ex.isa), lmq_pool_threads(pool), bw);
-    const int hot_rows = HOT_ROWS * lmq_pool_threads(pool) < out ? HOT_ROWS * lmq_pool_threads(pool) : out;
     printf("%-22s %6s %6s %10s %8s %9s %7s %11s %8s %8s\n", "encoding", "path", "bpw", "1 tok µs", "GB/s", "roofline",
            "×fp32", "512 tok ms", "×fp32", "hot GB/s");
     double t1_f32 = 0, tn_f32 = 0;
@@ -115,6 +115,7 @@ int main(int argc, char **argv)
         if (lmq_layout_of(&ENC[k].q, out, in, &L, &e))
             return fail(&e);
         const size_t llc = rt_probe_llc_bytes(), span = 4 * llc > SPAN ? 4 * llc : SPAN;
+        const int hot_rows = HOT_BYTES / (L.bytes / (size_t)out) < (size_t)out ? (int)(HOT_BYTES / (L.bytes / (size_t)out)) : out;
         const int copies = (int)((span + L.bytes - 1) / L.bytes);
         uint8_t *bytes = NULL, *hot_bytes = NULL;
         rt_weight *W = calloc((size_t)copies, sizeof *W), H;
@@ -123,7 +124,7 @@ int main(int argc, char **argv)
             store(&ENC[k].q, w, hot_rows, in, 1, &hot_bytes, &H, &hot_size, pool, &e))
             return fail(&e);
         const double t1 = best(&ex, x, 1, W, copies, y, 10 * copies, &e), tn = best(&ex, x, PREFILL, W, copies, y, 3, &e);
-        const double th = best(&ex, x, 1, &H, 1, y, 2000, &e);
+        const double th = best(&ex, x, 1, &H, 1, y, 200, &e);
         if (t1 < 0 || tn < 0 || th < 0)
             return fail(&e);
         if (k == 0)
