@@ -118,7 +118,7 @@ START_TEST(smoothquant_on_outliers)
     const char *dir = test_tmpdir();
     char fp32[512], calib[512], eval[512], outl[512], stats[2][512];
     lmq_err e;
-    setup(dir, "stories260K/stories260K.bin", "text/tinystories-valid.txt", 227, fp32, calib, eval, sizeof fp32);
+    setup(dir, STORIES, "text/tinystories-valid.txt", 227, fp32, calib, eval, sizeof fp32);
     snprintf(outl, sizeof outl, "%s/outliers.lmq", dir);
     const cal_outlier_opts oo = { .channels = 4, .factor = 30, .seed = 1 };
     ck_assert_msg(cal_outliers_file(fp32, outl, &oo, &e) == LMQ_OK, "%s", e.msg);
@@ -151,7 +151,7 @@ START_TEST(stories260k)
 {
     /* The first 60 % of the 379 documents calibrate; the other 152 score. */
     static const method_row rows[] = { { "int4-g128", 0 }, { "gptq-int4-g128", 0.28 }, { "awq-int4-g128", 0.24 } };
-    check_methods("stories260K/stories260K.bin", "text/tinystories-valid.txt", 227, rows, 3);
+    check_methods(STORIES, "text/tinystories-valid.txt", 227, rows, 3);
 }
 END_TEST
 
@@ -159,7 +159,7 @@ START_TEST(sotu_gpt2)
 {
     /* The first 6 addresses calibrate; the other 4 score. */
     static const method_row rows[] = { { "int4-g128", 0 }, { "gptq-int4-g128", 0.65 }, { "awq-int4-g128", 0.30 } };
-    check_methods("sotu-gpt2", "text/sotu-eval.txt", 6, rows, 3);
+    check_methods(SOTU, "text/sotu-eval.txt", 6, rows, 3);
 }
 END_TEST
 

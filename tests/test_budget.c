@@ -47,7 +47,7 @@ static rt_budget plan(const rt_budget_model *m, uint64_t memory, int ctx, int pa
 
 START_TEST(stories260k)
 {
-    const rt_budget_model m = fixture_model("stories260K/stories260K.bin");
+    const rt_budget_model m = fixture_model(STORIES);
     /* dim 64, 5 layers, 8 heads, 4 kv heads (head dim 8), hidden 172, vocab 512, tied classifier:
      *   tok_embd 512·64 = 32768; per layer: 2 norms 128, q 64·64 4096, k and v 32·64 2048 each,
      *   out 4096, gate/up/down 172·64 = 11008 each: 45440; ×5 = 227200; out_norm 64
@@ -88,7 +88,7 @@ END_TEST
 
 START_TEST(sotu_gpt2)
 {
-    const rt_budget_model m = fixture_model("sotu-gpt2");
+    const rt_budget_model m = fixture_model(SOTU);
     /* dim 128, 4 layers, 4 heads (head dim 32, kv heads = heads), hidden 512, vocab 50257, 256
      * positions, tied: wte 50257·128 = 6432896, wpe 256·128 = 32768; per layer: ln_1 and ln_2
      * 4·128 = 512, qkv 128·384 + 384 = 49536, attn_out 128·128 + 128 = 16512, fc 512·128 + 512 =

@@ -19,7 +19,6 @@
 #include "tests/testutil.h"
 #include "verify/stream.h"
 
-#define STORIES "stories260K/stories260K.bin"
 #define TEXT "text/tinystories-valid.txt"
 #define CTX 64
 #define WINDOWS 3
@@ -244,7 +243,7 @@ END_TEST
  * logits move by at most 1e-5 of their largest magnitude, while the folded norms really changed. */
 START_TEST(smoothquant_fold_keeps_logits)
 {
-    static const char *const MODELS[] = { STORIES, "sotu-gpt2" };
+    static const char *const MODELS[] = { STORIES, SOTU };
     for (int k = 0; k < 2; k++) {
         const char *dir = test_tmpdir();
         char model[512], stats[512], recipe[512], out[512];

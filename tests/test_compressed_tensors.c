@@ -216,7 +216,7 @@ START_TEST(llama_fp32_is_the_hf_checkpoint)
     char lmq[1024], out[1024];
     snprintf(lmq, sizeof lmq, "%s/s.lmq", dir);
     snprintf(out, sizeof out, "%s/ct", dir);
-    test_fp32_artefact("stories260K/stories260K.bin", lmq);
+    test_fp32_artefact(STORIES, lmq);
     ct_summary sum;
     export_ok(lmq, out, &sum);
     ck_assert_int_eq(sum.quantized, 0);
@@ -255,7 +255,7 @@ START_TEST(gpt2_fp32_is_the_hf_checkpoint)
     char lmq[1024], out[1024];
     snprintf(lmq, sizeof lmq, "%s/g.lmq", dir);
     snprintf(out, sizeof out, "%s/ct", dir);
-    test_fp32_artefact("sotu-gpt2", lmq);
+    test_fp32_artefact(SOTU, lmq);
     export_ok(lmq, out, NULL);
     same_tensors_prefixed(fixture("sotu-gpt2/model.safetensors"), join(out, "model.safetensors"), "transformer.");
     json_t *got = load_json(join(out, "config.json"));
@@ -330,7 +330,7 @@ START_TEST(quantised_weights_unpack_to_lmqs)
 {
     const char *dir = test_tmpdir();
     char fp[2][1024], q[2][1024], out[2][1024];
-    const char *src[2] = { "stories260K-hf", "stories260K/stories260K.bin" };
+    const char *src[2] = { "stories260K-hf", STORIES };
     for (int k = 0; k < 2; k++) {
         snprintf(fp[k], sizeof fp[k], "%s/fp%d.lmq", dir, k);
         snprintf(q[k], sizeof q[k], "%s/q%d.lmq", dir, k);
@@ -363,7 +363,7 @@ START_TEST(gpt2_quantised)
     snprintf(fp, sizeof fp, "%s/g.lmq", dir);
     snprintf(q, sizeof q, "%s/g4.lmq", dir);
     snprintf(out, sizeof out, "%s/ct", dir);
-    test_fp32_artefact("sotu-gpt2", fp);
+    test_fp32_artefact(SOTU, fp);
     quantise(fp, "recipes/int4-g32.yaml", q);
     export_ok(q, out, NULL);
     ck_assert_int_eq(check_weights(q, out, 1), 16);
@@ -396,7 +396,7 @@ START_TEST(refusals)
     ck_assert_int_ne(access(join(out, "model.safetensors"), F_OK), 0);
     /* GPT-2 with q, k, v apart: HF's GPT-2 has one c_attn. */
     lmq_model m;
-    ck_assert_int_eq(lmq_convert(fixture("sotu-gpt2"), &(lmq_convert_opts){ .split_qkv = 1 }, &m, &err), LMQ_OK);
+    ck_assert_int_eq(lmq_convert(fixture(SOTU), &(lmq_convert_opts){ .split_qkv = 1 }, &m, &err), LMQ_OK);
     ck_assert_int_eq(lmq_container_write_model(fp, &m, NULL, &err), LMQ_OK);
     lmq_model_free(&m);
     ck_assert_int_eq(ct_export(fp, out, NULL, &err), LMQ_E_UNSUPPORTED);

@@ -293,8 +293,8 @@ START_TEST(real_models_round_trip)
         const char *src;
         lmq_codec codec;
     } models[] = {
-        { "stories260K/stories260K.bin", LMQ_CODEC_ZSTD },
-        { "sotu-gpt2", LMQ_CODEC_NONE },
+        { STORIES, LMQ_CODEC_ZSTD },
+        { SOTU, LMQ_CODEC_NONE },
     };
     const char *dir = test_tmpdir();
     char path[256];

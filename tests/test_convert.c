@@ -340,13 +340,12 @@ static void convert_fails(const char *src, const char *tokenizer, const char *ne
     ck_assert_int_eq(m.n_files, 0);
 }
 
-#define STORIES "stories260K-hf"
-#define SOTU "sotu-gpt2"
+#define STORIES_HF "stories260K-hf"
 static const char *const TOK512[] = { "tok512.bin", NULL };
 
 static void load_stories(ckpt *c)
 {
-    ck_load(c, fixture(STORIES "/model.safetensors"));
+    ck_load(c, fixture(STORIES_HF "/model.safetensors"));
 }
 
 /* ---- the fixtures ----------------------------------------------------------------------- */
@@ -447,7 +446,7 @@ START_TEST(gpt2_split_qkv)
     lmq_model_free(&f);
 
     /* Llama sources hold q, k, v separately already. */
-    const char *llama[] = { fixture(STORIES), fixture("stories260K/stories260K.bin") };
+    const char *llama[] = { fixture(STORIES_HF), fixture(STORIES) };
     for (int i = 0; i < 2; i++) {
         lmq_model m;
         ck_assert_int_eq(lmq_convert(llama[i], &o, &m, &e), LMQ_E_ARG);
@@ -460,7 +459,7 @@ END_TEST
 START_TEST(llama_fixture)
 {
     lmq_model m;
-    convert_ok(fixture(STORIES), NULL, &m);
+    convert_ok(fixture(STORIES_HF), NULL, &m);
     const lmq_arch *a = &m.arch;
     ck_assert_int_eq(a->family, LMQ_FAMILY_LLAMA);
     ck_assert_int_eq(a->dim, 64);
@@ -482,11 +481,11 @@ START_TEST(llama_fixture)
     expect_same(&m, &src, ST_F32, NULL);
     ck_free(&src);
     ck_assert_int_eq(m.n_files, 1);
-    expect_file(&m, "tokenizer.bin", fixture(STORIES "/tok512.bin"));
+    expect_file(&m, "tokenizer.bin", fixture(STORIES_HF "/tok512.bin"));
     ck_assert_msg(contains(m.notes, "rope: half (HF rotate_half)"), "%s", m.notes);
     char cfg[512], st[512];
-    snprintf(cfg, sizeof cfg, "%s", fixture(STORIES "/config.json"));
-    snprintf(st, sizeof st, "%s", fixture(STORIES "/model.safetensors"));
+    snprintf(cfg, sizeof cfg, "%s", fixture(STORIES_HF "/config.json"));
+    snprintf(st, sizeof st, "%s", fixture(STORIES_HF "/model.safetensors"));
     const uint64_t want = files_hash((const char *const[]){ cfg, st, NULL });
     ck_assert_uint_eq(m.source_checksum, want);
     lmq_model_free(&m);
@@ -504,8 +503,8 @@ END_TEST
 START_TEST(llama2c_vs_hf)
 {
     lmq_model hf, l2c;
-    convert_ok(fixture(STORIES), NULL, &hf);
-    convert_ok(fixture("stories260K/stories260K.bin"), NULL, &l2c);
+    convert_ok(fixture(STORIES_HF), NULL, &hf);
+    convert_ok(fixture(STORIES), NULL, &l2c);
     ck_assert_int_eq(hf.arch.rope, LMQ_ROPE_HALF);
     ck_assert_int_eq(l2c.arch.rope, LMQ_ROPE_INTERLEAVED);
     ck_assert_int_eq(hf.n_tensors, l2c.n_tensors);
@@ -549,7 +548,7 @@ START_TEST(llama_f16_copy)
         ck_add(&src, name, 1, (const int64_t[]){ 4 }, NULL)->data[0] = 1.0f;
     }
     char dir[512];
-    ck_dir(&src, ST_F16, STORIES, subdir("f16", dir), NULL, NULL, TOK512);
+    ck_dir(&src, ST_F16, STORIES_HF, subdir("f16", dir), NULL, NULL, TOK512);
     lmq_model m;
     convert_ok(dir, NULL, &m);
     expect_same(&m, &src, ST_F16, NULL);
@@ -611,14 +610,14 @@ START_TEST(llama_classifier)
         head->data[i] *= 0.5f;
     char dir[512];
     lmq_model m;
-    ck_dir(&src, ST_F32, STORIES, subdir("untied", dir), "\"tie_word_embeddings\": true",
+    ck_dir(&src, ST_F32, STORIES_HF, subdir("untied", dir), "\"tie_word_embeddings\": true",
            "\"tie_word_embeddings\": false", TOK512);
     convert_ok(dir, NULL, &m);
     ck_assert_int_eq(m.arch.tied_embedding, 0);
     expect_same(&m, &src, ST_F32, NULL);
     lmq_model_free(&m);
 
-    ck_dir(&src, ST_F32, STORIES, subdir("differs", dir), NULL, NULL, TOK512);
+    ck_dir(&src, ST_F32, STORIES_HF, subdir("differs", dir), NULL, NULL, TOK512);
     convert_ok(dir, NULL, &m);
     ck_assert_int_eq(m.arch.tied_embedding, 0);
     ck_assert_msg(contains(m.notes, "lm_head.weight differs from the token embedding: untied"), "%s", m.notes);
@@ -626,7 +625,7 @@ START_TEST(llama_classifier)
     lmq_model_free(&m);
 
     ck_drop(&src, "lm_head.weight");
-    ck_dir(&src, ST_F32, STORIES, subdir("nohead", dir), "\"tie_word_embeddings\": true",
+    ck_dir(&src, ST_F32, STORIES_HF, subdir("nohead", dir), "\"tie_word_embeddings\": true",
            "\"tie_word_embeddings\": false", TOK512);
     convert_fails(dir, NULL, "tensor output.weight: missing", "lm_head.weight");
     ck_free(&src);
@@ -654,8 +653,8 @@ static void write_sharded(const ckpt *src, const char *dir, char paths[5][1024])
         snprintf(paths[s + 1], 1024, "%s/model-%05d-of-00003.safetensors", dir, s);
         ck_write(src, cut[s - 1], cut[s], ST_F32, paths[s + 1]);
     }
-    write_config(STORIES, dir, NULL, NULL);
-    copy_file(fixture(STORIES "/tok512.bin"), dir, "tok512.bin");
+    write_config(STORIES_HF, dir, NULL, NULL);
+    copy_file(fixture(STORIES_HF "/tok512.bin"), dir, "tok512.bin");
 }
 
 START_TEST(llama_sharded)
@@ -742,7 +741,7 @@ START_TEST(config_errors)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char sub[32];
         snprintf(sub, sizeof sub, "cfg%zu", i);
-        ck_dir(&src, ST_F32, STORIES, subdir(sub, dir), cases[i].from, cases[i].to, TOK512);
+        ck_dir(&src, ST_F32, STORIES_HF, subdir(sub, dir), cases[i].from, cases[i].to, TOK512);
         convert_fails(dir, NULL, cases[i].needle, "config.json");
     }
     subdir("noconfig", dir);
@@ -762,21 +761,21 @@ START_TEST(weight_errors)
 
     load_stories(&src);
     ck_drop(&src, "model.layers.2.mlp.up_proj.weight");
-    ck_dir(&src, ST_F32, STORIES, subdir("missing", dir), NULL, NULL, TOK512);
+    ck_dir(&src, ST_F32, STORIES_HF, subdir("missing", dir), NULL, NULL, TOK512);
     convert_fails(dir, NULL, "tensor blk.2.ffn_up.weight: missing", "model.layers.2.mlp.up_proj.weight");
     ck_free(&src);
 
     load_stories(&src);
     ck_drop(&src, "model.layers.1.self_attn.k_proj.weight");
     ck_add(&src, "model.layers.1.self_attn.k_proj.weight", 2, (const int64_t[]){ 64, 64 }, NULL);
-    ck_dir(&src, ST_F32, STORIES, subdir("shape", dir), NULL, NULL, TOK512);
+    ck_dir(&src, ST_F32, STORIES_HF, subdir("shape", dir), NULL, NULL, TOK512);
     convert_fails(dir, NULL, "tensor blk.1.attn_k.weight: shape [64, 64] expected [32, 64]",
                   "model.layers.1.self_attn.k_proj.weight");
     ck_free(&src);
 
     load_stories(&src);
     ck_get(&src, "model.layers.3.self_attn.o_proj.weight")->data[100] = NAN;
-    ck_dir(&src, ST_F32, STORIES, subdir("nan", dir), NULL, NULL, TOK512);
+    ck_dir(&src, ST_F32, STORIES_HF, subdir("nan", dir), NULL, NULL, TOK512);
     convert_fails(dir, NULL, "tensor blk.3.attn_out.weight: non-finite value nan at element 100",
                   "model.layers.3.self_attn.o_proj.weight");
     ck_free(&src);
@@ -784,19 +783,19 @@ START_TEST(weight_errors)
     /* 1e5 is beyond half's range: the F16 copy holds Inf. */
     load_stories(&src);
     ck_get(&src, "model.norm.weight")->data[7] = 1e5f;
-    ck_dir(&src, ST_F16, STORIES, subdir("inf", dir), NULL, NULL, TOK512);
+    ck_dir(&src, ST_F16, STORIES_HF, subdir("inf", dir), NULL, NULL, TOK512);
     convert_fails(dir, NULL, "tensor out_norm.weight: non-finite value inf", "model.norm.weight");
     ck_free(&src);
 
     load_stories(&src);
     ck_add(&src, "model.layers.0.self_attn.q_norm.weight", 1, (const int64_t[]){ 8 }, NULL);
-    ck_dir(&src, ST_F32, STORIES, subdir("unexpected", dir), NULL, NULL, TOK512);
+    ck_dir(&src, ST_F32, STORIES_HF, subdir("unexpected", dir), NULL, NULL, TOK512);
     convert_fails(dir, NULL, "unexpected tensor model.layers.0.self_attn.q_norm.weight", "model.safetensors");
     ck_free(&src);
 
     load_stories(&src);
     ck_add(&src, "model.layers.9.input_layernorm.weight", 1, (const int64_t[]){ 64 }, NULL);
-    ck_dir(&src, ST_F32, STORIES, subdir("layer", dir), NULL, NULL, TOK512);
+    ck_dir(&src, ST_F32, STORIES_HF, subdir("layer", dir), NULL, NULL, TOK512);
     convert_fails(dir, NULL, "unexpected tensor model.layers.9.input_layernorm.weight: layer 9, but config.json has 5",
                   NULL);
     ck_free(&src);
@@ -804,7 +803,7 @@ START_TEST(weight_errors)
     /* The same weight with and without the prefix. */
     load_stories(&src);
     ck_add(&src, "norm.weight", 1, (const int64_t[]){ 64 }, NULL);
-    ck_dir(&src, ST_F32, STORIES, subdir("twice", dir), NULL, NULL, TOK512);
+    ck_dir(&src, ST_F32, STORIES_HF, subdir("twice", dir), NULL, NULL, TOK512);
     convert_fails(dir, NULL, "tensors model.norm.weight and norm.weight are both out_norm.weight", NULL);
     ck_free(&src);
 }
@@ -842,18 +841,18 @@ START_TEST(tokenizers)
     char dir[512], path[1024];
     lmq_model m;
 
-    ck_dir(&src, ST_F32, STORIES, subdir("none", dir), NULL, NULL, NULL);
+    ck_dir(&src, ST_F32, STORIES_HF, subdir("none", dir), NULL, NULL, NULL);
     convert_fails(dir, NULL, "no tokenizer found", "pass --tokenizer");
-    convert_ok(dir, fixture(STORIES "/tok512.bin"), &m);
+    convert_ok(dir, fixture(STORIES_HF "/tok512.bin"), &m);
     ck_assert_int_eq(m.arch.tokenizer, LMQ_TOK_LLAMA2C);
-    expect_file(&m, "tokenizer.bin", fixture(STORIES "/tok512.bin"));
+    expect_file(&m, "tokenizer.bin", fixture(STORIES_HF "/tok512.bin"));
     lmq_model_free(&m);
 
     /* vocab.json named explicitly brings merges.txt from beside it; a directory is searched (for
      * GPT-2: the tokenizer must fit the model's vocabulary, which stories260K's 512 do not). */
     char sotu[512], tok512[512];
     snprintf(sotu, sizeof sotu, "%s", fixture(SOTU)); /* fixture()'s buffer is reused */
-    snprintf(tok512, sizeof tok512, "%s", fixture(STORIES "/tok512.bin"));
+    snprintf(tok512, sizeof tok512, "%s", fixture(STORIES_HF "/tok512.bin"));
     convert_ok(sotu, fixture("gpt2-tokenizer/vocab.json"), &m);
     ck_assert_int_eq(m.arch.tokenizer, LMQ_TOK_GPT2);
     expect_file(&m, "vocab.json", fixture("gpt2-tokenizer/vocab.json"));
@@ -888,8 +887,8 @@ START_TEST(tokenizers)
     convert_fails(dir, NULL, "vocab.json: found without merges.txt", NULL);
     snprintf(path, sizeof path, "%s/vocab.json", dir);
     ck_assert_int_eq(unlink(path), 0);
-    copy_file(fixture(STORIES "/tok512.bin"), dir, "tok512.bin");
-    copy_file(fixture(STORIES "/tok512.bin"), dir, "tok4096.bin");
+    copy_file(fixture(STORIES_HF "/tok512.bin"), dir, "tok512.bin");
+    copy_file(fixture(STORIES_HF "/tok512.bin"), dir, "tok4096.bin");
     convert_fails(dir, NULL, "several tokenizers", "--tokenizer");
     ck_free(&src);
 }
@@ -901,8 +900,8 @@ END_TEST
 START_TEST(streamed_equals_loaded)
 {
     static const struct { const char *src, *tokenizer; int split; } cases[] = {
-        { "stories260K/stories260K.bin", NULL, 0 }, { "stories260K-hf", NULL, 0 }, { "sotu-gpt2", NULL, 0 },
-        { "sotu-gpt2", NULL, 1 }, { NULL, "gpt2-tokenizer", 0 }, { NULL, "gpt2-tokenizer", 1 },
+        { STORIES, NULL, 0 }, { "stories260K-hf", NULL, 0 }, { SOTU, NULL, 0 },
+        { SOTU, NULL, 1 }, { NULL, "gpt2-tokenizer", 0 }, { NULL, "gpt2-tokenizer", 1 },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         for (int codec = 0; codec < LMQ_CODEC_COUNT; codec++) {
@@ -939,7 +938,7 @@ START_TEST(dispatch)
     convert_fails("/nonexistent/model", NULL, "/nonexistent/model: no such file or directory", NULL);
     convert_fails(fixture("stories260K"), NULL, "no model.safetensors", "name its .bin file");
     lmq_model m;
-    convert_ok(fixture("stories260K/stories260K.bin"), NULL, &m);
+    convert_ok(fixture(STORIES), NULL, &m);
     ck_assert_int_eq(m.arch.rope, LMQ_ROPE_INTERLEAVED);
     ck_assert_ptr_nonnull(lmq_model_find_file(&m, "tokenizer.bin"));
     lmq_model_free(&m);

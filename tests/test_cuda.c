@@ -186,8 +186,6 @@ END_TEST
 
 /* ---- the forward pass against the CPU ---------------------------------------------------- */
 
-#define STORIES "stories260K/stories260K.bin"
-#define SOTU "sotu-gpt2"
 
 /* A model on both devices: the fixture rel converted (split: separate q, k, v), quantised by
  * recipe when given (loaded from the artefact as verify does), and a state on each. */

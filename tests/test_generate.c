@@ -16,8 +16,6 @@
 #include "runtime/sample.h"
 #include "tests/testutil.h"
 
-#define STORIES "stories260K/stories260K.bin"
-#define SOTU "sotu-gpt2"
 #define MAX_IDS 1024
 
 /* ---- helpers ------------------------------------------------------------------------- */

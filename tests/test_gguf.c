@@ -618,8 +618,8 @@ static const struct {
     const char *fixture, *name;
     int same_files; /* the tokenizer file rebuilt byte for byte (tokenizer.bin; vocab.json is re-serialised) */
 } models[] = {
-    { "stories260K/stories260K.bin", "stories", 1 },
-    { "sotu-gpt2", "gpt2", 0 },
+    { STORIES, "stories", 1 },
+    { SOTU, "gpt2", 0 },
 };
 
 /* int4 and int8 symmetric g32, fp16, bf16 on matrices of both families whose width is a whole
@@ -697,7 +697,7 @@ START_TEST(export_refuses_or_requantizes)
     snprintf(q, sizeof q, "%s/q.lmq", dir);
     snprintf(g, sizeof g, "%s/q.gguf", dir);
     snprintf(back, sizeof back, "%s/back.lmq", dir);
-    test_fp32_artefact("stories260K/stories260K.bin", fp32);
+    test_fp32_artefact(STORIES, fp32);
     write_text(rec, "name: c\nrules:\n  - match: \"blk.*.ffn_*.weight\"\n    scheme: int4\n    granularity: channel\n");
     lmq_err e;
     ck_assert_msg(q_quantize_file(fp32, rec, q, NULL, &e) == LMQ_OK, "%s", e.msg);

@@ -13,7 +13,7 @@ START_TEST(loads_stories260k)
 {
     lmq_model m;
     lmq_err e;
-    ck_assert_msg(l2c_load(fixture("stories260K/stories260K.bin"), &m, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_msg(l2c_load(fixture(STORIES), &m, &e) == LMQ_OK, "%s", e.msg);
     const lmq_arch *a = &m.arch;
     ck_assert_int_eq(a->dim, 64);
     ck_assert_int_eq(a->hidden_dim, 172);
@@ -29,7 +29,7 @@ START_TEST(loads_stories260k)
     /* Independent offsets: tok_embd starts at byte 28; layer 0's wq follows the embedding and
      * the 5 × 64 attention RMS weights; the final RMS weight precedes the freq_cis tables. */
     lmq_blob b;
-    ck_assert_int_eq(lmq_blob_open(fixture("stories260K/stories260K.bin"), &b, &e), LMQ_OK);
+    ck_assert_int_eq(lmq_blob_open(fixture(STORIES), &b, &e), LMQ_OK);
     float v;
     memcpy(&v, b.data + 28, 4);
     ck_assert(v == lmq_model_find(&m, "tok_embd.weight")->data[0]);
@@ -67,12 +67,12 @@ START_TEST(refuses_damaged)
     lmq_err e;
     const size_t cuts[] = { 0, 10, 28, 1000, 1056540 - 4 };
     for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++) {
-        const char *p = write_prefix(fixture("stories260K/stories260K.bin"), cuts[i], dir);
+        const char *p = write_prefix(fixture(STORIES), cuts[i], dir);
         ck_assert_int_eq(l2c_load(p, &m, &e), LMQ_E_FORMAT);
         ck_assert_msg(strstr(e.msg, "cut.bin") != NULL, "%s", e.msg);
     }
     /* Through convert: no tokenizer beside the copy and none named; then one named. */
-    const char *p = write_prefix(fixture("stories260K/stories260K.bin"), (size_t)-1, dir);
+    const char *p = write_prefix(fixture(STORIES), (size_t)-1, dir);
     ck_assert_int_eq(lmq_convert(p, NULL, &m, &e), LMQ_E_ARG);
     ck_assert_msg(strstr(e.msg, "--tokenizer") != NULL, "%s", e.msg);
     lmq_convert_opts opts = { .tokenizer = tokpath };
@@ -82,7 +82,7 @@ START_TEST(refuses_damaged)
     ck_assert_uint_eq(lmq_model_find_file(&m, "tokenizer.bin")->size, 6227);
     lmq_model_free(&m);
     /* The fixture has tok512.bin beside it. */
-    ck_assert_msg(lmq_convert(fixture("stories260K/stories260K.bin"), NULL, &m, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_msg(lmq_convert(fixture(STORIES), NULL, &m, &e) == LMQ_OK, "%s", e.msg);
     ck_assert_ptr_nonnull(lmq_model_find_file(&m, "tokenizer.bin"));
     lmq_model_free(&m);
 }
@@ -92,7 +92,7 @@ END_TEST
 START_TEST(refuses_nan)
 {
     const char *dir = test_tmpdir();
-    const char *p = write_prefix(fixture("stories260K/stories260K.bin"), (size_t)-1, dir);
+    const char *p = write_prefix(fixture(STORIES), (size_t)-1, dir);
     FILE *f = fopen(p, "r+b");
     float nan = 0.0f / 0.0f;
     fseek(f, 28 + 4 * (512 * 64 + 5 * 64 + 3), SEEK_SET);

@@ -243,8 +243,8 @@ START_TEST(self_and_threads)
     lmq_pool *p1, *p2;
     ck_assert(lmq_pool_create(1, &p1, &e) == LMQ_OK && lmq_pool_create(2, &p2, &e) == LMQ_OK);
     scored a, b;
-    load(&a, "stories260K/stories260K.bin", p1);
-    load(&b, "stories260K/stories260K.bin", p2);
+    load(&a, STORIES, p1);
+    load(&b, STORIES, p2);
     size_t n;
     int32_t *ids = stream(&a.m, "text/tinystories-valid.txt", &n);
     const size_t part = 12 * 256 + 100;
@@ -262,7 +262,7 @@ START_TEST(self_and_threads)
     scored h[2];
     vf_result hr[2], hc[2];
     for (int k = 0; k < 2; k++) {
-        ck_assert(l2c_load(fixture("stories260K/stories260K.bin"), &h[k].m, &e) == LMQ_OK);
+        ck_assert(l2c_load(fixture(STORIES), &h[k].m, &e) == LMQ_OK);
         round_all(&h[k].m, 1);
         attach(&h[k], k ? p2 : p1, 256);
         rt_state *ref = k ? b.st : a.st;
@@ -318,9 +318,9 @@ START_TEST(golden_stories)
     lmq_pool *pool;
     ck_assert(lmq_pool_create(0, &pool, &e) == LMQ_OK);
     scored ref, half[2];
-    load(&ref, "stories260K/stories260K.bin", pool);
+    load(&ref, STORIES, pool);
     for (int k = 0; k < 2; k++) {
-        ck_assert(l2c_load(fixture("stories260K/stories260K.bin"), &half[k].m, &e) == LMQ_OK);
+        ck_assert(l2c_load(fixture(STORIES), &half[k].m, &e) == LMQ_OK);
         round_all(&half[k].m, k);
         attach(&half[k], pool, 256);
     }
@@ -357,7 +357,7 @@ static void check_gpt2_text(const char *text, const char *golden)
     lmq_pool *pool;
     ck_assert(lmq_pool_create(0, &pool, &e) == LMQ_OK);
     scored ref;
-    load(&ref, "sotu-gpt2", pool);
+    load(&ref, SOTU, pool);
     size_t n;
     int32_t *ids = stream(&ref.m, text, &n);
     vf_result r;

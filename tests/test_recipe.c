@@ -956,7 +956,7 @@ START_TEST(shipped_on_stories260K)
 {
     lmq_model mod;
     lmq_err e;
-    ck_assert_msg(l2c_load(fixture("stories260K/stories260K.bin"), &mod, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_msg(l2c_load(fixture(STORIES), &mod, &e) == LMQ_OK, "%s", e.msg);
     ck_assert_int_eq(mod.arch.tied_embedding, 1);
     names_t m;
     llama_names(&m, mod.arch.n_layers);

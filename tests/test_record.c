@@ -69,7 +69,7 @@ static void bench_make(bench *b)
     snprintf(b->text, sizeof b->text, "%s/t.txt", b->dir);
     snprintf(b->text2, sizeof b->text2, "%s/t2.txt", b->dir);
     snprintf(b->logits, sizeof b->logits, "%s/ref.logits", b->dir);
-    test_fp32_artefact("stories260K/stories260K.bin", b->ref);
+    test_fp32_artefact(STORIES, b->ref);
     lmq_err e;
     ck_assert_msg(q_quantize_file(b->ref, "recipes/int8-channel.yaml", b->q8, NULL, &e) == LMQ_OK, "%s", e.msg);
     ck_assert_msg(q_quantize_file(b->ref, "recipes/int4-g32.yaml", b->q4, NULL, &e) == LMQ_OK, "%s", e.msg);

@@ -19,8 +19,6 @@
 #include "tokenizer/tokenizer.h"
 #include "tests/testutil.h"
 
-#define STORIES "stories260K/stories260K.bin"
-#define SOTU "sotu-gpt2"
 
 /* ---- helpers ------------------------------------------------------------------------- */
 

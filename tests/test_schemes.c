@@ -380,7 +380,7 @@ END_TEST
 START_TEST(golden_bpw)
 {
     int32_t hdr[7];
-    FILE *f = fopen(fixture("stories260K/stories260K.bin"), "rb");
+    FILE *f = fopen(fixture(STORIES), "rb");
     ck_assert_ptr_nonnull(f);
     ck_assert_uint_eq(fread(hdr, sizeof hdr, 1, f), 1);
     fclose(f);

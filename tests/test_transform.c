@@ -24,8 +24,6 @@
 #include "runtime/sample.h"
 #include "tests/testutil.h"
 
-#define STORIES "stories260K/stories260K.bin"
-#define SOTU "sotu-gpt2"
 #define WINDOW 48
 
 static void convert(const char *rel, int split_qkv, lmq_model *m)

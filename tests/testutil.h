@@ -11,6 +11,11 @@
     "fixtures are ../shared/fixtures beside the repository, described by its PROVENANCE.md; "         \
     "LMQ_FIXTURES names another place"
 
+/* The two fixture models, as fixture() takes them: llama2.c's stories260K and our sotu-gpt2 (a
+ * Hugging Face checkpoint directory). */
+#define STORIES "stories260K/stories260K.bin"
+#define SOTU "sotu-gpt2"
+
 /* Returns a static buffer holding <fixtures>/<rel>. When the fixtures folder is absent (a clone
  * on its own) the fixtures the repository carries (demo/: sotu-gpt2, the GPT-2 tokenizer, the
  * SOTU text) are read from there; for any other the calling test is skipped: a SKIP line on
