@@ -327,25 +327,42 @@ AVX2_INLINE void add_pd8(__m256d acc[2], __m256 v)
     acc[1] = _mm256_add_pd(acc[1], _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
 }
 
-/* y[c] = scale·Σ_j w[j]·x[j·ldx + c], 8 columns at a time; keys j go round-robin into four
- * accumulators (summed (a0 + a1) + (a2 + a3)) so the chain of dependent FMAs is short. */
+/* y[c] = scale·Σ_j w[j]·x[j·ldx + c] for V·8 columns (the last vector live as full/m says); keys
+ * j go round-robin into four accumulators (summed (a0 + a1) + (a2 + a3)) so the chain of
+ * dependent FMAs is short. A lane's sum does not depend on V. */
+AVX2_INLINE void wsum_cols(int V, const float *w, int n, const float *x, size_t ldx, float scale, float *y, int full,
+                           __m256i m)
+{
+    __m256 a[4][2];
+    RT_UNROLL for (int q = 0; q < 4; q++)
+        RT_UNROLL for (int v = 0; v < V; v++)
+            a[q][v] = _mm256_setzero_ps();
+    const float *xc = x;
+    int j = 0;
+    for (; j + 4 <= n; j += 4, xc += 4 * ldx)
+        RT_UNROLL for (int q = 0; q < 4; q++)
+            RT_UNROLL for (int v = 0; v < V; v++)
+                a[q][v] = _mm256_fmadd_ps(_mm256_set1_ps(w[j + q]), ld8(xc + q * ldx + 8 * v, v < V - 1 || full, m),
+                                          a[q][v]);
+    for (; j < n; j++, xc += ldx)
+        RT_UNROLL for (int v = 0; v < V; v++)
+            a[0][v] = _mm256_fmadd_ps(_mm256_set1_ps(w[j]), ld8(xc + 8 * v, v < V - 1 || full, m), a[0][v]);
+    RT_UNROLL for (int v = 0; v < V; v++) {
+        const __m256 sum = _mm256_add_ps(_mm256_add_ps(a[0][v], a[1][v]), _mm256_add_ps(a[2][v], a[3][v]));
+        st8(y + 8 * v, v < V - 1 || full, m, _mm256_mul_ps(sum, _mm256_set1_ps(scale)));
+    }
+}
+
+/* 16 columns a pass where there are (a row's whole cache line of a 64-float head: the rows are
+ * read half as many times as 8 at a time), then 8. */
 AVX2 static void wsum_rows_avx2(const float *w, int n, const float *x, size_t ldx, float scale, float *y, int d)
 {
-    MAP_AVX2(d, {
-        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-        const float *xc = x + i;
-        int j = 0;
-        for (; j + 4 <= n; j += 4, xc += 4 * ldx) {
-            a0 = _mm256_fmadd_ps(_mm256_set1_ps(w[j]), ld8(xc, full, m), a0);
-            a1 = _mm256_fmadd_ps(_mm256_set1_ps(w[j + 1]), ld8(xc + ldx, full, m), a1);
-            a2 = _mm256_fmadd_ps(_mm256_set1_ps(w[j + 2]), ld8(xc + 2 * ldx, full, m), a2);
-            a3 = _mm256_fmadd_ps(_mm256_set1_ps(w[j + 3]), ld8(xc + 3 * ldx, full, m), a3);
-        }
-        for (; j < n; j++, xc += ldx)
-            a0 = _mm256_fmadd_ps(_mm256_set1_ps(w[j]), ld8(xc, full, m), a0);
-        __m256 sum = _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3));
-        st8(y + i, full, m, _mm256_mul_ps(sum, _mm256_set1_ps(scale)));
-    });
+    int c = 0;
+    for (; c + 16 <= d; c += 16)
+        wsum_cols(2, w, n, x + c, ldx, scale, y + c, 1, _mm256_set1_epi32(-1));
+    const float *xr = x + c;
+    float *yr = y + c;
+    MAP_AVX2(d - c, { wsum_cols(1, w, n, xr + i, ldx, scale, yr + i, full, m); });
 }
 
 AVX2 static float softmax_unnorm_avx2(float *x, int n, float scale)

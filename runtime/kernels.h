@@ -18,6 +18,10 @@
  * its other kernels are AVX2's. */
 typedef enum { RT_ISA_SCALAR = 0, RT_ISA_AVX2 = 1, RT_ISA_AVX512 = 2 } rt_isa;
 
+/* Unrolls the short loop after it (up to 4 trips) for the kernels of either file, so that arrays
+ * of vector accumulators live in registers. */
+#define RT_UNROLL _Pragma("GCC unroll 4")
+
 /* The best kernel set this CPU runs (LMQ_ISA=scalar|avx2 in the environment asks for less). */
 rt_isa rt_isa_best(void);
 const char *rt_isa_name(rt_isa isa);

@@ -194,8 +194,6 @@ static void tiles_loop(tile_fn tile, const rt_weight *W, const float *x, size_t 
 }
 
 #if HAVE_X86
-/* Loops over rows of a tile are unrolled so that their accumulators live in registers. */
-#define UNROLL _Pragma("GCC unroll 4")
 
 /* ---- AVX-512: steps of 32 columns */
 #define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c")))
@@ -346,15 +344,15 @@ AVX512_INLINE void tile_step16(int enc, int wide, int MR, wrow16 r[4], const flo
                                __mmask16 m1, size_t ahead, __m512 a0[2][4], __m512 a1[2][4])
 {
     __m512 x0[2], x1[2];
-    UNROLL for (int i = 0; i < MR; i++) {
+    RT_UNROLL for (int i = 0; i < MR; i++) {
         x0[i] = _mm512_maskz_loadu_ps(m0, x + (size_t)i * ldx + k);
         x1[i] = _mm512_maskz_loadu_ps(m1, x + (size_t)i * ldx + k + 16);
     }
-    UNROLL for (int c = 0; c < 4; c++) {
+    RT_UNROLL for (int c = 0; c < 4; c++) {
         __m512 w0, w1;
         prefetch_step(enc, r[c].r.p, k, 32, ahead);
         row_step16(enc, wide, &r[c], k, m0, m1, &w0, &w1);
-        UNROLL for (int i = 0; i < MR; i++) {
+        RT_UNROLL for (int i = 0; i < MR; i++) {
             a0[i][c] = _mm512_fmadd_ps(x0[i], w0, a0[i][c]);
             a1[i][c] = _mm512_fmadd_ps(x1[i], w1, a1[i][c]);
         }
@@ -371,15 +369,15 @@ AVX512_INLINE void tile16(int enc, int wide, int MR, const rt_weight *W, const i
     const int64_t K = W->in, group = enc >= ENC_I8 ? W->L.group : K;
     const size_t ahead = prefetch_ahead(enc, W);
     wrow16 r[4]; /* the parameters: set by row_group16 before a quantised step */
-    UNROLL for (int c = 0; c < 4; c++)
+    RT_UNROLL for (int c = 0; c < 4; c++)
         row_ptr16(enc, W, j[c], ahead, &r[c]);
     __m512 a0[2][4], a1[2][4];
-    UNROLL for (int i = 0; i < MR; i++)
-        UNROLL for (int c = 0; c < 4; c++)
+    RT_UNROLL for (int i = 0; i < MR; i++)
+        RT_UNROLL for (int c = 0; c < 4; c++)
             a0[i][c] = a1[i][c] = _mm512_setzero_ps();
     for (int64_t k = 0, group_end = 0; k < K; k += 32) {
         if (enc >= ENC_I8 && k == group_end) {
-            UNROLL for (int c = 0; c < 4; c++)
+            RT_UNROLL for (int c = 0; c < 4; c++)
                 row_group16(enc, wide, &r[c], k / group, BITS[enc]);
             group_end += group;
         }
@@ -388,8 +386,8 @@ AVX512_INLINE void tile16(int enc, int wide, int MR, const rt_weight *W, const i
         else
             tile_step16(enc, wide, MR, r, x, ldx, k, lanes16(K - k), lanes16(K - k - 16), ahead, a0, a1);
     }
-    UNROLL for (int i = 0; i < MR; i++)
-        UNROLL for (int c = 0; c < 4; c++)
+    RT_UNROLL for (int i = 0; i < MR; i++)
+        RT_UNROLL for (int c = 0; c < 4; c++)
             out[i][c] = _mm512_reduce_add_ps(_mm512_add_ps(a0[i][c], a1[i][c]));
 }
 
@@ -485,12 +483,12 @@ AVX2_INLINE void tile_step8(int enc, int MR, wrow8 r[4], const float *x, size_t 
                             __m256 a[2][4])
 {
     __m256 xv[2];
-    UNROLL for (int i = 0; i < MR; i++)
+    RT_UNROLL for (int i = 0; i < MR; i++)
         xv[i] = n == 8 ? _mm256_loadu_ps(x + (size_t)i * ldx + k) : _mm256_maskload_ps(x + (size_t)i * ldx + k, lanes8(n));
-    UNROLL for (int c = 0; c < 4; c++) {
+    RT_UNROLL for (int c = 0; c < 4; c++) {
         prefetch_step(enc, r[c].r.p, k, 8, ahead);
         const __m256 w = row_step8(enc, &r[c], k, n);
-        UNROLL for (int i = 0; i < MR; i++)
+        RT_UNROLL for (int i = 0; i < MR; i++)
             a[i][c] = _mm256_fmadd_ps(xv[i], w, a[i][c]);
     }
 }
@@ -499,16 +497,16 @@ AVX2_INLINE void tile8(int enc, int MR, const rt_weight *W, const int j[4], cons
 {
     const int64_t K = W->in, group = enc >= ENC_I8 ? W->L.group : K;
     wrow8 r[4] = { 0 };
-    UNROLL for (int c = 0; c < 4; c++)
+    RT_UNROLL for (int c = 0; c < 4; c++)
         row_ptr(enc, W, j[c], &r[c].r);
     const size_t ahead = prefetch_ahead(enc, W);
     __m256 a[2][4];
-    UNROLL for (int i = 0; i < MR; i++)
-        UNROLL for (int c = 0; c < 4; c++)
+    RT_UNROLL for (int i = 0; i < MR; i++)
+        RT_UNROLL for (int c = 0; c < 4; c++)
             a[i][c] = _mm256_setzero_ps();
     for (int64_t k = 0, group_end = 0; k < K; k += 8) {
         if (enc >= ENC_I8 && k == group_end) {
-            UNROLL for (int c = 0; c < 4; c++)
+            RT_UNROLL for (int c = 0; c < 4; c++)
                 row_group8(&r[c], k / group, enc == ENC_I8 ? 8 : 4);
             group_end += group;
         }
@@ -517,7 +515,7 @@ AVX2_INLINE void tile8(int enc, int MR, const rt_weight *W, const int j[4], cons
         else
             tile_step8(enc, MR, r, x, ldx, k, (int)(K - k), ahead, a);
     }
-    UNROLL for (int i = 0; i < MR; i++) { /* hsum4 of runtime/kernels.c: the four sums in one order */
+    RT_UNROLL for (int i = 0; i < MR; i++) { /* hsum4 of runtime/kernels.c: the four sums in one order */
         const __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(a[i][0], a[i][1]), _mm256_hadd_ps(a[i][2], a[i][3]));
         _mm_storeu_ps(out[i], _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1)));
     }
