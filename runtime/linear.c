@@ -18,6 +18,9 @@
  * in cache. X_BLOCK is a multiple of every tile height. */
 #define W_BLOCK 64
 #define X_BLOCK 48
+/* The most rows of x a tile takes: three rows of x against four of W keep 24 AVX-512 accumulators
+ * in registers and read each vector of W for three products (prefill +22 % over two rows). */
+#define TILE_X 3
 /* Up to this many activation rows the fused kernels decode W in registers for every tile;
  * beyond it a block of W is decoded once into scratch and reused by every row. */
 #define FUSED_ROWS 4
@@ -101,10 +104,11 @@ static void act_quantize(const rt_weight *W, const float *x, int n, float *out)
 
 /* Shared by every kernel set: where a row's bytes, scales and zero points are, a group's
  * parameters, prefetching, and the loops over tiles and rows. Each kernel set supplies a tile
- * (MR ≤ 2 rows of x against 4 rows of W) and a row decoder built on its own step. */
+ * (MR ≤ TILE_X rows of x against 4 rows of W) and a row decoder built on its own step. */
 
 /* MR rows of x [MR × ldx] against rows j[0..3] of W into out[i][c], without bias. */
-typedef void (*tile_fn)(int MR, const rt_weight *W, const int j[4], const float *x, size_t ldx, float out[2][4]);
+typedef void (*tile_fn)(int MR, const rt_weight *W, const int j[4], const float *x, size_t ldx,
+                        float out[TILE_X][4]);
 /* Row j of W decoded into out[in], in the kernel set's order. */
 typedef void (*row_fn)(const rt_weight *W, int j, float *out);
 
@@ -174,16 +178,16 @@ static inline void prefetch_step(int enc, const uint8_t *p, int64_t k, int n, si
 }
 
 /* Rows [j0, j0 + cols) of W against m rows of x: tiles of 4 rows of W (a short last tile repeats
- * its last row) and 2 rows of x (then 1); an output's operations depend on neither. */
+ * its last row) and TILE_X rows of x (fewer at the end); an output's operations depend on neither. */
 static void tiles_loop(tile_fn tile, const rt_weight *W, const float *x, size_t ldx, int m, int j0, int cols,
                        float *y, size_t ldy)
 {
     for (int jb = j0; jb < j0 + cols; jb += 4) {
         const int nr = j0 + cols - jb < 4 ? j0 + cols - jb : 4;
         const int j[4] = { jb, jb + (nr > 1), jb + (nr > 2 ? 2 : nr - 1), jb + (nr > 3 ? 3 : nr - 1) };
-        float out[2][4];
+        float out[TILE_X][4];
         for (int i = 0; i < m;) {
-            const int rows = m - i >= 2 ? 2 : 1;
+            const int rows = m - i >= TILE_X ? TILE_X : m - i;
             tile(rows, W, j, x + (size_t)i * ldx, ldx, out);
             for (int r = 0; r < rows; r++)
                 for (int c = 0; c < nr; c++)
@@ -341,9 +345,9 @@ AVX512_INLINE void row_step16(int enc, int wide, const wrow16 *r, int64_t k, __m
 
 /* One step of a tile: 32 columns from k of MR rows of x against the tile's 4 rows of W. */
 AVX512_INLINE void tile_step16(int enc, int wide, int MR, wrow16 r[4], const float *x, size_t ldx, int64_t k, __mmask16 m0,
-                               __mmask16 m1, size_t ahead, __m512 a0[2][4], __m512 a1[2][4])
+                               __mmask16 m1, size_t ahead, __m512 a0[TILE_X][4], __m512 a1[TILE_X][4])
 {
-    __m512 x0[2], x1[2];
+    __m512 x0[TILE_X], x1[TILE_X];
     RT_UNROLL for (int i = 0; i < MR; i++) {
         x0[i] = _mm512_maskz_loadu_ps(m0, x + (size_t)i * ldx + k);
         x1[i] = _mm512_maskz_loadu_ps(m1, x + (size_t)i * ldx + k + 16);
@@ -364,14 +368,14 @@ AVX512_INLINE void tile_step16(int enc, int wide, int MR, wrow16 r[4], const flo
  * a fixed order. Whole steps run with constant masks (plain loads); a row's last, partial step
  * with live-lane masks. */
 AVX512_INLINE void tile16(int enc, int wide, int MR, const rt_weight *W, const int j[4], const float *x, size_t ldx,
-                          float out[2][4])
+                          float out[TILE_X][4])
 {
     const int64_t K = W->in, group = enc >= ENC_I8 ? W->L.group : K;
     const size_t ahead = prefetch_ahead(enc, W);
     wrow16 r[4]; /* the parameters: set by row_group16 before a quantised step */
     RT_UNROLL for (int c = 0; c < 4; c++)
         row_ptr16(enc, W, j[c], ahead, &r[c]);
-    __m512 a0[2][4], a1[2][4];
+    __m512 a0[TILE_X][4], a1[TILE_X][4];
     RT_UNROLL for (int i = 0; i < MR; i++)
         RT_UNROLL for (int c = 0; c < 4; c++)
             a0[i][c] = a1[i][c] = _mm512_setzero_ps();
@@ -480,9 +484,9 @@ AVX2_INLINE __m256 row_step8(int enc, const wrow8 *r, int64_t k, int n)
 }
 
 AVX2_INLINE void tile_step8(int enc, int MR, wrow8 r[4], const float *x, size_t ldx, int64_t k, int n, size_t ahead,
-                            __m256 a[2][4])
+                            __m256 a[TILE_X][4])
 {
-    __m256 xv[2];
+    __m256 xv[TILE_X];
     RT_UNROLL for (int i = 0; i < MR; i++)
         xv[i] = n == 8 ? _mm256_loadu_ps(x + (size_t)i * ldx + k) : _mm256_maskload_ps(x + (size_t)i * ldx + k, lanes8(n));
     RT_UNROLL for (int c = 0; c < 4; c++) {
@@ -493,14 +497,15 @@ AVX2_INLINE void tile_step8(int enc, int MR, wrow8 r[4], const float *x, size_t 
     }
 }
 
-AVX2_INLINE void tile8(int enc, int MR, const rt_weight *W, const int j[4], const float *x, size_t ldx, float out[2][4])
+AVX2_INLINE void tile8(int enc, int MR, const rt_weight *W, const int j[4], const float *x, size_t ldx,
+                       float out[TILE_X][4])
 {
     const int64_t K = W->in, group = enc >= ENC_I8 ? W->L.group : K;
     wrow8 r[4] = { 0 };
     RT_UNROLL for (int c = 0; c < 4; c++)
         row_ptr(enc, W, j[c], &r[c].r);
     const size_t ahead = prefetch_ahead(enc, W);
-    __m256 a[2][4];
+    __m256 a[TILE_X][4];
     RT_UNROLL for (int i = 0; i < MR; i++)
         RT_UNROLL for (int c = 0; c < 4; c++)
             a[i][c] = _mm256_setzero_ps();
@@ -538,21 +543,24 @@ AVX2_INLINE void row8(int enc, const rt_weight *W, int j, float *o)
     }
 }
 
+_Static_assert(TILE_X == 3, "FUSED below makes tiles of 1, 2 and 3 rows of x");
 /* Each kernel set's tile and row decoder for one encoding, as plain functions the shared loops
  * call; the kernel set's leading arguments follow the name (AVX-512: the encoding and whether its
  * zero codes are wide; AVX2: the encoding, exact for any zero code). */
 #define FUSED(isa, TARGET, W_, name, ...)                                                                      \
-    TARGET static void tile_##isa##_##name(int MR, const rt_weight *W, const int j[4], const float *x,        \
-                                           size_t ldx, float out[2][4])                                       \
-    {                                                                                                         \
-        if (MR == 2)                                                                                          \
-            tile##W_(__VA_ARGS__, 2, W, j, x, ldx, out);                                                      \
-        else                                                                                                  \
-            tile##W_(__VA_ARGS__, 1, W, j, x, ldx, out);                                                      \
-    }                                                                                                         \
-    TARGET static void row_##isa##_##name(const rt_weight *W, int j, float *out)                              \
-    {                                                                                                         \
-        row##W_(__VA_ARGS__, W, j, out);                                                                      \
+    TARGET static void tile_##isa##_##name(int MR, const rt_weight *W, const int j[4], const float *x,         \
+                                           size_t ldx, float out[TILE_X][4])                                   \
+    {                                                                                                          \
+        if (MR == 3)                                                                                           \
+            tile##W_(__VA_ARGS__, 3, W, j, x, ldx, out);                                                       \
+        else if (MR == 2)                                                                                      \
+            tile##W_(__VA_ARGS__, 2, W, j, x, ldx, out);                                                       \
+        else                                                                                                   \
+            tile##W_(__VA_ARGS__, 1, W, j, x, ldx, out);                                                       \
+    }                                                                                                          \
+    TARGET static void row_##isa##_##name(const rt_weight *W, int j, float *out)                               \
+    {                                                                                                          \
+        row##W_(__VA_ARGS__, W, j, out);                                                                       \
     }
 FUSED(avx512, AVX512, 16, f32, ENC_F32, 0)
 FUSED(avx512, AVX512, 16, f16, ENC_F16, 0)
