@@ -345,7 +345,7 @@ AVX512_INLINE void row_step16(int enc, int wide, const wrow16 *r, int64_t k, __m
 
 /* One step of a tile: 32 columns from k of MR rows of x against the tile's 4 rows of W. */
 AVX512_INLINE void tile_step16(int enc, int wide, int MR, wrow16 r[4], const float *x, size_t ldx, int64_t k, __mmask16 m0,
-                               __mmask16 m1, size_t ahead, __m512 a0[TILE_X][4], __m512 a1[TILE_X][4])
+                               __mmask16 m1, __m512 a0[TILE_X][4], __m512 a1[TILE_X][4])
 {
     __m512 x0[TILE_X], x1[TILE_X];
     RT_UNROLL for (int i = 0; i < MR; i++) {
@@ -354,7 +354,6 @@ AVX512_INLINE void tile_step16(int enc, int wide, int MR, wrow16 r[4], const flo
     }
     RT_UNROLL for (int c = 0; c < 4; c++) {
         __m512 w0, w1;
-        prefetch_step(enc, r[c].r.p, k, 32, ahead);
         row_step16(enc, wide, &r[c], k, m0, m1, &w0, &w1);
         RT_UNROLL for (int i = 0; i < MR; i++) {
             a0[i][c] = _mm512_fmadd_ps(x0[i], w0, a0[i][c]);
@@ -379,16 +378,31 @@ AVX512_INLINE void tile16(int enc, int wide, int MR, const rt_weight *W, const i
     RT_UNROLL for (int i = 0; i < MR; i++)
         RT_UNROLL for (int c = 0; c < 4; c++)
             a0[i][c] = a1[i][c] = _mm512_setzero_ps();
-    for (int64_t k = 0, group_end = 0; k < K; k += 32) {
+    /* Whole spans of SPAN columns (a cache line of every row, at least a step) run without a test
+     * per step: one prefetch per line, the group's start the only branch. */
+    const int64_t SPAN = 512 / BITS[enc] > 32 ? 512 / BITS[enc] / 32 * 32 : 32;
+    int64_t k = 0, group_end = 0;
+    for (; k + SPAN <= K; k += SPAN) {
+        RT_UNROLL for (int c = 0; c < 4; c++)
+            prefetch_step(enc, r[c].r.p, k, SPAN, ahead);
+        RT_UNROLL for (int64_t s = k; s < k + SPAN; s += 32) {
+            if (enc >= ENC_I8 && s == group_end) {
+                RT_UNROLL for (int c = 0; c < 4; c++)
+                    row_group16(enc, wide, &r[c], s / group, BITS[enc]);
+                group_end += group;
+            }
+            tile_step16(enc, wide, MR, r, x, ldx, s, 0xFFFF, 0xFFFF, a0, a1);
+        }
+    }
+    for (; k < K; k += 32) {
         if (enc >= ENC_I8 && k == group_end) {
             RT_UNROLL for (int c = 0; c < 4; c++)
                 row_group16(enc, wide, &r[c], k / group, BITS[enc]);
             group_end += group;
         }
-        if (k + 32 <= K)
-            tile_step16(enc, wide, MR, r, x, ldx, k, 0xFFFF, 0xFFFF, ahead, a0, a1);
-        else
-            tile_step16(enc, wide, MR, r, x, ldx, k, lanes16(K - k), lanes16(K - k - 16), ahead, a0, a1);
+        RT_UNROLL for (int c = 0; c < 4; c++)
+            prefetch_step(enc, r[c].r.p, k, 32, ahead);
+        tile_step16(enc, wide, MR, r, x, ldx, k, lanes16(K - k), lanes16(K - k - 16), a0, a1);
     }
     RT_UNROLL for (int i = 0; i < MR; i++)
         RT_UNROLL for (int c = 0; c < 4; c++)
