@@ -126,16 +126,28 @@ void rt_model_free(rt_model *rm)
     memset(rm, 0, sizeof *rm);
 }
 
-uint64_t rt_model_weight_bytes(const rt_model *rm)
+void rt_model_each_streamed(const rt_model *rm, void (*fn)(const rt_weight *W, void *ctx), void *ctx)
 {
-    uint64_t bytes = rm->classifier.L.bytes; /* the embeddings are read a row per token */
     for (int l = 0; l < rm->arch.n_layers; l++) {
         const rt_layer *L = &rm->layers[l];
         const rt_weight *lw[] = { &L->attn_qkv, &L->attn_q, &L->attn_k, &L->attn_v, &L->attn_out,
                                   &L->ffn_gate, &L->ffn_up, &L->ffn_down };
         for (size_t i = 0; i < sizeof lw / sizeof lw[0]; i++)
-            bytes += lw[i]->data ? lw[i]->L.bytes : 0;
+            if (lw[i]->data)
+                fn(lw[i], ctx);
     }
+    fn(&rm->classifier, ctx);
+}
+
+static void add_bytes(const rt_weight *W, void *bytes)
+{
+    *(uint64_t *)bytes += W->L.bytes;
+}
+
+uint64_t rt_model_weight_bytes(const rt_model *rm)
+{
+    uint64_t bytes = 0;
+    rt_model_each_streamed(rm, add_bytes, &bytes);
     return bytes;
 }
 

@@ -41,8 +41,10 @@ typedef struct {
 /* Validates m (shapes, finite weights, a supported rope layout) and points rm into it. */
 lmq_code rt_model_init(rt_model *rm, const lmq_model *m, lmq_err *err);
 void rt_model_free(rt_model *rm);
-/* Bytes of the stored weight matrices one decoded token streams from memory (every linear layer
- * and the classifier; the embeddings give one row each): the roofline's numerator. */
+/* The stored weight matrices one decoded token streams from memory, in the order it reads them:
+ * every linear layer, then the classifier (the embeddings give one row each). fn(W, ctx) each. */
+void rt_model_each_streamed(const rt_model *rm, void (*fn)(const rt_weight *W, void *ctx), void *ctx);
+/* Their bytes: the roofline's numerator. */
 uint64_t rt_model_weight_bytes(const rt_model *rm);
 
 typedef struct rt_state rt_state;

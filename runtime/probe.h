@@ -4,16 +4,28 @@
 #define LMQ_RT_PROBE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "common/err.h"
 #include "common/pool.h"
 
-/* Fills a buffer of `bytes` (rounded down to a multiple of 256 KiB, at least that), then reads
- * it `rounds` times with every thread of pool (NULL: the caller's thread alone), summing it with
- * vector code (AVX-512 or AVX2 as rt_isa_best says), every other round with software prefetches
- * as the fused kernels issue them. *gbps gets the best round's rate in 10^9 bytes per second. For
- * a memory figure the buffer must be well beyond the last-level cache (which a virtual machine's
- * host may make larger than /sys says: 1 GiB is safe). */
+/* Bytes in memory: a stretch to read. */
+typedef struct {
+    const void *p;
+    size_t bytes;
+} rt_span;
+
+/* Reads spans[0..n) `rounds` times with every thread of pool (NULL: the caller's thread alone),
+ * adding them up as 64-bit words with vector code (AVX-512 or AVX2 as rt_isa_best says), every
+ * other round with software prefetches as the fused kernels issue them. *gbps gets the best
+ * round's rate in 10^9 bytes per second, *sum (unless NULL) the sum of every round: the bytes
+ * are really read. On spans well beyond the last-level cache that rate is the memory's. */
+lmq_code rt_probe_read_spans(lmq_pool *pool, const rt_span *spans, int n, int rounds, double *gbps, uint64_t *sum,
+                             lmq_err *err);
+
+/* The same over a buffer of `bytes` (rounded down to a multiple of 256 KiB, at least that) filled
+ * for the purpose: the machine's read bandwidth when the buffer is well beyond the last-level
+ * cache (which a virtual machine's host may make larger than /sys says: 1 GiB is safe). */
 lmq_code rt_probe_read_bw(lmq_pool *pool, size_t bytes, int rounds, double *gbps, lmq_err *err);
 
 /* The size of the CPU's largest cache level in bytes, 0 when the system does not say. */

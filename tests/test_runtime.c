@@ -15,6 +15,7 @@
 #include "runtime/artefact.h"
 #include "runtime/backend.h"
 #include "runtime/forward.h"
+#include "runtime/probe.h"
 #include "runtime/sample.h"
 #include "tokenizer/tokenizer.h"
 #include "tests/testutil.h"
@@ -678,6 +679,75 @@ START_TEST(device_seam)
 }
 END_TEST
 
+/* ---- what decode streams, and the probe that reads it ---------------------------------- */
+
+static void count_streamed(const rt_weight *W, void *v)
+{
+    uint64_t *n = v;
+    n[0]++;
+    n[1] += W->L.bytes;
+}
+
+/* Every linear layer and the classifier, once each: GPT-2 has four matrices a block (q, k and v
+ * fused), the Llama-shaped stories model seven. */
+START_TEST(streamed_weights)
+{
+    const struct { const char *rel; int per_layer; } m[] = { { SOTU, 4 }, { STORIES, 7 } };
+    for (size_t i = 0; i < sizeof m / sizeof m[0]; i++) {
+        loaded L;
+        open_model(&L, m[i].rel, 1, rt_isa_best());
+        uint64_t n[2] = { 0, 0 };
+        rt_model_each_streamed(&L.rm, count_streamed, n);
+        ck_assert_int_eq(n[0], (uint64_t)m[i].per_layer * L.rm.arch.n_layers + 1);
+        ck_assert_uint_eq(n[1], rt_model_weight_bytes(&L.rm));
+        close_model(&L);
+    }
+}
+END_TEST
+
+/* The probe reads every byte of every span, each round: spans of ragged lengths and alignments,
+ * one longer than a work item, summed as 64-bit words over whole 256-byte steps and then bytes. */
+START_TEST(probe_reads_every_byte)
+{
+    const size_t lens[] = { 1000, (300 << 10) + 17, 256, 3 };
+    const size_t offs[] = { 3, 0, 64, 1 };
+    uint8_t *buf[4];
+    rt_span sp[4];
+    uint64_t want = 0;
+    for (int i = 0; i < 4; i++) {
+        buf[i] = malloc(lens[i] + offs[i]);
+        uint8_t *p = buf[i] + offs[i];
+        for (size_t k = 0; k < lens[i]; k++)
+            p[k] = (uint8_t)(k * 7 + (size_t)i);
+        const size_t whole = lens[i] / 256 * 256;
+        for (size_t k = 0; k < whole; k += 8) {
+            uint64_t w = 0;
+            for (int b = 7; b >= 0; b--)
+                w = w << 8 | p[k + (size_t)b];
+            want += w;
+        }
+        for (size_t k = whole; k < lens[i]; k++)
+            want += p[k];
+        sp[i] = (rt_span){ p, lens[i] };
+    }
+    lmq_pool *pool;
+    lmq_err e;
+    ck_assert(lmq_pool_create(2, &pool, &e) == LMQ_OK);
+    for (int t = 0; t < 2; t++) {
+        double gbps = 0;
+        uint64_t sum = 0;
+        ck_assert_msg(rt_probe_read_spans(t ? pool : NULL, sp, 4, 3, &gbps, &sum, &e) == LMQ_OK, "%s", e.msg);
+        ck_assert_uint_eq(sum, 3 * want);
+        ck_assert(gbps > 0);
+    }
+    double gbps;
+    ck_assert_int_eq(rt_probe_read_spans(pool, sp, 4, 0, &gbps, NULL, &e), LMQ_E_ARG);
+    lmq_pool_free(pool);
+    for (int i = 0; i < 4; i++)
+        free(buf[i]);
+}
+END_TEST
+
 /* ---- sampling ------------------------------------------------------------------------- */
 
 START_TEST(rng_known_answers)
@@ -769,6 +839,8 @@ int main(void)
     tcase_add_test(tc, row_kernels_against_definition);
     tcase_add_test(tc, forward_errors);
     tcase_add_test(tc, device_seam);
+    tcase_add_test(tc, streamed_weights);
+    tcase_add_test(tc, probe_reads_every_byte);
     tcase_add_test(tc, rng_known_answers);
     tcase_add_test(tc, sampling);
     suite_add_tcase(s, tc);

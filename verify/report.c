@@ -118,7 +118,10 @@ static void main_cells(const vf_report *r, int i, char out[][VF_CELL])
     const int sp = w->decode_tps > 0; /* speed measured (not a reference given by saved logits) */
     snprintf(out[12], VF_CELL, sp ? "%.0f/%.0f" : "-", w->prefill_tps, w->decode_tps);
     snprintf(out[13], VF_CELL, sp ? "%.2f" : "-", w->weight_mib);
-    snprintf(out[14], VF_CELL, w->roofline > 0 ? "%.0f%%" : "-", 100.0 * w->roofline);
+    if (w->roofline > 0)
+        snprintf(out[14], VF_CELL, "%.0f%% of %.0f GB/s", 100.0 * w->roofline, w->read_gbps);
+    else
+        snprintf(out[14], VF_CELL, "-");
     if (r->n_gates)
         gate_cell(r, i, out[15]);
 }
@@ -251,8 +254,10 @@ int vf_report_header(const vf_report *r, int i, char *buf, size_t cap)
             snprintf(buf, cap,
                      "speed: %d thread%s, kernels %s; prefill = one pass over ctx tokens, decode = one token at a "
                      "time; W MiB = stored weights read per decoded token; roofline = decode tok/s × those bytes / "
-                     "%.1f GB/s read bandwidth ('-' where they fit in the last-level cache)",
-                     r->threads, r->threads == 1 ? "" : "s", r->isa, r->bandwidth_gbps);
+                     "%s ('-' where they fit in the last-level cache)",
+                     r->threads, r->threads == 1 ? "" : "s", r->isa,
+                     r->bandwidth_gbps > 0 ? "the read bandwidth given"
+                                           : "the rate every thread read the same bytes just before the decode");
         return 1;
     default:
         return 0;
@@ -382,6 +387,8 @@ json_t *vf_row_json(const vf_report *r, int i)
                           w->dppl_pct, "top1", w->res.top1, "kl_mean", w->res.kl_mean, "kl_p99", w->res.kl_p99,
                           "prefill_tokens_per_s", w->prefill_tps, "decode_tokens_per_s", w->decode_tps, "weight_mib",
                           w->weight_mib, "decode_roofline", w->roofline);
+    if (o && w->read_gbps > 0)
+        json_object_set_new(o, "read_gbps", json_real(w->read_gbps));
     if (o) {
         json_object_set_new(o, "model_bpw", json_real(w->model_bpw));
         if (r->text)

@@ -38,7 +38,8 @@ typedef struct {
     double prefill_tps;   /* tokens/s evaluating one window of ctx tokens in a pass (a prompt) */
     double decode_tps;    /* tokens/s decoding one token at a time from the cache */
     double weight_mib;    /* stored weight matrices one decoded token reads (resident as mapped) */
-    double roofline;      /* decode_tps · weight bytes / read bandwidth: 1 = memory-bound limit */
+    double read_gbps;     /* the bandwidth its roofline is taken against (see vf_report.bandwidth_gbps) */
+    double roofline;      /* decode_tps · weight bytes / read_gbps: 1 = memory-bound limit */
     uint32_t gates_failed; /* bit g: the report's gates[g] failed on this row (vf_gates_apply) */
     vf_batch batch[VF_MAX_BATCH]; /* the batch sweep (vf_run_opts.batch), n_batch sizes */
     int n_batch;
@@ -50,8 +51,9 @@ typedef struct {
     const char *isa;        /* the kernel set */
     const char *device;     /* "cpu" or "cuda": where every forward pass ran */
     char device_desc[128];  /* the CUDA device ("" on the CPU) */
-    double bandwidth_gbps;  /* bandwidth the rooflines are taken against: the CPU's read bandwidth, or
-                               the CUDA device's copy bandwidth (lmq probe) */
+    double bandwidth_gbps;  /* bandwidth every roofline is taken against: given (--bandwidth), or the CUDA
+                               device's copy bandwidth (lmq probe); 0: each row's own read_gbps, the rate
+                               every thread reads that artefact's weights just before each decode */
     int64_t tokens;         /* stream length */
     int documents;
     uint64_t text_checksum; /* XXH3-64 of the text file */

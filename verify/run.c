@@ -13,7 +13,7 @@
 #include "verify/stream.h"
 
 /* Tokens decoded one at a time to measure decode speed (fewer if the window is shorter); each
- * speed is the best of SPEED_ROUNDS. The read bandwidth is probed over PROBE_BYTES. */
+ * speed is the best of SPEED_ROUNDS. A CUDA device's copy bandwidth is probed over PROBE_BYTES. */
 #define DECODE_TOKENS 64
 #define SPEED_ROUNDS 3
 #define PROBE_BYTES ((size_t)512 << 20)
@@ -49,30 +49,58 @@ static void unload(loaded *l)
     lmq_model_free(&l->m);
 }
 
+/* The weights a decoded token streams, as spans for the probe (rt_model_each_streamed). */
+typedef struct {
+    rt_span *s;
+    int n;
+} spans;
+
+static void add_span(const rt_weight *W, void *v)
+{
+    spans *x = v;
+    x->s[x->n++] = (rt_span){ W->data, W->L.bytes };
+}
+
 /* Prefill: one pass over the first ctx tokens (logits of the last, as for a prompt); decode: the
- * first tokens one at a time from an empty cache. Best of SPEED_ROUNDS each. */
-static lmq_code measure_speed(loaded *l, const int32_t *tokens, int ctx, vf_row *row, lmq_err *err)
+ * first tokens one at a time from an empty cache. Best of SPEED_ROUNDS each. With probe, every
+ * round reads the weights decoding streams just before it decodes (on a shared host the memory's
+ * speed changes from one second to the next): row->read_gbps is the rate of the best decode's
+ * own round. */
+static lmq_code measure_speed(loaded *l, lmq_pool *pool, const int32_t *tokens, int ctx, int probe, vf_row *row,
+                              lmq_err *err)
 {
     float *logits = malloc((size_t)l->m.arch.vocab_size * sizeof *logits);
-    if (!logits)
+    spans w = { .s = probe ? malloc((8 * (size_t)l->rm.arch.n_layers + 1) * sizeof *w.s) : NULL };
+    if (!logits || (probe && !w.s)) {
+        free(logits);
+        free(w.s);
         return lmq_fail(err, LMQ_E_NOMEM, "out of memory");
+    }
+    if (probe)
+        rt_model_each_streamed(&l->rm, add_span, &w);
     const int n_decode = ctx < DECODE_TOKENS ? ctx : DECODE_TOKENS;
     double pre = 1e30, dec = 1e30;
     lmq_code c = LMQ_OK;
     for (int r = 0; r < SPEED_ROUNDS && !c; r++) {
-        double t0 = lmq_now();
+        double gbps = 0, t0 = lmq_now();
         c = rt_forward(l->st, tokens, ctx, 0, RT_LOGITS_LAST, logits, err);
-        double t1 = lmq_now();
+        const double t1 = lmq_now();
+        if (!c && probe)
+            c = rt_probe_read_spans(pool, w.s, w.n, 2, &gbps, NULL, err);
+        const double t2 = lmq_now();
         for (int i = 0; i < n_decode && !c; i++)
             c = rt_decode(l->st, tokens[i], i, logits, err);
-        double t2 = lmq_now();
+        const double t3 = lmq_now();
         pre = t1 - t0 < pre ? t1 - t0 : pre;
-        dec = t2 - t1 < dec ? t2 - t1 : dec;
+        if (t3 - t2 < dec) {
+            dec = t3 - t2;
+            row->read_gbps = gbps;
+        }
     }
     row->prefill_tps = ctx / pre;
     row->decode_tps = n_decode / dec;
-    row->weight_mib = (double)rt_model_weight_bytes(&l->rm) / (1024.0 * 1024.0);
     free(logits);
+    free(w.s);
     return c;
 }
 
@@ -189,8 +217,6 @@ lmq_code vf_run(const char *ref_path, const char *const *cand_paths, int n_cands
     if (!c && dev->probe)
         c = dev->probe(PROBE_BYTES, SPEED_ROUNDS, &probed, report->device_desc, sizeof report->device_desc, &cache,
                        err);
-    else if (!c && !(report->bandwidth_gbps > 0))
-        c = rt_probe_read_bw(pool, PROBE_BYTES, SPEED_ROUNDS, &probed, err);
     if (!(report->bandwidth_gbps > 0))
         report->bandwidth_gbps = probed;
     if (!c && ref_path)
@@ -232,12 +258,17 @@ lmq_code vf_run(const char *ref_path, const char *const *cand_paths, int n_cands
     for (int i = 0; i < n && !c; i++) {
         rows[i].res = res[i];
         rows[i].dppl_pct = opts->speed_only ? 0 : 100.0 * (res[i].ppl / res[0].ppl - 1.0);
-        if (i < saved || (c = measure_speed(&l[i], ids, ctx, &rows[i], err)))
+        if (i < saved)
             continue;
         /* Weights that fit in the last-level cache are not streamed from memory: no roofline. */
-        const double bytes = rows[i].weight_mib * 1048576.0;
-        if (bytes > (double)cache)
-            rows[i].roofline = rows[i].decode_tps * bytes / (report->bandwidth_gbps * 1e9);
+        const double bytes = (double)rt_model_weight_bytes(&l[i].rm);
+        const int fixed = report->bandwidth_gbps > 0;
+        rows[i].weight_mib = bytes / 1048576.0;
+        rows[i].read_gbps = report->bandwidth_gbps;
+        if ((c = measure_speed(&l[i], pool, ids, ctx, !fixed && bytes > (double)cache, &rows[i], err)))
+            continue;
+        if (bytes > (double)cache && rows[i].read_gbps > 0)
+            rows[i].roofline = rows[i].decode_tps * bytes / (rows[i].read_gbps * 1e9);
         if (opts->n_batch)
             c = measure_batches(&l[i], &ex, opts, &rows[i], err);
     }

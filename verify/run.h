@@ -11,7 +11,7 @@ typedef struct {
     int ctx;              /* window length; 0 = 256 */
     int threads;          /* 0 = one per online CPU */
     int speed_only;       /* 1: measure speed alone (no text needed; quality columns stay empty) */
-    double bandwidth_gbps; /* read bandwidth for the rooflines; 0 = measure it (rt_probe_read_bw) */
+    double bandwidth_gbps; /* read bandwidth for the rooflines; 0 = each artefact's own (vf_row.read_gbps) */
     vf_progress_fn progress;
     void *user;
     const char *save_ref_logits; /* writes the reference's logits there (verify/ref_logits.h) */

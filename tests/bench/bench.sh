@@ -33,7 +33,8 @@ timed() {
 }
 
 BW=$("$LMQ" probe --json --threads "$THREADS" | python3 -c 'import json,sys; print(json.load(sys.stdin)["read_gbps_all"])')
-echo "read bandwidth: $BW GB/s with $THREADS threads (lmq probe); every roofline below is taken against it"
+echo "read bandwidth: $BW GB/s with $THREADS threads (lmq probe, for scale); every roofline below is taken against"
+echo "the rate all threads read the same weights just before (on a shared host the memory's speed changes by the second)"
 for shape in $SHAPES; do
     src="$DIR/$shape"
     rm -rf "$src"
@@ -61,19 +62,18 @@ EOF
         printf "%-22s %8s %9.2f %10s %11s\n" "quantize $name" "$t" "$(awk -v b="$fp32_bytes" -v t="$t" 'BEGIN { print b / 1e9 / t }')" "$rss" "$lim"
         arts+=("$DIR/$shape-$name.lmq")
     done
-    "$LMQ" verify "${arts[@]}" --speed-only --threads "$THREADS" --ctx 512 --bandwidth "$BW" \
-        --json "$DIR/$shape.json" >/dev/null
+    "$LMQ" verify "${arts[@]}" --speed-only --threads "$THREADS" --ctx 512 --json "$DIR/$shape.json" >/dev/null
     python3 - "$DIR/$shape.json" "$shape" <<'EOF'
 import json, os, sys
 r = json.load(open(sys.argv[1]))
 rows = r["rows"]
 f = rows[0]
-print(f"\n{'artefact':<12} {'scheme':<38} {'W MiB':>8} {'prefill tok/s':>14} {'×fp32':>6} {'decode tok/s':>13} {'×fp32':>6} {'roofline':>9}")
+print(f"\n{'artefact':<12} {'scheme':<38} {'W MiB':>8} {'prefill tok/s':>14} {'×fp32':>6} {'decode tok/s':>13} {'×fp32':>6} {'read GB/s':>10} {'roofline':>9}")
 for w in rows:
     name = os.path.basename(w["artefact"]).removeprefix(sys.argv[2] + "-").removesuffix(".lmq")
     print(f"{name:<12} {w['scheme'][:38]:<38} {w['weight_mib']:8.1f} {w['prefill_tokens_per_s']:14.1f} "
           f"{w['prefill_tokens_per_s'] / f['prefill_tokens_per_s']:6.2f} {w['decode_tokens_per_s']:13.1f} "
-          f"{w['decode_tokens_per_s'] / f['decode_tokens_per_s']:6.2f} {100 * w['decode_roofline']:8.0f}%")
+          f"{w['decode_tokens_per_s'] / f['decode_tokens_per_s']:6.2f} {w.get('read_gbps', 0):10.1f} {100 * w['decode_roofline']:8.0f}%")
 print(f"(prefill: one pass over {r['ctx']} tokens; decode: one token at a time; {r['threads']} threads, kernels {r['kernels']})")
 EOF
     # verify holds only packed artefacts: its peak RSS with the fp32 reference and four int4
@@ -84,8 +84,7 @@ EOF
         "$LMQ" quantize "$DIR/$shape-fp32.lmq" --recipe "recipes/$r.yaml" -o "$DIR/$shape-$r.lmq" >/dev/null
         int4s+=("$DIR/$shape-$r.lmq")
     done
-    read -r t rss <<<"$(timed "$LMQ" verify "$DIR/$shape-fp32.lmq" "${int4s[@]}" --speed-only --threads "$THREADS" \
-        --bandwidth "$BW")"
+    read -r t rss <<<"$(timed "$LMQ" verify "$DIR/$shape-fp32.lmq" "${int4s[@]}" --speed-only --threads "$THREADS")"
     budget=$(stat -c %s "$DIR/$shape-fp32.lmq" "${int4s[@]}" | awk '{ s += $1 } END { printf "%.0f", 1.2 * s / 1048576 }')
     echo "verify fp32 + 4 int4 artefacts: peak RSS $rss MiB (budget: the five files + 20 % = $budget MiB)"
     rm -rf "$src" "$DIR/$shape"-*.lmq

@@ -2,10 +2,11 @@
  * 4096) in each encoding, at 1 token (decode: a matrix-vector product) and at 512 tokens
  * (prefill), on the best kernel set and the given thread count. Calls rotate over enough copies
  * of the matrix to fill SPAN, so that one token streams it from memory as a large model's decode
- * does. Prints time, the stored bytes streamed per second at 1 token, the fraction
- * of the read bandwidth that is (measured by the same run, all threads), the speed-up over
- * fp32, and the kernels' own ceiling: the same rate over the first rows of the matrix, HOT_BYTES
- * of them, which stay in cache. Usage: bench_linear [threads] [out] [in]. */
+ * does. Prints time, the stored bytes streamed per second at 1 token, the fraction of the read
+ * bandwidth that is (all threads reading the same copies just before: on a shared host the
+ * memory's speed changes from one second to the next), the speed-up over fp32, and the kernels'
+ * own ceiling: the same rate over the first rows of the matrix, HOT_BYTES of them, which stay in
+ * cache. Usage: bench_linear [threads] [out] [in]. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +16,7 @@
 #include "runtime/probe.h"
 
 #define PREFILL 512
-/* The bytes the probe reads and the copies of a matrix fill at least: four last-level caches as
+/* The bytes the copies of a matrix fill at least: four last-level caches as
  * /sys tells them were not enough on a virtual machine whose host caches more (128 MiB of copies
  * read at 81 GB/s where 1 GiB reads at 50). */
 #define SPAN ((size_t)1 << 30)
@@ -93,9 +94,6 @@ int main(int argc, char **argv)
     if (out < 1 || in < 1 || lmq_pool_create(threads, &pool, &e))
         return fprintf(stderr, "usage: bench_linear [threads] [out] [in]\n"), 1;
     rt_exec ex = { .pool = pool, .isa = rt_isa_best() };
-    double bw;
-    if (rt_probe_read_bw(pool, SPAN, 5, &bw, &e))
-        return fail(&e);
     float *w = malloc((size_t)out * in * sizeof *w), *x = malloc((size_t)PREFILL * in * sizeof *x);
     float *y = malloc((size_t)PREFILL * out * sizeof *y);
     uint64_t s = 1;
@@ -105,10 +103,10 @@ int main(int argc, char **argv)
     }
     for (size_t i = 0; i < (size_t)PREFILL * in; i++)
         x[i] = (float)(i % 97) / 97.0f - 0.5f;
-    printf("one [%d × %d] matrix, kernels %s, %d threads; read bandwidth %.1f GB/s (all threads)\n", out, in,
-           rt_isa_name(ex.isa), lmq_pool_threads(pool), bw);
-    printf("%-22s %6s %6s %10s %8s %9s %7s %11s %8s %8s\n", "encoding", "path", "bpw", "1 tok µs", "GB/s", "roofline",
-           "×fp32", "512 tok ms", "×fp32", "hot GB/s");
+    printf("one [%d × %d] matrix, kernels %s, %d threads; roofline: GB/s over read GB/s, the rate all threads read "
+           "the same copies just before\n", out, in, rt_isa_name(ex.isa), lmq_pool_threads(pool));
+    printf("%-22s %6s %6s %10s %8s %9s %9s %7s %11s %8s %8s\n", "encoding", "path", "bpw", "1 tok µs", "GB/s", "read GB/s",
+           "roofline", "×fp32", "512 tok ms", "×fp32", "hot GB/s");
     double t1_f32 = 0, tn_f32 = 0;
     for (size_t k = 0; k < sizeof ENC / sizeof ENC[0]; k++) {
         lmq_layout L;
@@ -123,6 +121,9 @@ int main(int argc, char **argv)
         if (!W || store(&ENC[k].q, w, out, in, copies, &bytes, W, &size, pool, &e) ||
             store(&ENC[k].q, w, hot_rows, in, 1, &hot_bytes, &H, &hot_size, pool, &e))
             return fail(&e);
+        double bw = 0;
+        if (rt_probe_read_spans(pool, &(rt_span){ bytes, size * (size_t)copies }, 1, 2, &bw, NULL, &e))
+            return fail(&e);
         const double t1 = best(&ex, x, 1, W, copies, y, 10 * copies, &e), tn = best(&ex, x, PREFILL, W, copies, y, 3, &e);
         const double th = best(&ex, x, 1, &H, 1, y, 200, &e);
         if (t1 < 0 || tn < 0 || th < 0)
@@ -130,9 +131,9 @@ int main(int argc, char **argv)
         if (k == 0)
             t1_f32 = t1, tn_f32 = tn;
         const double gbs = (double)size / t1 / 1e9;
-        printf("%-22s %6s %6.3f %10.1f %8.1f %8.0f%% %7.2f %11.2f %8.2f %8.1f\n", ENC[k].name,
+        printf("%-22s %6s %6.3f %10.1f %8.1f %9.1f %8.0f%% %7.2f %11.2f %8.2f %8.1f\n", ENC[k].name,
                rt_linear_fused(ex.isa, W) ? "fused" : "generic", (double)L.bits / ((double)out * in), t1 * 1e6,
-               gbs, 100.0 * gbs / bw, t1_f32 / t1, tn * 1e3, tn_f32 / tn, (double)hot_size / th / 1e9);
+               gbs, bw, 100.0 * gbs / bw, t1_f32 / t1, tn * 1e3, tn_f32 / tn, (double)hot_size / th / 1e9);
         free(bytes);
         free(hot_bytes);
         free(W);
