@@ -30,14 +30,15 @@ typedef struct {
     uint64_t *partial; /* [threads * SLOT] */
 } probe_ctx;
 
-/* The bytes are added up as 64-bit words (integers: any bytes do, weights included), 256 bytes a
- * step; n is a multiple of 256. */
+/* One request per cache line of p[0..256), AHEAD bytes on. */
 static inline void ask_ahead(const uint8_t *p, int prefetch)
 {
     for (int l = 0; prefetch && l < 4; l++)
         __builtin_prefetch(p + 64 * l + AHEAD, 0, 3);
 }
 
+/* The sum of p[0..n) (n a multiple of 256) as 64-bit words: integers, so any bytes do, weights
+ * included. Four independent accumulators: the additions do not wait on each other. */
 static uint64_t sum_plain(const uint8_t *p, size_t n, int prefetch)
 {
     uint64_t acc[4] = { 0 };
@@ -70,6 +71,7 @@ __attribute__((target("avx2"))) static uint64_t sum_avx2(const uint8_t *p, size_
     return s;
 }
 
+/* Whole cache lines a load: the widest reads this CPU has. */
 __attribute__((target("avx512f"))) static uint64_t sum_avx512(const uint8_t *p, size_t n, int prefetch)
 {
     __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
@@ -124,8 +126,10 @@ lmq_code rt_probe_read_spans(lmq_pool *pool, const rt_span *spans, int n, int ro
     }
     items = 0;
     for (int i = 0; i < n; i++)
-        for (size_t o = 0; o < spans[i].bytes; o += CHUNK)
-            item[items++] = (rt_span){ (const uint8_t *)spans[i].p + o, spans[i].bytes - o < CHUNK ? spans[i].bytes - o : CHUNK };
+        for (size_t o = 0; o < spans[i].bytes; o += CHUNK) {
+            const size_t left = spans[i].bytes - o;
+            item[items++] = (rt_span){ (const uint8_t *)spans[i].p + o, left < CHUNK ? left : CHUNK };
+        }
     /* Each thread reads long stretches, as the linear layers do (common/pool.c hands them out). */
     double best = 0;
     for (int r = 0; r < rounds; r++) {
@@ -147,6 +151,7 @@ lmq_code rt_probe_read_spans(lmq_pool *pool, const rt_span *spans, int n, int ro
     return LMQ_OK;
 }
 
+/* Each thread touches first the stretches it will read (on NUMA machines, its own node's memory). */
 static void fill_task(void *ctx, int64_t begin, int64_t end, int thread)
 {
     (void)thread;
@@ -157,6 +162,8 @@ static void fill_task(void *ctx, int64_t begin, int64_t end, int thread)
 
 lmq_code rt_probe_read_bw(lmq_pool *pool, size_t bytes, int rounds, double *gbps, lmq_err *err)
 {
+    if (rounds < 1) /* before allocating */
+        return rt_probe_read_spans(pool, NULL, 0, rounds, gbps, NULL, err);
     const size_t chunks = bytes / CHUNK ? bytes / CHUNK : 1, size = chunks * CHUNK;
     uint64_t *buf = aligned_alloc(64, size), sum = 0;
     if (!buf)
