@@ -70,16 +70,18 @@ static lmq_code store(const lmq_qparams *q, const float *w, int rows, int in, in
     return c;
 }
 
-/* Best of reps calls (each on the next of the copies), in seconds. */
-static double best(const rt_exec *ex, const float *x, int n, const rt_weight *W, int copies, float *y, int reps,
-                   lmq_err *e)
+/* The best of reps runs of `calls` calls in a row (the i-th on copy i % copies), in seconds a call:
+ * at 1 token a run sweeps every copy, as the probe it is set against reads them all. */
+static double best(const rt_exec *ex, const float *x, int n, const rt_weight *W, int copies, int calls, float *y,
+                   int reps, lmq_err *e)
 {
     double t = 1e30;
     for (int r = 0; r < reps; r++) {
         double t0 = lmq_now();
-        if (rt_linear(ex, x, n, &W[r % copies], y, e))
-            return -1;
-        double dt = lmq_now() - t0;
+        for (int i = 0; i < calls; i++)
+            if (rt_linear(ex, x, n, &W[(r * calls + i) % copies], y, e))
+                return -1;
+        double dt = (lmq_now() - t0) / calls;
         t = dt < t ? dt : t;
     }
     return t;
@@ -122,10 +124,10 @@ int main(int argc, char **argv)
             store(&ENC[k].q, w, hot_rows, in, 1, &hot_bytes, &H, &hot_size, pool, &e))
             return fail(&e);
         double bw = 0;
-        if (rt_probe_read_spans(pool, &(rt_span){ bytes, size * (size_t)copies }, 1, 2, &bw, NULL, &e))
+        if (rt_probe_read_spans(pool, &(rt_span){ bytes, size * (size_t)copies }, 1, 4, &bw, NULL, &e))
             return fail(&e);
-        const double t1 = best(&ex, x, 1, W, copies, y, 10 * copies, &e), tn = best(&ex, x, PREFILL, W, copies, y, 3, &e);
-        const double th = best(&ex, x, 1, &H, 1, y, 200, &e);
+        const double t1 = best(&ex, x, 1, W, copies, copies, y, 3, &e);
+        const double tn = best(&ex, x, PREFILL, W, copies, 1, y, 3, &e), th = best(&ex, x, 1, &H, 1, 200, y, 5, &e);
         if (t1 < 0 || tn < 0 || th < 0)
             return fail(&e);
         if (k == 0)
