@@ -82,7 +82,11 @@ __attribute__((target("avx512f"))) static uint64_t sum_avx512(const uint8_t *p, 
         a2 = _mm512_add_epi64(a2, _mm512_loadu_si512(p + i + 128));
         a3 = _mm512_add_epi64(a3, _mm512_loadu_si512(p + i + 192));
     }
-    return (uint64_t)_mm512_reduce_add_epi64(_mm512_add_epi64(_mm512_add_epi64(a0, a1), _mm512_add_epi64(a2, a3)));
+    uint64_t lanes[8], s = 0; /* not _mm512_reduce_add_epi64: its additions are signed, and overflow */
+    _mm512_storeu_si512(lanes, _mm512_add_epi64(_mm512_add_epi64(a0, a1), _mm512_add_epi64(a2, a3)));
+    for (int j = 0; j < 8; j++)
+        s += lanes[j];
+    return s;
 }
 #endif
 
