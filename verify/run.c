@@ -58,7 +58,9 @@ typedef struct {
 static void add_span(const rt_weight *W, void *v)
 {
     spans *x = v;
-    x->s[x->n++] = (rt_span){ W->data, W->L.bytes };
+    if (x->s)
+        x->s[x->n] = (rt_span){ W->data, W->L.bytes };
+    x->n++;
 }
 
 /* Prefill: one pass over the first ctx tokens (logits of the last, as for a prompt); decode: the
@@ -70,12 +72,15 @@ static lmq_code measure_speed(loaded *l, lmq_pool *pool, const int32_t *tokens, 
                               lmq_err *err)
 {
     float *logits = malloc((size_t)l->m.arch.vocab_size * sizeof *logits);
-    spans w = { .s = probe ? malloc((8 * (size_t)l->rm.arch.n_layers + 1) * sizeof *w.s) : NULL };
+    spans w = { 0 }; /* counted, then filled */
+    rt_model_each_streamed(&l->rm, add_span, &w);
+    w.s = probe ? malloc((size_t)w.n * sizeof *w.s) : NULL;
     if (!logits || (probe && !w.s)) {
         free(logits);
         free(w.s);
         return lmq_fail(err, LMQ_E_NOMEM, "out of memory");
     }
+    w.n = 0;
     if (probe)
         rt_model_each_streamed(&l->rm, add_span, &w);
     const int n_decode = ctx < DECODE_TOKENS ? ctx : DECODE_TOKENS;
@@ -94,7 +99,8 @@ static lmq_code measure_speed(loaded *l, lmq_pool *pool, const int32_t *tokens, 
         pre = t1 - t0 < pre ? t1 - t0 : pre;
         if (t3 - t2 < dec) {
             dec = t3 - t2;
-            row->read_gbps = gbps;
+            if (probe) /* else the caller's given rate stands */
+                row->read_gbps = gbps;
         }
     }
     row->prefill_tps = ctx / pre;

@@ -16,6 +16,29 @@ gold=$(sed -n 's/^ "ppl": \([0-9.]*\),*$/\1/p' "$FIX/golden/stories260K-tinystor
 awk -v a="$ours" -v b="$gold" 'BEGIN { d = a / b - 1; exit !(d < 5e-4 && d > -5e-4) }' ||
     fail "JSON ppl $ours, golden $gold"
 
+# Rooflines, on weights beyond any last-level cache (a GPT-2-shape fp32 checkpoint, 471 MiB of
+# matrices): against the rate given, or else against the rate the same weights were read just
+# before the best decode; either way tok/s × bytes / rate.
+"$LMQ" synth --shape gpt2-124m -o "$tmp/g" >/dev/null
+"$LMQ" convert "$tmp/g" -o "$tmp/g.lmq" >/dev/null
+rm -rf "$tmp/g"
+for bw in 50 probed; do
+    arg=()
+    [ "$bw" = probed ] || arg=(--bandwidth "$bw")
+    "$LMQ" verify "$tmp/g.lmq" --speed-only --ctx 16 --threads 2 "${arg[@]}" --json "$tmp/g.json" >"$tmp/out" ||
+        fail "verify of the GPT-2 shape ($bw)"
+    python3 -c '
+import json, sys
+w = json.load(open(sys.argv[1]))["rows"][0]
+rate = w["read_gbps"]
+assert rate == 50 if sys.argv[2] == "50" else rate > 0, w
+want = w["decode_tokens_per_s"] * w["weight_mib"] * 1048576 / (rate * 1e9)
+assert w["decode_roofline"] > 0 and abs(w["decode_roofline"] / want - 1) < 1e-9, (w, want)
+' "$tmp/g.json" "$bw" || fail "rooflines ($bw): $(cat "$tmp/g.json")"
+    grep -q "% of [0-9]* GB/s$" "$tmp/out" || fail "the table's roofline cell ($bw): $(cat "$tmp/out")"
+done
+rm -f "$tmp/g.lmq"
+
 # refuse NAME SUBSTRING ARGS...: exit 1 with SUBSTRING in the message.
 refuse() {
     local name=$1 want=$2 st=0
