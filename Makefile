@@ -48,8 +48,8 @@ CUDA_FOUND := $(wildcard $(CUDA_LIBDIR)/libcublas.so $(CUDA_LIBDIR)/../include/c
 ifneq ($(and $(NVCC),$(CUDA_SRC),$(word 2,$(CUDA_FOUND))),)
 CUDA_OBJ    := $(CUDA_SRC:%.cu=$(BUILD)/%.o)
 CUDA_PLUGIN := $(BUILD)/liblmq_cuda.so
-# The C objects the kernels call (errors, the encoding table), linked into the plugin as well.
-CUDA_C_OBJ  := $(BUILD)/common/err.o $(BUILD)/formats/encoding.o
+# The C objects the plugin calls (errors, the encoding table, the forward pass), linked into it as well.
+CUDA_C_OBJ  := $(BUILD)/common/err.o $(BUILD)/formats/encoding.o $(BUILD)/runtime/pass.o
 $(BUILD)/runtime/backend.o: CFLAGS += -DLMQ_CUDA_PLUGIN='"$(abspath $(CUDA_PLUGIN))"'
 endif
 # Ampere and Hopper code, plus Hopper PTX that newer devices compile when they load it.

@@ -2,8 +2,8 @@
  * kernels are keyed. The CPU row is runtime/linear.h (every encoding); the CUDA row is
  * the plugin runtime/cuda/cuda.h describes, opened on first use; in a build without nvcc the row
  * answers "built without CUDA". A forward pass runs on the CUDA row when rt_exec.device says so
- * (runtime/forward.h): the plugin uploads every weight once and runs its own pass
- * (runtime/cuda/forward.cu, a mirror of forward.c's). */
+ * (runtime/forward.h): the plugin uploads every weight once and runs the pass (runtime/pass.h)
+ * on its own ops (runtime/cuda/forward.cu). */
 #ifndef LMQ_RT_BACKEND_H
 #define LMQ_RT_BACKEND_H
 

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "runtime/backend.h"
+#include "runtime/pass.h"
 
 /* ---------------------------------------------------------------- the model view */
 
@@ -44,35 +45,38 @@ static lmq_code weight(rt_model *rm, const lmq_model *m, const char *name, const
     return c ? c : rt_weight_of(lmq_model_find(m, name), b, W, err);
 }
 
+/* A block's matrices by slot: the tensor's name and which models have it and its bias. */
+enum { GPT2 = 1, LLAMA = 2, QKV_BIAS = 4 /* Llama's when the model has attn_q.bias (Qwen2) */ };
+static const struct {
+    const char *name;
+    unsigned in, bias;
+} BLOCK[RT_W_BLOCK] = {
+    [RT_W_QKV] = { "attn_qkv", GPT2, GPT2 },         [RT_W_Q] = { "attn_q", GPT2 | LLAMA, GPT2 | QKV_BIAS },
+    [RT_W_K] = { "attn_k", GPT2 | LLAMA, GPT2 | QKV_BIAS }, [RT_W_V] = { "attn_v", GPT2 | LLAMA, GPT2 | QKV_BIAS },
+    [RT_W_OUT] = { "attn_out", GPT2 | LLAMA, GPT2 }, [RT_W_GATE] = { "ffn_gate", LLAMA, 0 },
+    [RT_W_UP] = { "ffn_up", GPT2 | LLAMA, GPT2 },    [RT_W_DOWN] = { "ffn_down", GPT2 | LLAMA, GPT2 },
+};
+
+/* Block l's norms and matrices. lmq_model_validate checked which the model has: GPT-2 q, k, v
+ * fused or not, Llama biases on all three or none. */
 static lmq_code layer_init(rt_model *rm, const lmq_model *m, int l, lmq_err *err)
 {
     const int gpt2 = rm->arch.family == LMQ_FAMILY_GPT2;
     rt_layer *L = &rm->layers[l];
     char n[2][LMQ_NAME_MAX];
-#define NAME(i, what) (snprintf(n[i], sizeof n[i], "blk.%d.%s", l, what), n[i])
-#define BIAS(what) (gpt2 ? NAME(1, what) : NULL)
+#define NAME(i, what, part) (snprintf(n[i], sizeof n[i], "blk.%d.%s%s", l, what, part), n[i])
+    const unsigned family = gpt2 ? GPT2 : LLAMA | (lmq_model_find(m, NAME(1, "attn_q", ".bias")) ? QKV_BIAS : 0);
     lmq_code c;
-    /* Llama q/k/v biases (Qwen2): all three or none, as lmq_model_validate checked */
-    const int qkv_bias = gpt2 || lmq_model_find(m, NAME(1, "attn_q.bias"));
-#define QKV_BIAS(what) (qkv_bias ? NAME(1, what) : NULL)
-    L->fused_qkv = gpt2 && lmq_model_find(m, NAME(0, "attn_qkv.weight"));
-    if ((c = vector(rm, m, NAME(0, "attn_norm.weight"), &L->attn_norm_w, err)) ||
-        (c = vector(rm, m, NAME(0, "ffn_norm.weight"), &L->ffn_norm_w, err)) ||
-        (gpt2 && (c = vector(rm, m, NAME(0, "attn_norm.bias"), &L->attn_norm_b, err))) ||
-        (gpt2 && (c = vector(rm, m, NAME(0, "ffn_norm.bias"), &L->ffn_norm_b, err))) ||
-        (c = weight(rm, m, NAME(0, "attn_out.weight"), BIAS("attn_out.bias"), &L->attn_out, err)) ||
-        (c = weight(rm, m, NAME(0, "ffn_up.weight"), BIAS("ffn_up.bias"), &L->ffn_up, err)) ||
-        (c = weight(rm, m, NAME(0, "ffn_down.weight"), BIAS("ffn_down.bias"), &L->ffn_down, err)) ||
-        (!gpt2 && (c = weight(rm, m, NAME(0, "ffn_gate.weight"), NULL, &L->ffn_gate, err))))
+    if ((c = vector(rm, m, NAME(0, "attn_norm", ".weight"), &L->attn_norm_w, err)) ||
+        (c = vector(rm, m, NAME(0, "ffn_norm", ".weight"), &L->ffn_norm_w, err)) ||
+        (gpt2 && (c = vector(rm, m, NAME(0, "attn_norm", ".bias"), &L->attn_norm_b, err))) ||
+        (gpt2 && (c = vector(rm, m, NAME(0, "ffn_norm", ".bias"), &L->ffn_norm_b, err))))
         return c;
-    if (L->fused_qkv)
-        return weight(rm, m, NAME(0, "attn_qkv.weight"), NAME(1, "attn_qkv.bias"), &L->attn_qkv, err);
-    if ((c = weight(rm, m, NAME(0, "attn_q.weight"), QKV_BIAS("attn_q.bias"), &L->attn_q, err)) ||
-        (c = weight(rm, m, NAME(0, "attn_k.weight"), QKV_BIAS("attn_k.bias"), &L->attn_k, err)))
-        return c;
-    return weight(rm, m, NAME(0, "attn_v.weight"), QKV_BIAS("attn_v.bias"), &L->attn_v, err);
-#undef QKV_BIAS
-#undef BIAS
+    for (int w = 0; w < RT_W_BLOCK; w++)
+        if ((BLOCK[w].in & family) && lmq_model_find(m, NAME(0, BLOCK[w].name, ".weight")) &&
+            (c = weight(rm, m, n[0], BLOCK[w].bias & family ? NAME(1, BLOCK[w].name, ".bias") : NULL, &L->w[w], err)))
+            return c;
+    return LMQ_OK;
 #undef NAME
 }
 
@@ -126,16 +130,20 @@ void rt_model_free(rt_model *rm)
     memset(rm, 0, sizeof *rm);
 }
 
+const rt_weight *rt_model_weight(const rt_model *rm, int layer, rt_wslot w)
+{
+    return w == RT_W_TOK ? &rm->tok_embd
+           : w == RT_W_POS ? &rm->pos_embd
+           : w == RT_W_CLS ? &rm->classifier
+                           : &rm->layers[layer].w[w];
+}
+
 void rt_model_each_streamed(const rt_model *rm, void (*fn)(const rt_weight *W, void *ctx), void *ctx)
 {
-    for (int l = 0; l < rm->arch.n_layers; l++) {
-        const rt_layer *L = &rm->layers[l];
-        const rt_weight *lw[] = { &L->attn_qkv, &L->attn_q, &L->attn_k, &L->attn_v, &L->attn_out,
-                                  &L->ffn_gate, &L->ffn_up, &L->ffn_down };
-        for (size_t i = 0; i < sizeof lw / sizeof lw[0]; i++)
-            if (lw[i]->data)
-                fn(lw[i], ctx);
-    }
+    for (int l = 0; l < rm->arch.n_layers; l++)
+        for (int w = 0; w < RT_W_BLOCK; w++)
+            if (rm->layers[l].w[w].data)
+                fn(&rm->layers[l].w[w], ctx);
     fn(&rm->classifier, ctx);
 }
 
@@ -282,7 +290,55 @@ lmq_code rt_state_create_seqs(const rt_model *m, const rt_exec *ex, int max_toke
     return LMQ_OK;
 }
 
-/* ---------------------------------------------------------------- the pieces of a layer */
+/* ---------------------------------------------------------------- the CPU backend's ops */
+
+/* A call on the CPU: its rows (tokens at positions pos0..), the caller's logits. */
+typedef struct {
+    rt_state *s;
+    const int32_t *tokens;
+    int n, pos0;
+    float *logits;
+} cpu_call;
+
+/* Buffer b of the call; K and V are rows of the layer's cache at the call's positions. */
+static float *cpu_buf(const cpu_call *k, rt_buf b, int layer)
+{
+    rt_state *s = k->s;
+    if (b == RT_BUF_K || b == RT_BUF_V)
+        return (b == RT_BUF_K ? s->kc : s->vc) +
+               ((size_t)layer * (size_t)s->max_tokens + (size_t)k->pos0) * (size_t)s->m->kv_dim;
+    float *const bufs[RT_BUF_COUNT] = { [RT_BUF_X] = s->x,     [RT_BUF_XB] = s->xb,   [RT_BUF_XB2] = s->xb2,
+                                        [RT_BUF_Q] = s->q,     [RT_BUF_QKV] = s->qkv, [RT_BUF_HB] = s->hb,
+                                        [RT_BUF_HB2] = s->hb2, [RT_BUF_LOGITS] = k->logits };
+    return bufs[b];
+}
+
+static int cpu_has(void *be, int layer, rt_wslot w)
+{
+    return rt_model_weight(((cpu_call *)be)->s->m, layer, w)->data != NULL;
+}
+
+static void add_rows(float *x, const float *y, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        x[i] += y[i];
+}
+
+static lmq_code cpu_embed(void *be, rt_wslot w, lmq_err *err)
+{
+    const cpu_call *k = be;
+    rt_state *s = k->s;
+    const size_t d = (size_t)s->m->arch.dim;
+    const rt_weight *W = rt_model_weight(s->m, -1, w);
+    lmq_code c = LMQ_OK;
+    for (int i = 0; i < k->n && !c; i++) {
+        if (w == RT_W_TOK)
+            c = rt_weight_rows(s->ex.isa, W, k->tokens[i], 1, s->x + i * d, err);
+        else if (!(c = rt_weight_rows(s->ex.isa, W, k->pos0 + i, 1, s->xb, err)))
+            add_rows(s->x + i * d, s->xb, d);
+    }
+    return c;
+}
 
 static void layernorm(float *y, const float *x, const float *w, const float *b, int d, float eps)
 {
@@ -307,16 +363,30 @@ static void rmsnorm(float *y, const float *x, const float *w, int d, float eps)
         y[i] = w[i] * (inv * x[i]);
 }
 
-/* y[i] = norm(x[i]) for rows [0, n): LayerNorm with bias for GPT-2, RMSNorm for Llama. */
-static void norm_rows(const rt_model *m, float *y, const float *x, const float *w, const float *b, int n)
+static lmq_code cpu_norm(void *be, int layer, rt_norm which, rt_buf y, rt_buf x, int r0, int rows, lmq_err *err)
 {
+    (void)err;
+    const cpu_call *k = be;
+    const rt_model *m = k->s->m;
     const int d = m->arch.dim;
-    for (int i = 0; i < n; i++) {
+    const rt_layer *L = layer >= 0 ? &m->layers[layer] : NULL;
+    const float *w = which == RT_NORM_OUT ? m->out_norm_w : which == RT_NORM_ATTN ? L->attn_norm_w : L->ffn_norm_w;
+    const float *b = which == RT_NORM_OUT ? m->out_norm_b : which == RT_NORM_ATTN ? L->attn_norm_b : L->ffn_norm_b;
+    float *yb = cpu_buf(k, y, layer), *xb = cpu_buf(k, x, layer);
+    for (int i = r0; i < r0 + rows; i++) {
         if (b)
-            layernorm(y + (size_t)i * d, x + (size_t)i * d, w, b, d, m->arch.norm_eps);
+            layernorm(yb + (size_t)i * d, xb + (size_t)i * d, w, b, d, m->arch.norm_eps);
         else
-            rmsnorm(y + (size_t)i * d, x + (size_t)i * d, w, d, m->arch.norm_eps);
+            rmsnorm(yb + (size_t)i * d, xb + (size_t)i * d, w, d, m->arch.norm_eps);
     }
+    return LMQ_OK;
+}
+
+static lmq_code cpu_linear(void *be, int layer, rt_wslot w, rt_buf x, int r0, int rows, rt_buf y, lmq_err *err)
+{
+    const cpu_call *k = be;
+    const rt_weight *W = rt_model_weight(k->s->m, layer, w);
+    return rt_linear(&k->s->ex, cpu_buf(k, x, layer) + (size_t)r0 * (size_t)W->in, rows, W, cpu_buf(k, y, layer), err);
 }
 
 /* Rotates each head's pairs of v[n_heads × head_dim] by the angles of position pos. */
@@ -334,6 +404,29 @@ static void rope(const rt_state *s, float *v, int n_heads, int pos)
             *b = x0 * sn[i] + x1 * c[i];
         }
     }
+}
+
+/* Unfused, the k and v rows are already in the cache (RT_BUF_K, RT_BUF_V); fused (GPT-2, whose
+ * kv_dim is dim), the thirds of QKV's rows are copied there. */
+static lmq_code cpu_rope_store(void *be, int layer, int fused, lmq_err *err)
+{
+    (void)err;
+    const cpu_call *k = be;
+    rt_state *s = k->s;
+    const lmq_arch *a = &s->m->arch;
+    const size_t d = (size_t)a->dim, kvd = (size_t)s->m->kv_dim;
+    float *q = s->q, *kc = cpu_buf(k, RT_BUF_K, layer), *vc = cpu_buf(k, RT_BUF_V, layer);
+    for (int i = 0; fused && i < k->n; i++) {
+        const float *r = s->qkv + (size_t)i * 3 * d;
+        memcpy(q + i * d, r, d * sizeof(float));
+        memcpy(kc + i * kvd, r + d, d * sizeof(float));
+        memcpy(vc + i * kvd, r + 2 * d, d * sizeof(float));
+    }
+    for (int i = 0; i < k->n && a->rope != LMQ_ROPE_NONE; i++) {
+        rope(s, q + i * d, a->n_heads, k->pos0 + i);
+        rope(s, kc + i * kvd, a->n_kv_heads, k->pos0 + i);
+    }
+    return LMQ_OK;
 }
 
 typedef struct {
@@ -373,6 +466,22 @@ static void attn_task(void *v, int64_t begin, int64_t end, int thread)
     }
 }
 
+/* Whole rows per task when there are enough blocks to share out (no two threads write one row);
+ * single heads otherwise (decoding). */
+static lmq_code cpu_attention(void *be, int layer, lmq_err *err)
+{
+    (void)err;
+    const cpu_call *k = be;
+    rt_state *s = k->s;
+    const int heads = s->m->arch.n_heads;
+    attn_job aj = { .s = s, .layer = layer, .n = k->n, .pos0 = k->pos0, .blocks = (k->n + ATT_ROWS - 1) / ATT_ROWS };
+    aj.heads_per_task = aj.blocks >= 2 * s->threads ? heads : 1;
+    aj.groups = heads / aj.heads_per_task;
+    const int64_t work = (int64_t)k->n * (k->pos0 + k->n) * s->m->arch.dim;
+    lmq_pool_for(work < ATT_PARALLEL_MIN_WORK ? NULL : s->ex.pool, (int64_t)aj.blocks * aj.groups, 1, attn_task, &aj);
+    return LMQ_OK;
+}
+
 typedef struct {
     rt_isa isa;
     float *g;
@@ -389,11 +498,26 @@ static void act_task(void *v, int64_t begin, int64_t end, int thread)
         rt_gelu_tanh(j->isa, j->g + begin, (int)(end - begin));
 }
 
-static void add_rows(float *x, const float *y, size_t count)
+static lmq_code cpu_activation(void *be, int gated, lmq_err *err)
 {
-    for (size_t i = 0; i < count; i++)
-        x[i] += y[i];
+    (void)err;
+    const cpu_call *k = be;
+    rt_state *s = k->s;
+    act_job act = { .isa = s->ex.isa, .g = s->hb, .u = gated ? s->hb2 : NULL };
+    lmq_pool_for(s->ex.pool, (int64_t)k->n * s->m->arch.hidden_dim, 4096, act_task, &act);
+    return LMQ_OK;
 }
+
+static lmq_code cpu_add(void *be, rt_buf x, rt_buf y, lmq_err *err)
+{
+    (void)err;
+    const cpu_call *k = be;
+    add_rows(cpu_buf(k, x, 0), cpu_buf(k, y, 0), (size_t)k->n * (size_t)k->s->m->arch.dim);
+    return LMQ_OK;
+}
+
+static const rt_ops CPU_OPS = { cpu_has,       cpu_embed,         cpu_norm,       cpu_linear,
+                                cpu_rope_store, cpu_attention, cpu_activation, cpu_add };
 
 /* ---------------------------------------------------------------- the forward pass */
 
@@ -415,98 +539,32 @@ static lmq_code check_call(const rt_state *s, const int32_t *tokens, int n, int 
     return LMQ_OK;
 }
 
-/* rt_forward through blocks [from, blocks) only: from the embeddings of tokens, or (tokens NULL)
- * from the residual stream as the state holds it. runtime/cuda/forward.cu mirrors this pass step
- * by step for the cuda device: a change here is to be made there too. */
+/* The first row whose logits a call returns: every row's, the last's, or none (n). */
+static int logits_from(rt_logits which, int n)
+{
+    return which == RT_LOGITS_ALL ? 0 : which == RT_LOGITS_LAST ? n - 1 : n;
+}
+
+/* rt_forward on the CPU through blocks [from, blocks) only: from the embeddings of tokens, or
+ * (tokens NULL) from the residual stream as the state holds it. */
 static lmq_code forward(rt_state *s, const int32_t *tokens, int n, int pos0, int from, int blocks, rt_logits which,
                         float *logits, lmq_err *err)
 {
-    const rt_model *m = s->m;
-    const lmq_arch *a = &m->arch;
-    const int d = a->dim, kvd = m->kv_dim, hid = a->hidden_dim, T = s->max_tokens;
-    const int gpt2 = a->family == LMQ_FAMILY_GPT2;
-    const rt_exec *ex = &s->ex;
-    if (from < 0 || from > blocks || blocks > a->n_layers)
-        return lmq_fail(err, LMQ_E_ARG, "forward through blocks %d..%d of %d", from, blocks - 1, a->n_layers);
+    if (from < 0 || from > blocks || blocks > s->m->arch.n_layers)
+        return lmq_fail(err, LMQ_E_ARG, "forward through blocks %d..%d of %d", from, blocks - 1, s->m->arch.n_layers);
     lmq_code c = check_call(s, tokens, n, pos0, s->filled, which, logits, err);
     if (c)
         return c;
-
-    /* Token (and, for GPT-2, learned position) embeddings. */
-    for (int i = 0; tokens && i < n && !c; i++) {
-        float *x = s->x + (size_t)i * d;
-        c = rt_weight_rows(ex->isa, &m->tok_embd, tokens[i], 1, x, err);
-        if (!c && gpt2 && !(c = rt_weight_rows(ex->isa, &m->pos_embd, pos0 + i, 1, s->xb, err)))
-            add_rows(x, s->xb, (size_t)d);
-    }
-    if (c)
-        return c;
-
-    for (int l = from; l < blocks; l++) {
-        const rt_layer *L = &m->layers[l];
-        float *kc = s->kc + ((size_t)l * T + pos0) * kvd, *vc = s->vc + ((size_t)l * T + pos0) * kvd;
-
-        /* Attention: q for the new rows; k and v appended to the cache. */
-        norm_rows(m, s->xb, s->x, L->attn_norm_w, L->attn_norm_b, n);
-        if (L->fused_qkv) {
-            if ((c = rt_linear(ex, s->xb, n, &L->attn_qkv, s->qkv, err)))
-                return c;
-            for (int i = 0; i < n; i++) {
-                const float *r = s->qkv + (size_t)i * 3 * d;
-                memcpy(s->q + (size_t)i * d, r, (size_t)d * sizeof(float));
-                memcpy(kc + (size_t)i * kvd, r + d, (size_t)d * sizeof(float));
-                memcpy(vc + (size_t)i * kvd, r + 2 * d, (size_t)d * sizeof(float));
-            }
-        } else {
-            if ((c = rt_linear(ex, s->xb, n, &L->attn_q, s->q, err)))
-                return c;
-            if ((c = rt_linear(ex, s->xb, n, &L->attn_k, kc, err)))
-                return c;
-            if ((c = rt_linear(ex, s->xb, n, &L->attn_v, vc, err)))
-                return c;
-        }
-        for (int i = 0; i < n && a->rope != LMQ_ROPE_NONE; i++) {
-            rope(s, s->q + (size_t)i * d, a->n_heads, pos0 + i);
-            rope(s, kc + (size_t)i * kvd, a->n_kv_heads, pos0 + i);
-        }
-        /* Whole rows per task when there are enough blocks to share out (no two threads write
-         * one row); single heads otherwise (decoding). */
-        attn_job aj = { .s = s, .layer = l, .n = n, .pos0 = pos0, .blocks = (n + ATT_ROWS - 1) / ATT_ROWS };
-        aj.heads_per_task = aj.blocks >= 2 * s->threads ? a->n_heads : 1;
-        aj.groups = a->n_heads / aj.heads_per_task;
-        const int64_t work = (int64_t)n * (pos0 + n) * d;
-        lmq_pool_for(work < ATT_PARALLEL_MIN_WORK ? NULL : ex->pool, (int64_t)aj.blocks * aj.groups, 1, attn_task, &aj);
-        if ((c = rt_linear(ex, s->xb2, n, &L->attn_out, s->xb, err)))
-            return c;
-        add_rows(s->x, s->xb, (size_t)n * d);
-
-        /* Feed-forward: GELU(x·up)·down for GPT-2, (silu(x·gate) ⊙ x·up)·down for Llama. */
-        norm_rows(m, s->xb, s->x, L->ffn_norm_w, L->ffn_norm_b, n);
-        if ((c = rt_linear(ex, s->xb, n, gpt2 ? &L->ffn_up : &L->ffn_gate, s->hb, err)))
-            return c;
-        if (!gpt2)
-            if ((c = rt_linear(ex, s->xb, n, &L->ffn_up, s->hb2, err)))
-                return c;
-        act_job act = { .isa = ex->isa, .g = s->hb, .u = gpt2 ? NULL : s->hb2 };
-        lmq_pool_for(ex->pool, (int64_t)n * hid, 4096, act_task, &act);
-        if ((c = rt_linear(ex, s->hb, n, &L->ffn_down, s->xb, err)))
-            return c;
-        add_rows(s->x, s->xb, (size_t)n * d);
-    }
+    cpu_call k = { .s = s, .tokens = tokens, .n = n, .pos0 = pos0, .logits = logits };
+    const rt_pass_rows p = { .n = n, .embed = tokens != NULL, .from = from, .to = blocks,
+                             .logits_from = logits_from(which, n) };
+    c = rt_pass(&CPU_OPS, &k, &p, err);
     /* a partial pass leaves other blocks' cache stale */
-    s->filled = tokens && blocks == a->n_layers ? pos0 + n : 0;
-    if (which == RT_LOGITS_NONE)
-        return LMQ_OK;
-
-    /* Final norm and classifier, for every row or only the last. */
-    const int first = which == RT_LOGITS_ALL ? 0 : n - 1;
-    norm_rows(m, s->xb + (size_t)first * d, s->x + (size_t)first * d, m->out_norm_w, m->out_norm_b, n - first);
-    if ((c = rt_linear(ex, s->xb + (size_t)first * d, n - first, &m->classifier, logits, err)))
-        return c;
-    return LMQ_OK;
+    s->filled = !c && tokens && blocks == s->m->arch.n_layers ? pos0 + n : 0;
+    return c;
 }
 
-/* The pass on the CUDA device: runtime/cuda/forward.cu mirrors forward() above. */
+/* The pass on the CUDA device: the plugin runs it (runtime/pass.h on its own ops). */
 static lmq_code forward_cuda(rt_state *s, int seq, const int32_t *tokens, int n, int pos0, rt_logits which,
                              float *logits, lmq_err *err)
 {
@@ -520,8 +578,7 @@ static lmq_code forward_cuda(rt_state *s, int seq, const int32_t *tokens, int n,
         pos[i] = pos0 + i;
         seqs[i] = seq;
     }
-    const int from = which == RT_LOGITS_ALL ? 0 : which == RT_LOGITS_LAST ? n - 1 : n;
-    c = s->cu->forward(s->ds, n, tokens, seqs, pos, from, logits, err);
+    c = s->cu->forward(s->ds, n, tokens, seqs, pos, logits_from(which, n), logits, err);
     s->fill[seq] = c ? 0 : pos0 + n;
     return c;
 }

@@ -1,4 +1,5 @@
-/* The CPU forward pass for the two model families lmq imports (GPT-2 and Llama).
+/* The runtime model for the two families lmq imports (GPT-2 and Llama), its state, and the CPU
+ * backend of the forward pass (runtime/pass.h).
  *
  * rt_model is a view of an lmq_model: it looks the tensors up by their canonical names, checks
  * their shapes and keeps typed views of the weights in their stored encodings (no copy; only
@@ -15,15 +16,27 @@
 #include "formats/model.h"
 #include "runtime/linear.h"
 
+/* The weights a pass reads, by name (runtime/pass.h): a block's matrices in the order a token
+ * reads them (index rt_layer.w), then the model's own. */
+typedef enum {
+    RT_W_QKV,  /* attn_qkv: q|k|v fused (GPT-2 as imported by default) */
+    RT_W_Q,    /* attn_q, attn_k, attn_v: otherwise (biases: GPT-2, Qwen2) */
+    RT_W_K,
+    RT_W_V,
+    RT_W_OUT,  /* attn_out */
+    RT_W_GATE, /* ffn_gate: Llama */
+    RT_W_UP,   /* ffn_up */
+    RT_W_DOWN, /* ffn_down */
+    RT_W_BLOCK, /* a block's count; the model's own follow */
+    RT_W_TOK = RT_W_BLOCK, /* tok_embd */
+    RT_W_POS,  /* pos_embd: GPT-2 */
+    RT_W_CLS,  /* the classifier */
+} rt_wslot;
+
 typedef struct {
     const float *attn_norm_w, *attn_norm_b; /* b: GPT-2 only */
-    int fused_qkv;                          /* GPT-2 as imported by default */
-    rt_weight attn_qkv;                     /* fused q|k|v */
-    rt_weight attn_q, attn_k, attn_v;       /* otherwise (biases: GPT-2, Qwen2) */
-    rt_weight attn_out;
     const float *ffn_norm_w, *ffn_norm_b;
-    rt_weight ffn_gate; /* Llama */
-    rt_weight ffn_up, ffn_down;
+    rt_weight w[RT_W_BLOCK]; /* data NULL where the block has none */
 } rt_layer;
 
 typedef struct {
@@ -41,6 +54,9 @@ typedef struct {
 /* Validates m (shapes, finite weights, a supported rope layout) and points rm into it. */
 lmq_code rt_model_init(rt_model *rm, const lmq_model *m, lmq_err *err);
 void rt_model_free(rt_model *rm);
+/* Weight w of block `layer` (a block's slot), or the model's own (RT_W_TOK.., layer ignored);
+ * its data is NULL where the model has none. */
+const rt_weight *rt_model_weight(const rt_model *rm, int layer, rt_wslot w);
 /* The stored weight matrices one decoded token streams from memory, in the order it reads them:
  * every linear layer, then the classifier (the embeddings give one row each). fn(W, ctx) each. */
 void rt_model_each_streamed(const rt_model *rm, void (*fn)(const rt_weight *W, void *ctx), void *ctx);
@@ -52,7 +68,7 @@ typedef struct rt_state rt_state;
 /* A state for up to max_tokens positions (<= arch.max_seq; 0 = arch.max_seq). ex says where
  * the kernels run; it is copied. With ex->device = RT_DEVICE_CUDA the model's weights are
  * uploaded to the CUDA plugin's device 0 (runtime/backend.h) and every pass runs there
- * (runtime/cuda/forward.cu, a mirror of forward.c's pass; not bit-identical to the CPU's:
+ * (the same pass, runtime/pass.h, on the CUDA backend's ops; not bit-identical to the CPU's:
  * runtime/cuda/cuda.h); m must then stay unchanged while the state lives. */
 lmq_code rt_state_create(const rt_model *m, const rt_exec *ex, int max_tokens, rt_state **out, lmq_err *err);
 /* The same with `seqs` sequences, each its own KV cache of max_tokens positions (batched

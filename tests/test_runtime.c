@@ -4,6 +4,7 @@
  * cases, and sampling. */
 #include <jansson.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 #include "runtime/artefact.h"
 #include "runtime/backend.h"
 #include "runtime/forward.h"
+#include "runtime/pass.h"
 #include "runtime/probe.h"
 #include "runtime/sample.h"
 #include "tokenizer/tokenizer.h"
@@ -180,7 +182,7 @@ START_TEST(split_qkv_equals_fused)
     loaded f, sp;
     open_model_opts(&f, SOTU, 0, 2, rt_isa_best());
     open_model_opts(&sp, SOTU, 1, 2, rt_isa_best());
-    ck_assert(f.rm.layers[0].fused_qkv && !sp.rm.layers[0].fused_qkv);
+    ck_assert(f.rm.layers[0].w[RT_W_QKV].data && !sp.rm.layers[0].w[RT_W_QKV].data);
     const int n = 64, V = f.m.arch.vocab_size;
     int32_t *t = random_tokens(n, V, 7);
     float *a = window_logits(&f, t, n), *b = window_logits(&sp, t, n);
@@ -750,6 +752,83 @@ END_TEST
 
 /* ---- sampling ------------------------------------------------------------------------- */
 
+/* The model definition (runtime/pass.c) as the ops a backend is asked for, written out here from
+ * the two architectures: GPT-2 (fused q|k|v, learned positions, GELU) and Llama (separate q, k,
+ * v, gated SiLU), a failing op ending the pass with its code. */
+typedef struct {
+    int fused, gated, pos, fail_at; /* fail_at: the op (1-based) that fails, 0 none */
+    char log[1024];
+    int ops;
+} rec_backend;
+
+static const char *const BUF_NAMES[RT_BUF_COUNT] = { "X", "XB", "XB2", "Q", "K", "V", "QKV", "HB", "HB2", "LOGITS" };
+static const char *const W_NAMES[] = { "qkv", "q", "k", "v", "out", "gate", "up", "down", "tok", "pos", "cls" };
+
+static lmq_code rec(rec_backend *b, lmq_err *err, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    const size_t at = strlen(b->log);
+    vsnprintf(b->log + at, sizeof b->log - at, fmt, ap);
+    va_end(ap);
+    return ++b->ops == b->fail_at ? lmq_fail(err, LMQ_E_IO, "op %d failed", b->ops) : LMQ_OK;
+}
+
+static int rec_has(void *be, int layer, rt_wslot w)
+{
+    const rec_backend *b = be;
+    (void)layer;
+    return w == RT_W_QKV ? b->fused : w == RT_W_Q || w == RT_W_K || w == RT_W_V ? !b->fused
+           : w == RT_W_GATE ? b->gated : w == RT_W_POS ? b->pos : 1;
+}
+static lmq_code rec_embed(void *be, rt_wslot w, lmq_err *err) { return rec(be, err, "%s ", W_NAMES[w]); }
+static lmq_code rec_norm(void *be, int layer, rt_norm which, rt_buf y, rt_buf x, int r0, int rows, lmq_err *err)
+{
+    return rec(be, err, "norm%d.%s %s>%s %d+%d ", layer, (const char *[]){ "attn", "ffn", "out" }[which], BUF_NAMES[x],
+               BUF_NAMES[y], r0, rows);
+}
+static lmq_code rec_linear(void *be, int layer, rt_wslot w, rt_buf x, int r0, int rows, rt_buf y, lmq_err *err)
+{
+    return rec(be, err, "lin%d.%s %s>%s %d+%d ", layer, W_NAMES[w], BUF_NAMES[x], BUF_NAMES[y], r0, rows);
+}
+static lmq_code rec_rope(void *be, int layer, int fused, lmq_err *err)
+{
+    return rec(be, err, "rope%d%s ", layer, fused ? " fused" : "");
+}
+static lmq_code rec_att(void *be, int layer, lmq_err *err) { return rec(be, err, "att%d ", layer); }
+static lmq_code rec_act(void *be, int gated, lmq_err *err) { return rec(be, err, gated ? "silu*HB2 " : "gelu "); }
+static lmq_code rec_add(void *be, rt_buf x, rt_buf y, lmq_err *err)
+{
+    return rec(be, err, "%s+=%s ", BUF_NAMES[x], BUF_NAMES[y]);
+}
+static const rt_ops REC_OPS = { rec_has, rec_embed, rec_norm, rec_linear, rec_rope, rec_att, rec_act, rec_add };
+
+START_TEST(pass_ops_in_order)
+{
+    lmq_err e;
+    rec_backend gpt2 = { .fused = 1, .pos = 1 };
+    ck_assert_int_eq(rt_pass(&REC_OPS, &gpt2, &(rt_pass_rows){ .n = 3, .embed = 1, .from = 0, .to = 1, .logits_from = 2 },
+                             &e), LMQ_OK);
+    ck_assert_str_eq(gpt2.log, "tok pos "
+                               "norm0.attn X>XB 0+3 lin0.qkv XB>QKV 0+3 rope0 fused att0 lin0.out XB2>XB 0+3 X+=XB "
+                               "norm0.ffn X>XB 0+3 lin0.up XB>HB 0+3 gelu lin0.down HB>XB 0+3 X+=XB "
+                               "norm-1.out X>XB 2+1 lin-1.cls XB>LOGITS 2+1 ");
+    /* From the residual stream through block 1 of 2, no logits. */
+    rec_backend llama = { .gated = 1 };
+    ck_assert_int_eq(rt_pass(&REC_OPS, &llama, &(rt_pass_rows){ .n = 5, .embed = 0, .from = 1, .to = 2, .logits_from = 5 },
+                             &e), LMQ_OK);
+    ck_assert_str_eq(llama.log, "norm1.attn X>XB 0+5 lin1.q XB>Q 0+5 lin1.k XB>K 0+5 lin1.v XB>V 0+5 rope1 att1 "
+                                "lin1.out XB2>XB 0+5 X+=XB norm1.ffn X>XB 0+5 lin1.gate XB>HB 0+5 lin1.up XB>HB2 0+5 "
+                                "silu*HB2 lin1.down HB>XB 0+5 X+=XB ");
+    /* Every logit row: the final norm and classifier over all n. A failing op's code ends it. */
+    rec_backend all = { .gated = 1, .fail_at = 2 };
+    ck_assert_int_eq(rt_pass(&REC_OPS, &all, &(rt_pass_rows){ .n = 2, .embed = 0, .from = 0, .to = 0, .logits_from = 0 },
+                             &e), LMQ_E_IO);
+    ck_assert_str_eq(all.log, "norm-1.out X>XB 0+2 lin-1.cls XB>LOGITS 0+2 ");
+    ck_assert_str_eq(e.msg, "op 2 failed");
+}
+END_TEST
+
 START_TEST(rng_known_answers)
 {
     /* PCG32 seeded (42, 54), the pcg32 reference implementation's demo values. */
@@ -841,6 +920,7 @@ int main(void)
     tcase_add_test(tc, device_seam);
     tcase_add_test(tc, streamed_weights);
     tcase_add_test(tc, probe_reads_every_byte);
+    tcase_add_test(tc, pass_ops_in_order);
     tcase_add_test(tc, rng_known_answers);
     tcase_add_test(tc, sampling);
     suite_add_tcase(s, tc);

@@ -28,9 +28,9 @@
  *                      of a sequence at a position, through the model, the logits of rows
  *                      [from, n) copied back. Rows of one sequence at consecutive positions
  *                      are a prefill (rt_forward); one row per sequence is batched decoding
- *                      (rt_decode_batch). runtime/cuda/forward.cu mirrors runtime/forward.c
- *                      step by step; activations are fp32 except inside the linear layers,
- *                      as above.
+ *                      (rt_decode_batch). The pass is the CPU's (runtime/pass.h) on this
+ *                      backend's ops (runtime/cuda/forward.cu); activations are fp32 except
+ *                      inside the linear layers, as above.
  * Results are not bit-identical to the CPU's (another summation order): tests compare within
  * a bound relative to Σ|x·w|. Every call returns an lmq_code; messages name the CUDA call. */
 #ifndef LMQ_RT_CUDA_H
@@ -113,7 +113,7 @@ typedef struct {
                         int from, float *logits, lmq_err *err);
 } rtc_api;
 
-#define RTC_ABI 2
+#define RTC_ABI 3
 #define RTC_ENTRY "lmq_cuda_api"
 typedef const rtc_api *(*rtc_entry)(void);
 

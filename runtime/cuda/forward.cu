@@ -1,10 +1,11 @@
-/* The forward pass on the device (runtime/cuda/cuda.h): a mirror of runtime/forward.c's
- * forward(), step by step (each step below names the one it mirrors), over the same rt_model;
- * the linear layers are runtime/cuda/linear.cu's. Differences from the CPU, all in summation
- * order or rounding, none in the model: reductions (norms in fp64 as the CPU's, attention
+/* The forward pass on the device (runtime/cuda/cuda.h): runtime/pass.h's pass on this backend's
+ * ops, over the same rt_model; the linear layers are runtime/cuda/linear.cu's, and each kernel
+ * below names the CPU code it matches. Differences from the CPU, all in summation order or
+ * rounding, none in the model: reductions (norms in fp64 as the CPU's, attention
  * scores, softmax sums) run in another order, and the linear layers round activations where
  * cuda.h says. The KV cache and every activation between the linear layers are fp32. */
 #include "runtime/cuda/internal.h"
+#include "runtime/pass.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -14,7 +15,7 @@
 /* The norm vectors and biases of a layer, device fp32 (NULL where the CPU's are). */
 typedef struct {
     const float *attn_norm_w, *attn_norm_b, *ffn_norm_w, *ffn_norm_b;
-    rtc_weight *qkv, *q, *k, *v, *out, *gate, *up, *down; /* NULL where the model has none */
+    rtc_weight *w[RT_W_BLOCK]; /* NULL where the model has none */
 } dev_layer;
 
 struct rtc_model {
@@ -34,10 +35,8 @@ static void model_free(rtc_model *m)
     if (!m)
         return;
     for (int l = 0; m->layers && l < m->arch.n_layers; l++) {
-        dev_layer *L = &m->layers[l];
-        rtc_weight *ws[] = { L->qkv, L->q, L->k, L->v, L->out, L->gate, L->up, L->down };
-        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
-            rtc_weight_free(ws[i]);
+        for (int w = 0; w < RT_W_BLOCK; w++)
+            rtc_weight_free(m->layers[l].w[w]);
     }
     free(m->layers);
     if (m->cls != m->tok)
@@ -124,15 +123,9 @@ lmq_code rtc_model_upload(rtc_ctx *c, const rt_model *rm, rtc_model **out, lmq_e
         m->cls = m->tok; /* tied: one copy serves both */
     else if (!code)
         code = put(c, m, &rm->classifier, &m->cls, err);
-    for (int l = 0; l < nl && !code; l++) {
-        const rt_layer *L = &rm->layers[l];
-        dev_layer *D = &m->layers[l];
-        const rt_weight *h[] = { &L->attn_qkv, &L->attn_q, &L->attn_k, &L->attn_v,
-                                 &L->attn_out, &L->ffn_gate, &L->ffn_up, &L->ffn_down };
-        rtc_weight **p[] = { &D->qkv, &D->q, &D->k, &D->v, &D->out, &D->gate, &D->up, &D->down };
-        for (size_t i = 0; i < sizeof h / sizeof h[0] && !code; i++)
-            code = put(c, m, h[i], p[i], err);
-    }
+    for (int l = 0; l < nl && !code; l++)
+        for (int w = 0; w < RT_W_BLOCK && !code; w++)
+            code = put(c, m, &rm->layers[l].w[w], &m->layers[l].w[w], err);
     if (code) {
         model_free(m);
         return code;
@@ -304,7 +297,7 @@ __global__ void norm_rows(float *__restrict__ y, const float *__restrict__ x, co
     }
 }
 
-/* forward.c's q/k/v split (fused) and rope, and the append to the cache, one block per row:
+/* forward.c's cpu_rope_store: the q/k/v split (fused) and rope, and the append to the cache, one block per row:
  * q[i] ← rotated q row; the cache of seqs[i] at pos[i] ← rotated k row and v row. rope:
  * LMQ_ROPE_NONE copies; interleaved pairs (2j, 2j+1), half pairs (j, j + head_dim/2). */
 __global__ void rope_store(const float *qs, const float *__restrict__ ks, const float *__restrict__ vs, int ldq,
@@ -453,84 +446,125 @@ lmq_code rtc_forward(rtc_state *s, int n, const int32_t *tokens, const int32_t *
     return code ? code : rtc_sync(c, err);
 }
 
+/* A call: its state and rows (their ids on the device). */
+typedef struct {
+    rtc_state *s;
+    int n;
+} dev_call;
+
+/* Buffer b of the call: q in Q, the unfused k and v rows in QKV's space before the cache. */
+static float *dev_buf(const dev_call *k, rt_buf b)
+{
+    const rtc_state *s = k->s;
+    const size_t kv_rows = (size_t)k->n * s->m->kv_dim;
+    float *const bufs[RT_BUF_COUNT] = { s->x, s->xb, s->xb2, s->q, s->qkv, s->qkv + kv_rows, s->qkv, s->hb, s->hb2,
+                                        s->logits };
+    return bufs[b];
+}
+
+static rtc_weight *dev_weight(const rtc_model *m, int layer, rt_wslot w)
+{
+    return w == RT_W_TOK ? m->tok : w == RT_W_POS ? m->pos : w == RT_W_CLS ? m->cls : m->layers[layer].w[w];
+}
+
+static int dev_has(void *be, int layer, rt_wslot w)
+{
+    return dev_weight(((dev_call *)be)->s->m, layer, w) != NULL;
+}
+
+/* forward.c's cpu_embed: rows by the tokens, then added by the positions. */
+static lmq_code dev_embed(void *be, rt_wslot w, lmq_err *err)
+{
+    const dev_call *k = (const dev_call *)be;
+    const rtc_state *s = k->s;
+    const int32_t *rows = w == RT_W_TOK ? s->ids : s->ids + 2 * s->rows;
+    return rtc_weight_rows(s->c, dev_weight(s->m, -1, w), rows, k->n, w == RT_W_POS, s->x, err);
+}
+
+static lmq_code dev_norm(void *be, int layer, rt_norm which, rt_buf y, rt_buf x, int r0, int rows, lmq_err *err)
+{
+    const dev_call *k = (const dev_call *)be;
+    const rtc_model *m = k->s->m;
+    const size_t d = (size_t)m->arch.dim;
+    const dev_layer *L = layer >= 0 ? &m->layers[layer] : NULL;
+    const float *w = which == RT_NORM_OUT ? m->out_norm_w : which == RT_NORM_ATTN ? L->attn_norm_w : L->ffn_norm_w;
+    const float *b = which == RT_NORM_OUT ? m->out_norm_b : which == RT_NORM_ATTN ? L->attn_norm_b : L->ffn_norm_b;
+    norm_rows<<<rows, 256, 0, k->s->c->stream>>>(dev_buf(k, y) + r0 * d, dev_buf(k, x) + r0 * d, w, b, (int)d,
+                                                   m->arch.norm_eps);
+    return LAUNCHED("norm");
+}
+
+static lmq_code dev_linear(void *be, int layer, rt_wslot w, rt_buf x, int r0, int rows, rt_buf y, lmq_err *err)
+{
+    const dev_call *k = (const dev_call *)be;
+    const rtc_weight *W = dev_weight(k->s->m, layer, w);
+    return rtc_linear(k->s->c, dev_buf(k, x) + (size_t)r0 * rtc_weight_in(W), rows, W, dev_buf(k, y), err);
+}
+
+static lmq_code dev_rope_store(void *be, int layer, int fused, lmq_err *err)
+{
+    const dev_call *k = (const dev_call *)be;
+    rtc_state *s = k->s;
+    const rtc_model *m = s->m;
+    const lmq_arch *a = &m->arch;
+    const int d = a->dim, kvd = m->kv_dim, T = s->T;
+    /* unfused: q in Q, k and v rows in QKV's space; fused: q|k|v rows of the one product */
+    const float *qs = dev_buf(k, RT_BUF_Q), *ks = dev_buf(k, RT_BUF_K), *vs = dev_buf(k, RT_BUF_V);
+    int ldq = d, ldkv = kvd;
+    if (fused) {
+        qs = s->qkv;
+        ks = s->qkv + d;
+        vs = s->qkv + d + kvd;
+        ldq = ldkv = rtc_weight_out(m->layers[layer].w[RT_W_QKV]);
+    }
+    const size_t at = (size_t)layer * T * kvd;
+    rope_store<<<k->n, 128, 0, s->c->stream>>>(qs, ks, vs, ldq, ldkv, s->q, s->kc + at, s->vc + at,
+                                               (size_t)a->n_layers * T * kvd, d, kvd, m->head_dim, (int)a->rope,
+                                               s->rope_cos, s->rope_sin, s->ids + s->rows, s->ids + 2 * s->rows);
+    return LAUNCHED("rope");
+}
+
+static lmq_code dev_attention(void *be, int layer, lmq_err *err)
+{
+    const dev_call *k = (const dev_call *)be;
+    const rtc_state *s = k->s;
+    const rtc_model *m = s->m;
+    const lmq_arch *a = &m->arch;
+    const int kvd = m->kv_dim, hd = m->head_dim;
+    const size_t at = (size_t)layer * s->T * kvd;
+    const dim3 grid((unsigned)k->n, (unsigned)a->n_heads);
+    attention<<<grid, ATT_THREADS, s->att_shared, s->c->stream>>>(
+        s->q, a->dim, s->kc + at, s->vc + at, (size_t)a->n_layers * s->T * kvd, kvd, hd, a->n_heads / a->n_kv_heads,
+        s->ids + s->rows, s->ids + 2 * s->rows, 1.0f / sqrtf((float)hd), s->xb2);
+    return LAUNCHED("attention");
+}
+
+static lmq_code dev_activation(void *be, int gated, lmq_err *err)
+{
+    const dev_call *k = (const dev_call *)be;
+    const size_t nh = (size_t)k->n * k->s->m->arch.hidden_dim;
+    activation<<<grid_for(nh), 256, 0, k->s->c->stream>>>(k->s->hb, gated ? k->s->hb2 : NULL, nh);
+    return LAUNCHED("activation");
+}
+
+static lmq_code dev_add(void *be, rt_buf x, rt_buf y, lmq_err *err)
+{
+    const dev_call *k = (const dev_call *)be;
+    const size_t nd = (size_t)k->n * k->s->m->arch.dim;
+    add_rows<<<grid_for(nd), 256, 0, k->s->c->stream>>>(dev_buf(k, x), dev_buf(k, y), nd);
+    return LAUNCHED("residual add");
+}
+
+static const rt_ops DEV_OPS = { dev_has,       dev_embed,         dev_norm,       dev_linear,
+                                dev_rope_store, dev_attention, dev_activation, dev_add };
+
 /* The pass over rows [0, n) whose ids are on the device, queued on the stream; the logits of
  * rows [from, n) into s->logits. */
 static lmq_code enqueue(rtc_state *s, int n, int from, lmq_err *err)
 {
-    rtc_ctx *c = s->c;
-    const rtc_model *m = s->m;
-    const lmq_arch *a = &m->arch;
-    const int d = a->dim, kvd = m->kv_dim, hd = m->head_dim, T = s->T;
-    const cudaStream_t st = c->stream;
-    const size_t seq_stride = (size_t)a->n_layers * T * kvd; /* one sequence's cache */
-    const int32_t *dt = s->ids, *dseq = s->ids + s->rows, *dpos = s->ids + 2 * s->rows;
-
-    /* Token (and, for GPT-2, learned position) embeddings. */
-    lmq_code code = rtc_weight_rows(c, m->tok, dt, n, 0, s->x, err);
-    if (!code && m->pos)
-        code = rtc_weight_rows(c, m->pos, dpos, n, 1, s->x, err);
-
-    const size_t nd = (size_t)n * d;
-    for (int l = 0; l < a->n_layers && !code; l++) {
-        const dev_layer *L = &m->layers[l];
-        float *kc = s->kc + (size_t)l * T * kvd, *vc = s->vc + (size_t)l * T * kvd;
-
-        /* Attention: q for the new rows; k and v appended to the caches. */
-        norm_rows<<<n, 256, 0, st>>>(s->xb, s->x, L->attn_norm_w, L->attn_norm_b, d, a->norm_eps);
-        code = LAUNCHED("norm");
-        /* unfused: q in place, k then v rows in qkv; fused: q|k|v rows of the one product */
-        const float *qs = s->q, *ks = s->qkv, *vs = s->qkv + (size_t)n * kvd;
-        int ldq = d, ldkv = kvd;
-        if (!code && L->qkv) {
-            code = rtc_linear(c, s->xb, n, L->qkv, s->qkv, err);
-            qs = s->qkv;
-            ks = s->qkv + d;
-            vs = s->qkv + d + kvd;
-            ldq = ldkv = rtc_weight_out(L->qkv);
-        } else if (!code) {
-            if (!(code = rtc_linear(c, s->xb, n, L->q, s->q, err)) &&
-                !(code = rtc_linear(c, s->xb, n, L->k, s->qkv, err)))
-                code = rtc_linear(c, s->xb, n, L->v, s->qkv + (size_t)n * kvd, err);
-        }
-        if (code)
-            break;
-        rope_store<<<n, 128, 0, st>>>(qs, ks, vs, ldq, ldkv, s->q, kc, vc, seq_stride, d, kvd, hd, (int)a->rope,
-                                      s->rope_cos, s->rope_sin, dseq, dpos);
-        if ((code = LAUNCHED("rope")))
-            break;
-        const dim3 grid((unsigned)n, (unsigned)a->n_heads);
-        attention<<<grid, ATT_THREADS, s->att_shared, st>>>(s->q, d, kc, vc, seq_stride, kvd, hd,
-                                                              a->n_heads / a->n_kv_heads, dseq, dpos,
-                                                              1.0f / sqrtf((float)hd), s->xb2);
-        if ((code = LAUNCHED("attention")) || (code = rtc_linear(c, s->xb2, n, L->out, s->xb, err)))
-            break;
-        add_rows<<<grid_for(nd), 256, 0, st>>>(s->x, s->xb, nd);
-        if ((code = LAUNCHED("residual add")))
-            break;
-
-        /* Feed-forward: GELU(x·up)·down for GPT-2, (silu(x·gate) ⊙ x·up)·down for Llama. */
-        norm_rows<<<n, 256, 0, st>>>(s->xb, s->x, L->ffn_norm_w, L->ffn_norm_b, d, a->norm_eps);
-        if ((code = LAUNCHED("norm")) || (code = rtc_linear(c, s->xb, n, L->gate ? L->gate : L->up, s->hb, err)))
-            break;
-        if (L->gate && (code = rtc_linear(c, s->xb, n, L->up, s->hb2, err)))
-            break;
-        const size_t nh = (size_t)n * a->hidden_dim;
-        activation<<<grid_for(nh), 256, 0, st>>>(s->hb, L->gate ? s->hb2 : NULL, nh);
-        if ((code = LAUNCHED("activation")) || (code = rtc_linear(c, s->hb, n, L->down, s->xb, err)))
-            break;
-        add_rows<<<grid_for(nd), 256, 0, st>>>(s->x, s->xb, nd);
-        code = LAUNCHED("residual add");
-    }
-    if (code || from == n)
-        return code;
-
-    /* Final norm and classifier for rows [from, n). */
-    const int rows = n - from;
-    norm_rows<<<rows, 256, 0, st>>>(s->xb + (size_t)from * d, s->x + (size_t)from * d, m->out_norm_w, m->out_norm_b,
-                                    d, a->norm_eps);
-    if (!(code = LAUNCHED("norm")))
-        code = rtc_linear(c, s->xb + (size_t)from * d, rows, m->cls, s->logits, err);
-    return code;
+    dev_call k = { s, n };
+    const rt_pass_rows p = { n, 1, 0, s->m->arch.n_layers, from };
+    return rt_pass(&DEV_OPS, &k, &p, err);
 }
 
 /* enqueue, as a graph where it can be (see rtc_state.graphs). */

@@ -47,8 +47,9 @@ lmq_code rtc_forward(rtc_state *s, int n, const int32_t *tokens, const int32_t *
 /* out[i × W.in] = row rows[i] of W decoded to fp32 (add: added to out), rows a device array of n. */
 lmq_code rtc_weight_rows(rtc_ctx *c, const rtc_weight *W, const int32_t *rows, int n, int add, float *out,
                          lmq_err *err);
-/* W's output features (rows). */
+/* W's output features (rows) and input features (columns). */
 int rtc_weight_out(const rtc_weight *W);
+int rtc_weight_in(const rtc_weight *W);
 
 /* LMQ_OK, or the CUDA error named with what was being done. */
 lmq_code rtc_check(cudaError_t e, const char *what, lmq_err *err);

@@ -428,3 +428,8 @@ int rtc_weight_out(const rtc_weight *W)
 {
     return W->out;
 }
+
+int rtc_weight_in(const rtc_weight *W)
+{
+    return W->in;
+}
