@@ -65,22 +65,25 @@ lmq_code rt_weight_of(const lmq_tensor *t, const float *b, rt_weight *W, lmq_err
 
 /* roundf(v) (half away from zero) clamped to [-127, 127]: truncation and its exact remainder,
  * cheaper than a call. v is clamped first (a subnormal max makes its scale inexact, and NaN goes
- * to -127 as through fmaxf). */
+ * to -127 as through fmaxf; comparisons, not fmaxf, so that the compiler inlines them). */
 static inline int round_clamp127(float v)
 {
-    v = fminf(fmaxf(v, -127.5f), 127.5f);
+    v = v > -127.5f ? v : -127.5f;
+    v = v < 127.5f ? v : 127.5f;
     const int t = (int)v;
     const float f = v - (float)t;
     const int r = t + (f >= 0.5f) - (f <= -0.5f);
     return r > 127 ? 127 : r < -127 ? -127 : r;
 }
 
-/* The int8 activation scale of x[0..len): max|x| / 127 (0 for a zero max). */
+/* The int8 activation scale of x[0..len): max|x| / 127 (0 for a zero max; NaN passed over). */
 static float act_scale(const float *x, size_t len)
 {
     float mx = 0.0f;
-    for (size_t i = 0; i < len; i++)
-        mx = fmaxf(mx, fabsf(x[i]));
+    for (size_t i = 0; i < len; i++) {
+        const float a = fabsf(x[i]);
+        mx = a > mx ? a : mx;
+    }
     return mx / 127.0f;
 }
 
@@ -719,39 +722,108 @@ static void linear_task(void *v, int64_t begin, int64_t end, int thread)
  * integer sum Σ q_x·q_w (q_w = code − 128) scaled once, ((float)sum · s_x) · s_w (+ b). Integer
  * sums do not depend on their order, so every kernel set gives the same bits: AVX-512 VNNI where
  * the CPU has it, a plain loop otherwise. */
+/* Σ q[k]·c_r[k] over k < in for the four rows c[0..3] (a short tile repeats its last row), codes
+ * unsigned (the stored bytes); ahead: how far on the rows' bytes are prefetched. */
+typedef void (*dot4_fn)(const uint8_t *const c[4], const int8_t *q, size_t in, size_t ahead, int32_t out[4]);
+
 typedef struct {
     const rt_weight *W;
     const int8_t *qx;   /* [n × ldq] codes, zero beyond in */
     const float *sx;    /* [n] */
     const int32_t *sum; /* [n]: Σ q_x, for the −128 of the codes */
     size_t ldq;
-    int n, vnni;
+    int n;
+    dot4_fn dot4;
     float *y;
 } int8_job;
 
 /* Up to this many inputs a row's sum of code·q (at most 255·127 each) fits in int32. */
 #define INT8_MAX_IN 65536
 
-/* Σ q[k]·c[k] over k < in, codes c unsigned (the stored bytes). */
-static int32_t dot_u8s8_scalar(const uint8_t *c, const int8_t *q, size_t in)
+static void dot4_u8s8_scalar(const uint8_t *const c[4], const int8_t *q, size_t in, size_t ahead, int32_t out[4])
 {
-    int32_t acc = 0;
-    for (size_t k = 0; k < in; k++)
-        acc += (int32_t)c[k] * q[k];
-    return acc;
+    (void)ahead;
+    for (int r = 0; r < 4; r++) {
+        int32_t acc = 0;
+        for (size_t k = 0; k < in; k++)
+            acc += (int32_t)c[r][k] * q[k];
+        out[r] = acc;
+    }
+}
+
+/* x[0..in) as int8 codes on the grid of its own scale (act_scale), into q; returns Σ codes. A zero
+ * scale leaves q as it is (zeros). */
+typedef int32_t (*codes_fn)(const float *x, size_t in, float *scale, int8_t *q);
+
+static int32_t act_codes_scalar(const float *x, size_t in, float *scale, int8_t *q)
+{
+    const float s = *scale = act_scale(x, in);
+    int32_t sum = 0;
+    for (size_t k = 0; k < in && s > 0.0f; k++)
+        sum += q[k] = (int8_t)round_clamp127(x[k] / s);
+    return sum;
 }
 
 #if HAVE_X86
-/* The same 64 codes at a time (vpdpbusd: unsigned × signed bytes into int32 lanes, exact). */
-__attribute__((target("avx512f,avx512bw,avx512vnni"))) static int32_t dot_u8s8_vnni(const uint8_t *c, const int8_t *q,
-                                                                                     size_t in)
+#define VNNI __attribute__((target("avx512f,avx512bw,avx512vnni")))
+/* 64 codes of each row at a time (vpdpbusd: unsigned × signed bytes into int32 lanes, exact), the
+ * activations loaded once for the four; the tile's rows follow one another and are prefetched as
+ * one stream, as the fused tiles do. The four sums are reduced together. */
+VNNI static void dot4_u8s8_vnni(const uint8_t *const c[4], const int8_t *q, size_t in, size_t ahead, int32_t out[4])
 {
-    __m512i acc = _mm512_setzero_si512();
-    for (size_t k = 0; k < in; k += 64) {
-        const __mmask64 m = in - k >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << (in - k)) - 1);
-        acc = _mm512_dpbusd_epi32(acc, _mm512_maskz_loadu_epi8(m, c + k), _mm512_loadu_si512(q + k));
+    __m512i acc[4];
+    RT_UNROLL for (int r = 0; r < 4; r++)
+        acc[r] = _mm512_setzero_si512();
+    size_t k = 0;
+    for (; k + 64 <= in; k += 64) {
+        prefetch_step(ENC_I8, c[0], (int64_t)k, 64, ahead);
+        const __m512i qk = _mm512_loadu_si512(q + k);
+        RT_UNROLL for (int r = 0; r < 4; r++)
+            acc[r] = _mm512_dpbusd_epi32(acc[r], _mm512_loadu_si512(c[r] + k), qk);
     }
-    return _mm512_reduce_add_epi32(acc);
+    if (k < in) {
+        const __mmask64 m = ((__mmask64)1 << (in - k)) - 1;
+        const __m512i qk = _mm512_loadu_si512(q + k); /* zero beyond in */
+        RT_UNROLL for (int r = 0; r < 4; r++)
+            acc[r] = _mm512_dpbusd_epi32(acc[r], _mm512_maskz_loadu_epi8(m, c[r] + k), qk);
+    }
+    /* each 128-bit lane: row 0, 1, 2, 3's sums of its four int32; then the four lanes added */
+    const __m512i t0 = _mm512_add_epi32(_mm512_unpacklo_epi32(acc[0], acc[1]), _mm512_unpackhi_epi32(acc[0], acc[1]));
+    const __m512i t1 = _mm512_add_epi32(_mm512_unpacklo_epi32(acc[2], acc[3]), _mm512_unpackhi_epi32(acc[2], acc[3]));
+    const __m512i u = _mm512_add_epi32(_mm512_unpacklo_epi64(t0, t1), _mm512_unpackhi_epi64(t0, t1));
+    const __m256i h = _mm256_add_epi32(_mm512_castsi512_si256(u), _mm512_extracti64x4_epi64(u, 1));
+    _mm_storeu_si128((__m128i *)out, _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)));
+}
+
+/* act_codes_scalar 16 lanes at a time, bit for bit: the maximum is exact in any order (maxps keeps
+ * its second operand, the running maximum, where a lane is NaN, as the comparison does), the
+ * quotient is IEEE's, and round_clamp127's steps are done as there. */
+AVX512 static int32_t act_codes_avx512(const float *x, size_t in, float *scale, int8_t *q)
+{
+    const __m512 sign = _mm512_set1_ps(-0.0f);
+    __m512 mx = _mm512_setzero_ps();
+    for (size_t k = 0; k < in; k += 16)
+        mx = _mm512_max_ps(_mm512_andnot_ps(sign, _mm512_maskz_loadu_ps(lanes16((int64_t)(in - k)), x + k)), mx);
+    const float s = *scale = _mm512_reduce_max_ps(mx) / 127.0f;
+    if (!(s > 0.0f))
+        return 0;
+    const __m512 vs = _mm512_set1_ps(s), lo = _mm512_set1_ps(-127.5f), hi = _mm512_set1_ps(127.5f);
+    const __m512 half = _mm512_set1_ps(0.5f), mhalf = _mm512_set1_ps(-0.5f);
+    const __m512i one = _mm512_set1_epi32(1), c127 = _mm512_set1_epi32(127), m127 = _mm512_set1_epi32(-127);
+    __m512i sum = _mm512_setzero_si512();
+    for (size_t k = 0; k < in; k += 16) {
+        const __mmask16 m = lanes16((int64_t)(in - k));
+        __m512 v = _mm512_div_ps(_mm512_maskz_loadu_ps(m, x + k), vs);
+        v = _mm512_min_ps(_mm512_max_ps(v, lo), hi); /* NaN: lo, as v > lo ? v : lo */
+        __m512i r = _mm512_cvttps_epi32(v);
+        const __m512 f = _mm512_sub_ps(v, _mm512_cvtepi32_ps(r));
+        r = _mm512_mask_add_epi32(r, _mm512_cmp_ps_mask(f, half, _CMP_GE_OQ), r, one);
+        r = _mm512_mask_sub_epi32(r, _mm512_cmp_ps_mask(f, mhalf, _CMP_LE_OQ), r, one);
+        r = _mm512_min_epi32(_mm512_max_epi32(r, m127), c127);
+        _mm512_mask_cvtepi32_storeu_epi8(q + k, m, r);
+        sum = _mm512_add_epi32(sum, r); /* dead lanes are 0 */
+    }
+    return _mm512_reduce_add_epi32(sum);
 }
 
 static int have_vnni(void)
@@ -760,7 +832,8 @@ static int have_vnni(void)
     return __builtin_cpu_supports("avx512vnni");
 }
 #else
-static int32_t dot_u8s8_vnni(const uint8_t *c, const int8_t *q, size_t in) { return dot_u8s8_scalar(c, q, in); }
+#define dot4_u8s8_vnni dot4_u8s8_scalar
+#define act_codes_avx512 act_codes_scalar
 static int have_vnni(void) { return 0; }
 #endif
 
@@ -769,20 +842,30 @@ static void int8_task(void *v, int64_t begin, int64_t end, int thread)
     (void)thread;
     const int8_job *j = v;
     const rt_weight *W = j->W;
-    const size_t in = (size_t)W->in;
-    for (int64_t t = begin; t < end; t++)
-        for (int r = (int)t * W_BLOCK; r < W->out && r < (int)(t + 1) * W_BLOCK; r++) {
-            uint16_t h;
-            memcpy(&h, W->data + 2 * (size_t)r, 2);
-            const float sw = lmq_f16_to_f32(h);
-            const uint8_t *c = W->data + W->L.code_offset + (size_t)r * in;
+    const size_t in = (size_t)W->in, ahead = prefetch_ahead(ENC_I8, W);
+    for (int64_t t = begin; t < end; t++) {
+        const int r1 = (int)(t + 1) * W_BLOCK < W->out ? (int)(t + 1) * W_BLOCK : W->out;
+        for (int r0 = (int)t * W_BLOCK; r0 < r1; r0 += 4) {
+            const int nr = r1 - r0 < 4 ? r1 - r0 : 4;
+            const uint8_t *c[4];
+            float sw[4];
+            for (int r = 0; r < 4; r++) {
+                const int row = r0 + (r < nr ? r : nr - 1);
+                uint16_t h;
+                memcpy(&h, W->data + 2 * (size_t)row, 2);
+                sw[r] = lmq_f16_to_f32(h);
+                c[r] = W->data + W->L.code_offset + (size_t)row * in;
+            }
             for (int i = 0; i < j->n; i++) {
-                const int8_t *q = j->qx + (size_t)i * j->ldq;
-                const int32_t dot = (j->vnni ? dot_u8s8_vnni(c, q, in) : dot_u8s8_scalar(c, q, in)) - 128 * j->sum[i];
-                const float out = (float)dot * j->sx[i] * sw;
-                j->y[(size_t)i * W->out + r] = W->b ? out + W->b[r] : out;
+                int32_t dot[4];
+                j->dot4(c, j->qx + (size_t)i * j->ldq, in, ahead, dot);
+                for (int r = 0; r < nr; r++) {
+                    const float out = (float)(dot[r] - 128 * j->sum[i]) * j->sx[i] * sw[r];
+                    j->y[(size_t)i * W->out + r0 + r] = W->b ? out + W->b[r0 + r] : out;
+                }
             }
         }
+    }
 }
 
 static int int8_path(const rt_weight *W)
@@ -794,7 +877,9 @@ static int int8_path(const rt_weight *W)
 static lmq_code int8_linear(const rt_exec *ex, const float *x, int n, const rt_weight *W, float *y, lmq_err *err)
 {
     const size_t in = (size_t)W->in, ldq = (in + 63) / 64 * 64;
-    int8_job j = { .W = W, .ldq = ldq, .n = n, .vnni = ex->isa == RT_ISA_AVX512 && have_vnni(), .y = y };
+    int8_job j = { .W = W, .ldq = ldq, .n = n, .y = y,
+                   .dot4 = ex->isa == RT_ISA_AVX512 && have_vnni() ? dot4_u8s8_vnni : dot4_u8s8_scalar };
+    const codes_fn codes = ex->isa == RT_ISA_AVX512 ? act_codes_avx512 : act_codes_scalar;
     int8_t *qx = calloc((size_t)n * ldq, 1);
     float *sx = malloc((size_t)n * sizeof *sx);
     int32_t *sum = malloc((size_t)n * sizeof *sum);
@@ -802,13 +887,8 @@ static lmq_code int8_linear(const rt_exec *ex, const float *x, int n, const rt_w
         free(qx), free(sx), free(sum);
         return lmq_fail(err, LMQ_E_NOMEM, "tensor %s: out of memory for the activations", W->name);
     }
-    for (int i = 0; i < n; i++) {
-        const float *xi = x + (size_t)i * in;
-        sx[i] = act_scale(xi, in);
-        sum[i] = 0;
-        for (size_t k = 0; k < in && sx[i] > 0.0f; k++)
-            sum[i] += qx[(size_t)i * ldq + k] = (int8_t)round_clamp127(xi[k] / sx[i]);
-    }
+    for (int i = 0; i < n; i++)
+        sum[i] = codes(x + (size_t)i * in, in, &sx[i], qx + (size_t)i * ldq);
     j.qx = qx, j.sx = sx, j.sum = sum;
     const int64_t tasks = (W->out + W_BLOCK - 1) / W_BLOCK, macs = (int64_t)n * W->out * W->in;
     lmq_pool_for(macs < RT_PARALLEL_MIN_WORK ? NULL : ex->pool, tasks, 1, int8_task, &j);

@@ -27,18 +27,21 @@
 static const struct {
     const char *name;
     lmq_qparams q;
+    lmq_act act; /* W8A8: x quantised per token, the int8 × int8 path (VNNI where the CPU has it) */
 } ENC[] = {
-    { "fp32", { .dtype = LMQ_T_F32 } },
-    { "fp16", { .dtype = LMQ_T_F16 } },
-    { "bf16", { .dtype = LMQ_T_BF16 } },
-    { "int8 per-channel", { .dtype = LMQ_T_INT8, .gran = LMQ_GRAN_CHANNEL } },
-    { "int8 g128", { .dtype = LMQ_T_INT8, .gran = LMQ_GRAN_GROUP, .group = 128 } },
-    { "int4 g128", { .dtype = LMQ_T_INT4, .gran = LMQ_GRAN_GROUP, .group = 128 } },
-    { "int4 g32", { .dtype = LMQ_T_INT4, .gran = LMQ_GRAN_GROUP, .group = 32 } },
-    { "int4 g32 asym", { .dtype = LMQ_T_INT4, .gran = LMQ_GRAN_GROUP, .group = 32, .asym = 1 } },
-    { "int3 g32", { .dtype = LMQ_T_INT3, .gran = LMQ_GRAN_GROUP, .group = 32 } },
-    { "int2 g32 asym", { .dtype = LMQ_T_INT2, .gran = LMQ_GRAN_GROUP, .group = 32, .asym = 1 } },
-    { "fp8 e4m3 per-channel", { .dtype = LMQ_T_F8_E4M3, .gran = LMQ_GRAN_CHANNEL } },
+    { .name = "fp32", .q = { .dtype = LMQ_T_F32 } },
+    { .name = "fp16", .q = { .dtype = LMQ_T_F16 } },
+    { .name = "bf16", .q = { .dtype = LMQ_T_BF16 } },
+    { .name = "int8 per-channel", .q = { .dtype = LMQ_T_INT8, .gran = LMQ_GRAN_CHANNEL } },
+    { .name = "int8 per-channel, a8", .q = { .dtype = LMQ_T_INT8, .gran = LMQ_GRAN_CHANNEL },
+      .act = { LMQ_ACT_INT8, LMQ_ACT_TOKEN } },
+    { .name = "int8 g128", .q = { .dtype = LMQ_T_INT8, .gran = LMQ_GRAN_GROUP, .group = 128 } },
+    { .name = "int4 g128", .q = { .dtype = LMQ_T_INT4, .gran = LMQ_GRAN_GROUP, .group = 128 } },
+    { .name = "int4 g32", .q = { .dtype = LMQ_T_INT4, .gran = LMQ_GRAN_GROUP, .group = 32 } },
+    { .name = "int4 g32 asym", .q = { .dtype = LMQ_T_INT4, .gran = LMQ_GRAN_GROUP, .group = 32, .asym = 1 } },
+    { .name = "int3 g32", .q = { .dtype = LMQ_T_INT3, .gran = LMQ_GRAN_GROUP, .group = 32 } },
+    { .name = "int2 g32 asym", .q = { .dtype = LMQ_T_INT2, .gran = LMQ_GRAN_GROUP, .group = 32, .asym = 1 } },
+    { .name = "fp8 e4m3 per-channel", .q = { .dtype = LMQ_T_F8_E4M3, .gran = LMQ_GRAN_CHANNEL } },
 };
 
 static int fail(const lmq_err *e)
@@ -47,8 +50,9 @@ static int fail(const lmq_err *e)
     return 1;
 }
 
-/* The first rows of w [rows × in] stored as q, viewed in W (bytes: the caller frees them). */
-static lmq_code store(const lmq_qparams *q, const float *w, int rows, int in, int copies, uint8_t **bytes,
+/* The first rows of w [rows × in] stored as q, its input quantised as act says, viewed in W (bytes: the caller
+ * frees them). */
+static lmq_code store(const lmq_qparams *q, lmq_act act, const float *w, int rows, int in, int copies, uint8_t **bytes,
                       rt_weight *W, size_t *size, lmq_pool *pool, lmq_err *e)
 {
     lmq_layout L;
@@ -63,7 +67,7 @@ static lmq_code store(const lmq_qparams *q, const float *w, int rows, int in, in
         if (k)
             memcpy(*bytes + k * L.bytes, *bytes, L.bytes);
         lmq_tensor t = { .name = "bench", .ndim = 2, .shape = { rows, in }, .q = *q, .raw = *bytes + k * L.bytes,
-                         .raw_size = L.bytes };
+                         .raw_size = L.bytes, .act = act };
         c = rt_weight_of(&t, NULL, &W[k], e);
     }
     *size = L.bytes;
@@ -120,8 +124,8 @@ int main(int argc, char **argv)
         uint8_t *bytes = NULL, *hot_bytes = NULL;
         rt_weight *W = calloc((size_t)copies, sizeof *W), H;
         size_t size, hot_size;
-        if (!W || store(&ENC[k].q, w, out, in, copies, &bytes, W, &size, pool, &e) ||
-            store(&ENC[k].q, w, hot_rows, in, 1, &hot_bytes, &H, &hot_size, pool, &e))
+        if (!W || store(&ENC[k].q, ENC[k].act, w, out, in, copies, &bytes, W, &size, pool, &e) ||
+            store(&ENC[k].q, ENC[k].act, w, hot_rows, in, 1, &hot_bytes, &H, &hot_size, pool, &e))
             return fail(&e);
         double bw = 0;
         if (rt_probe_read_spans(pool, &(rt_span){ bytes, size * (size_t)copies }, 1, 4, &bw, NULL, &e))
@@ -134,7 +138,7 @@ int main(int argc, char **argv)
             t1_f32 = t1, tn_f32 = tn;
         const double gbs = (double)size / t1 / 1e9;
         printf("%-22s %6s %6.3f %10.1f %8.1f %9.1f %8.0f%% %7.2f %11.2f %8.2f %8.1f\n", ENC[k].name,
-               rt_linear_fused(ex.isa, W) ? "fused" : "generic", (double)L.bits / ((double)out * in), t1 * 1e6,
+               ENC[k].act.scheme ? "int8" : rt_linear_fused(ex.isa, W) ? "fused" : "generic", (double)L.bits / ((double)out * in), t1 * 1e6,
                gbs, bw, 100.0 * gbs / bw, t1_f32 / t1, tn * 1e3, tn_f32 / tn, (double)hot_size / th / 1e9);
         free(bytes);
         free(hot_bytes);
