@@ -22,6 +22,7 @@ mkdir -p "$DIR"
 VARIANTS=(
     "fp16 tests/bench/recipes/fp16-all.yaml"
     "int8 tests/bench/recipes/int8-all.yaml"
+    "w8a8 tests/bench/recipes/w8a8-all.yaml"
     "int4-g128 recipes/w4a16.yaml"
     "int4-g32 tests/bench/recipes/w4a16-g32.yaml"
 )
