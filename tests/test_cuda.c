@@ -1,10 +1,10 @@
 /* The CUDA backend (the plugin runtime/cuda/cuda.h describes, built only with nvcc): that it
  * loads, its kernel table, checked on the host; where a device is present, every linear kernel
- * against the CPU's portable reference (rt_linear on the scalar kernel set) on ragged shapes,
- * the device's forward pass against the CPU's (every op composed: fused and split q/k/v,
+ * against the CPU's portable reference (rt_linear on the scalar kernel set) on ragged shapes
+ * (W8A8's bit for bit), the device's forward pass against the CPU's (every op composed: fused and split q/k/v,
  * interleaved and half rope, GQA, windows of ragged lengths continued from the cache, batched
  * decoding against one sequence at a time), and protocol P1 on both fixture models as fp32,
- * int8 and int4 artefacts: PPL within 0.1 % of the CPU's, top-1 agreement >= 99.5 %. Without
+ * int8, int4 and W8A8 artefacts: PPL within 0.1 % of the CPU's, top-1 agreement >= 99.5 %. Without
  * a device the suite runs the host checks, prints "skipped: no CUDA device" with the number of
  * comparisons it did not make, and exits 77: skipped, not passed (make check reports it as
  * such). */
@@ -44,7 +44,7 @@ START_TEST(table)
     ck_assert_int_eq(cuda->devices(), cu->device_count());
     const struct {
         lmq_qparams q;
-        int act, ok;
+        int act, ok; /* act: 0 none, 1 int8 per token, 2 per tensor */
         const char *why;
     } rows[] = {
         { { LMQ_T_F32, LMQ_GRAN_NONE, 0, 0 }, 0, 1, NULL },
@@ -54,13 +54,17 @@ START_TEST(table)
         { { LMQ_T_INT8, LMQ_GRAN_CHANNEL, 0, 0 }, 0, 1, NULL },
         { { LMQ_T_INT4, LMQ_GRAN_GROUP, 0, 128 }, 0, 1, NULL },
         { { LMQ_T_INT4, LMQ_GRAN_GROUP, 1, 128 }, 0, 0, "int4 asymmetric" },
-        { { LMQ_T_INT8, LMQ_GRAN_CHANNEL, 0, 0 }, 1, 0, "activation quantisation" },
+        { { LMQ_T_INT8, LMQ_GRAN_CHANNEL, 0, 0 }, 1, 1, NULL }, /* W8A8 per token */
+        { { LMQ_T_INT8, LMQ_GRAN_CHANNEL, 0, 0 }, 2, 0, "activation quantisation per tensor" },
+        { { LMQ_T_INT8, LMQ_GRAN_GROUP, 0, 128 }, 1, 0, "int8 per group: no CUDA kernel for this granularity" },
+        { { LMQ_T_INT4, LMQ_GRAN_GROUP, 0, 128 }, 1, 0, "int4 with activation quantisation" },
         { { LMQ_T_INT3, LMQ_GRAN_GROUP, 0, 32 }, 0, 0, "int3: no CUDA kernel for this encoding" },
         { { LMQ_T_F8_E4M3, LMQ_GRAN_CHANNEL, 0, 0 }, 0, 0, "no CUDA kernel for this encoding" },
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         rt_weight W = weight(rows[i].q, 4, 64, NULL, NULL);
-        W.act.scheme = rows[i].act ? LMQ_ACT_INT8 : LMQ_ACT_NONE;
+        W.act = (lmq_act){ .scheme = rows[i].act ? LMQ_ACT_INT8 : LMQ_ACT_NONE,
+                           .gran = rows[i].act == 2 ? LMQ_ACT_TENSOR : LMQ_ACT_TOKEN };
         char why[256] = "";
         ck_assert_int_eq(cuda->supports(&W, why, sizeof why), rows[i].ok);
         ck_assert_int_eq(cu->supports(&W, why, sizeof why), rows[i].ok);
@@ -181,6 +185,56 @@ START_TEST(kernels)
     cu->weight_free(dw);
     cu->close(c);
     free(w), free(wd), free(x), free(b), free(want), free(got), free(data);
+}
+END_TEST
+
+/* W8A8 per token (int8 weights per channel): integer sums, so the device's results are the
+ * CPU's bit for bit, at every shape: the GEMV (per code and 16 codes a lane), steps of it for
+ * more rows than it takes, and cuBLAS's int8 GEMM (rows in multiples of 4 bytes). Row 1 of x is
+ * zero (a zero scale). */
+START_TEST(w8a8_exact)
+{
+    const int out = shapes[_i].out, in = shapes[_i].in, n = shapes[_i].n;
+    const lmq_qparams q = { LMQ_T_INT8, LMQ_GRAN_CHANNEL, 0, 0 };
+    uint64_t seed = 3000 + (uint64_t)_i;
+    float *w = malloc((size_t)out * in * sizeof *w), *x = malloc((size_t)n * in * sizeof *x);
+    float *b = malloc((size_t)out * sizeof *b), *want = malloc((size_t)n * out * sizeof *want);
+    float *got = malloc((size_t)n * out * sizeof *got);
+    for (int i = 0; i < out * in; i++)
+        w[i] = (float)(0.05 * test_gauss(&seed));
+    for (int i = 0; i < n * in; i++)
+        x[i] = i / in == 1 ? 0.0f : (float)test_gauss(&seed);
+    for (int i = 0; i < out; i++)
+        b[i] = (float)(0.1 * test_gauss(&seed));
+    lmq_err e;
+    lmq_layout L;
+    ck_assert_msg(lmq_layout_of(&q, out, in, &L, &e) == LMQ_OK, "%s", e.msg);
+    uint8_t *data = malloc(L.bytes);
+    ck_assert_msg(q_quantize(&q, w, out, in, data, L.bytes, NULL, &e) == LMQ_OK, "%s", e.msg);
+    rt_weight W = weight(q, out, in, data, _i % 2 ? b : NULL);
+    W.act = (lmq_act){ .scheme = LMQ_ACT_INT8, .gran = LMQ_ACT_TOKEN };
+    const rt_exec cpu = { .isa = RT_ISA_SCALAR };
+    ck_assert_msg(rt_linear(&cpu, x, n, &W, want, &e) == LMQ_OK, "%s", e.msg);
+    rtc_ctx *c;
+    rtc_weight *dw;
+    void *dx, *dy;
+    ck_assert_msg(cu->open(0, &c, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_msg(cu->upload(c, &W, &dw, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_msg(cu->alloc(c, (size_t)n * in * sizeof *x, &dx, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_msg(cu->alloc(c, (size_t)n * out * sizeof *got, &dy, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_msg(cu->to_device(c, dx, x, (size_t)n * in * sizeof *x, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_msg(cu->linear(c, dx, n, dw, dy, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_msg(cu->to_host(c, got, dy, (size_t)n * out * sizeof *got, &e) == LMQ_OK, "%s", e.msg);
+    for (int t = 0; t < n; t++)
+        for (int r = 0; r < out; r++)
+            ck_assert_msg(got[(size_t)t * out + r] == want[(size_t)t * out + r],
+                          "W8A8 [%d × %d] n %d: y[%d, %d] = %.9g, CPU %.9g", out, in, n, t, r, got[(size_t)t * out + r],
+                          want[(size_t)t * out + r]);
+    cu->free(dx);
+    cu->free(dy);
+    cu->weight_free(dw);
+    cu->close(c);
+    free(w), free(x), free(b), free(want), free(got), free(data);
 }
 END_TEST
 
@@ -316,17 +370,18 @@ START_TEST(batch_matches_cpu)
 }
 END_TEST
 
-/* Protocol P1 on the device against the CPU: fp32, int8 (per channel) and int4 (w4a16: g128,
- * an int8 classifier and an fp16 embedding) artefacts of both fixture models. */
+/* Protocol P1 on the device against the CPU: fp32, int8 (per channel), int4 (w4a16: g128,
+ * an int8 classifier and an fp16 embedding) and W8A8 artefacts of both fixture models. */
 static const struct {
     const char *rel, *text;
 } p1_models[] = { { SOTU, "text/sotu-eval.txt" }, { STORIES, "text/tinystories-valid.txt" } };
-static const char *const p1_recipes[] = { NULL, "recipes/int8-channel.yaml", "recipes/w4a16.yaml" };
-#define N_P1 (int)(sizeof p1_models / sizeof p1_models[0] * sizeof p1_recipes / sizeof p1_recipes[0])
+static const char *const p1_recipes[] = { NULL, "recipes/int8-channel.yaml", "recipes/w4a16.yaml", "recipes/w8a8.yaml" };
+#define N_RECIPES (int)(sizeof p1_recipes / sizeof p1_recipes[0])
+#define N_P1 (int)(sizeof p1_models / sizeof p1_models[0]) * N_RECIPES
 
 START_TEST(p1_matches_cpu)
 {
-    const int mi = _i / 3, ri = _i % 3;
+    const int mi = _i / N_RECIPES, ri = _i % N_RECIPES;
     both b;
     open_both(&b, p1_models[mi].rel, 0, p1_recipes[ri], 256, 1);
     int32_t *ids;
@@ -366,6 +421,7 @@ int main(void)
         TCase *dev = tcase_create("kernels");
         tcase_set_timeout(dev, 120);
         tcase_add_loop_test(dev, kernels, 0, (int)(N_ENC * N_SHAPES));
+        tcase_add_loop_test(dev, w8a8_exact, 0, (int)N_SHAPES);
         suite_add_tcase(s, dev);
         TCase *fw = tcase_create("forward");
         tcase_set_timeout(fw, 600);
@@ -384,6 +440,6 @@ int main(void)
         return rc;
     printf("test_cuda: skipped: no CUDA device (%d kernel comparisons and %d forward-pass comparisons against the "
            "CPU not run; only the host-side checks ran)\n",
-           (int)(N_ENC * N_SHAPES), 2 * N_MODELS + N_P1);
+           (int)((N_ENC + 1) * N_SHAPES), 2 * N_MODELS + N_P1);
     return 77;
 }

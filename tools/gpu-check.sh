@@ -3,7 +3,7 @@
 # scarce windows a GPU is lent in. Builds with CUDA, runs the CUDA suite (each kernel and the
 # forward pass against the CPU), the copy-bandwidth probe, the GEMV/GEMM benchmark (int4 g128
 # on 4096 × 14336 against the measured copy bandwidth; int8; fp16 and fp32 through cuBLAS),
-# lmq verify on both devices (the fixture models as fp32, int8 and int4 artefacts and the tiny
+# lmq verify on both devices (the fixture models as fp32, int8, int4 and W8A8 artefacts and the tiny
 # synthetic shapes: PPL and top-1 per device), decode tok/s at batch 1 on the synthetic 1B
 # Llama shape as fp16, int8 and int4 with its roofline fraction, the batch sweep (1, 4, 16, 64
 # sequences, prompt 512, 128 new tokens) on its int4 artefact, and lmq budget for the device's
@@ -59,7 +59,7 @@ if [ -n "${no_device:-}" ]; then
     for s in bench forward synth_1b decode sweep; do printf '%s\tskipped (no device)\t0\n' "$s" >>"$OUT/steps.tsv"; done
 elif [ -n "${built:-}" ]; then
     step bench 60 "$BUILD/bench/bench_cuda" 4096 14336 100
-    # verify on each device: the fixture models (fp32, int8 per channel, w4a16) on their texts,
+    # verify on each device: the fixture models (fp32, int8 per channel, w4a16, w8a8) on their texts,
     # and the tiny synthetic shapes (noise, scored on a fixture text: only the devices' agreement
     # counts); one JSON per model and device
     # (windows of 128 tokens, the tiny GPT-2 shape's context; the first 60 kB of each text)
@@ -72,10 +72,11 @@ elif [ -n "${built:-}" ]; then
             IFS=: read -r name src text <<<"$m"
             head -c 60000 "$text" >"$WORK/$name.txt" && "$LMQ" convert "$src" -o "$WORK/$name-fp32.lmq" >/dev/null &&
                 "$LMQ" quantize "$WORK/$name-fp32.lmq" --recipe recipes/int8-channel.yaml -o "$WORK/$name-int8.lmq" >/dev/null &&
-                "$LMQ" quantize "$WORK/$name-fp32.lmq" --recipe recipes/w4a16.yaml -o "$WORK/$name-w4a16.lmq" >/dev/null || { rc=1; continue; }
+                "$LMQ" quantize "$WORK/$name-fp32.lmq" --recipe recipes/w4a16.yaml -o "$WORK/$name-w4a16.lmq" >/dev/null &&
+                "$LMQ" quantize "$WORK/$name-fp32.lmq" --recipe recipes/w8a8.yaml -o "$WORK/$name-w8a8.lmq" >/dev/null || { rc=1; continue; }
             for dev in cuda cpu; do
                 echo "== $name on $dev"
-                "$LMQ" verify "$WORK/$name-fp32.lmq" "$WORK/$name-int8.lmq" "$WORK/$name-w4a16.lmq" \
+                "$LMQ" verify "$WORK/$name-fp32.lmq" "$WORK/$name-int8.lmq" "$WORK/$name-w4a16.lmq" "$WORK/$name-w8a8.lmq" \
                     --text "$WORK/$name.txt" --ctx 128 --device $dev --json "$OUT/forward-$name-$dev.json" || rc=1
             done
         done

@@ -19,8 +19,14 @@
  *                                           (prefill): blocks of rows dequantised to fp16 in
  *                                           scratch and multiplied by cuBLAS with x rounded to
  *                                           fp16, fp32 accumulation;
- *                      asymmetric encodings, int3/int2, fp8 and activation quantisation (W8A8)
- *                      have no row yet: supports says so, naming the tensor;
+ *                        W8A8               int8 per channel with int8 activations per token:
+ *                                           each row of x made codes as the CPU makes them, the
+ *                                           sums exact in int32 (dp4a GEMV up to
+ *                                           RTC_GEMV_MAX_ROWS rows; more by cuBLAS's int8 GEMM
+ *                                           where the shape suits its tensor cores), scaled as
+ *                                           the CPU does: the CPU's results bit for bit;
+ *                      asymmetric encodings, int3/int2, fp8 and activation quantisation per
+ *                      tensor have no row yet: supports says so, naming the tensor;
  *   a probe            device-to-device copy bandwidth, the roofline's denominator;
  *   the forward pass   a device model (every weight of an rt_model uploaded once as above, the
  *                      norm vectors and biases as fp32) and device states (activations, rope

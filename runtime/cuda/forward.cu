@@ -119,7 +119,8 @@ lmq_code rtc_model_upload(rtc_ctx *c, const rt_model *rm, rtc_model **out, lmq_e
         code = put(c, m, &rm->tok_embd, &m->tok, err);
     if (!code)
         code = put(c, m, &rm->pos_embd, &m->pos, err);
-    if (!code && rm->classifier.data == rm->tok_embd.data && rm->classifier.q.dtype == rm->tok_embd.q.dtype)
+    if (!code && rm->classifier.data == rm->tok_embd.data && rm->classifier.q.dtype == rm->tok_embd.q.dtype &&
+        rm->classifier.act.scheme == rm->tok_embd.act.scheme)
         m->cls = m->tok; /* tied: one copy serves both */
     else if (!code)
         code = put(c, m, &rm->classifier, &m->cls, err);

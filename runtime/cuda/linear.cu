@@ -1,6 +1,6 @@
 /* Linear layers on the device over weights in their stored encodings (runtime/cuda/cuda.h):
  * one row per encoding, like the CPU's table; the integer rows are fused dequantising GEMVs,
- * the float rows cuBLAS GEMMs. */
+ * the float rows cuBLAS GEMMs, W8A8 integer products. */
 #include "runtime/cuda/internal.h"
 
 #include <cuda_bf16.h>
@@ -15,6 +15,7 @@ typedef lmq_code (*rtc_linear_fn)(rtc_ctx *c, const float *x, int n, const rtc_w
 typedef struct {
     lmq_dtype dtype;
     unsigned grans;      /* granularities it takes: bit (1u << lmq_gran) each */
+    lmq_act_scheme act;  /* the activation quantisation it takes (per token only) */
     cudaDataType_t type; /* float rows: the weights' and rounded activations' type for cuBLAS */
     rtc_linear_fn run;
 } rtc_row;
@@ -275,16 +276,206 @@ static lmq_code linear_float(rtc_ctx *c, const float *x, int n, const rtc_weight
     return code ? code : add_bias_to(c, y, n, W, err);
 }
 
+static size_t align256(size_t n)
+{
+    return (n + 255) & ~(size_t)255;
+}
+
+/* ---- W8A8: int8 activations per token times int8 weights per channel, as integers ------- */
+
+/* The CPU's integer path (runtime/linear.h), bit for bit: codes and scale of each row of x as
+ * runtime/linear.c's act_codes_scalar makes them, the sums Σ q_x·(code − 128) exact in int32,
+ * then ((float)sum · s_x) · s_w (+ b) with each operation rounded on its own (no contraction). */
+
+/* The largest of v over the block; every thread gets it. red: 32 slots of shared memory. v is
+ * never NaN here (act_codes passes NaN over as the CPU does). */
+__device__ float block_max(float v, float *red)
+{
+    for (int o = 16; o > 0; o >>= 1) {
+        const float w = __shfl_xor_sync(0xffffffffu, v, o);
+        v = w > v ? w : v;
+    }
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
+    if (lane == 0)
+        red[warp] = v;
+    __syncthreads();
+    v = red[0];
+    for (int w = 1; w < warps; w++)
+        v = red[w] > v ? red[w] : v;
+    return v;
+}
+
+/* Row blockIdx.x of x [· × in]: its codes into q[· × ldq] (zeros from in to ldq), its scale
+ * max|x| / 127 into sx; a zero scale gives zero codes. */
+__global__ void act_codes(const float *__restrict__ x, int in, int ldq, int8_t *__restrict__ q, float *__restrict__ sx)
+{
+    __shared__ float red[32];
+    const float *xr = x + (size_t)blockIdx.x * in;
+    float m = 0;
+    for (int k = threadIdx.x; k < in; k += blockDim.x) {
+        const float a = fabsf(xr[k]);
+        m = a > m ? a : m;
+    }
+    const float s = __fdiv_rn(block_max(m, red), 127.0f);
+    if (threadIdx.x == 0)
+        sx[blockIdx.x] = s;
+    int8_t *qr = q + (size_t)blockIdx.x * ldq;
+    for (int k = threadIdx.x; k < ldq; k += blockDim.x) {
+        int r = 0;
+        if (k < in && s > 0.0f) { /* round_clamp127 */
+            float v = __fdiv_rn(xr[k], s);
+            v = v > -127.5f ? v : -127.5f;
+            v = v < 127.5f ? v : 127.5f;
+            const int t = (int)v;
+            const float f = __fsub_rn(v, (float)t);
+            r = t + (f >= 0.5f) - (f <= -0.5f);
+            r = r > 127 ? 127 : r < -127 ? -127 : r;
+        }
+        qr[k] = (int8_t)r;
+    }
+}
+
+/* y[t, r] of the sum: ((float)sum · s_x[t]) · s_w[r] (+ b[r]). */
+__device__ __forceinline__ float w8a8_out(int sum, float sx, const __half *scales, const float *bias, int r)
+{
+    const float v = __fmul_rn(__fmul_rn((float)sum, sx), __half2float(scales[r]));
+    return bias ? __fadd_rn(v, bias[r]) : v;
+}
+
+/* NR activation rows against the stored codes (offset binary: code − 128 is the weight's
+ * integer), one warp per output row. VEC: in a multiple of 16, 16 codes a lane a step, four
+ * bytes at a time through dp4a (code ^ 0x80 is code − 128 as a signed byte); otherwise one code
+ * a lane a step. */
+template <bool VEC, int NR>
+__global__ void __launch_bounds__(32 * GEMV_WARPS)
+    gemv_w8a8(const uint8_t *__restrict__ codes, const __half *__restrict__ scales, const int8_t *__restrict__ q,
+              int ldq, const float *__restrict__ sx, const float *__restrict__ bias, float *__restrict__ y, int out,
+              int in)
+{
+    const int r = blockIdx.x * GEMV_WARPS + threadIdx.y, lane = threadIdx.x;
+    if (r >= out)
+        return;
+    int acc[NR];
+#pragma unroll
+    for (int t = 0; t < NR; t++)
+        acc[t] = 0;
+    if (VEC) {
+        const uint4 *row = reinterpret_cast<const uint4 *>(codes + (size_t)r * in);
+        for (int v = lane; v < in / 16; v += 32) {
+            const uint4 w = __ldg(row + v);
+            const int w0 = (int)(w.x ^ 0x80808080u), w1 = (int)(w.y ^ 0x80808080u), w2 = (int)(w.z ^ 0x80808080u),
+                      w3 = (int)(w.w ^ 0x80808080u);
+#pragma unroll
+            for (int t = 0; t < NR; t++) {
+                const int4 a = *reinterpret_cast<const int4 *>(q + (size_t)t * ldq + 16 * (size_t)v);
+                acc[t] = __dp4a(w3, a.w, __dp4a(w2, a.z, __dp4a(w1, a.y, __dp4a(w0, a.x, acc[t]))));
+            }
+        }
+    } else {
+        const uint8_t *row = codes + (size_t)r * in;
+        for (int c = lane; c < in; c += 32) {
+            const int w = (int)row[c] - 128;
+#pragma unroll
+            for (int t = 0; t < NR; t++)
+                acc[t] += w * q[(size_t)t * ldq + c];
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < NR; t++) {
+        int a = acc[t];
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1)
+            a += __shfl_xor_sync(0xffffffffu, a, o);
+        if (lane == 0)
+            y[(size_t)t * out + r] = w8a8_out(a, sx[t], scales, bias, r);
+    }
+}
+
+typedef void (*gemv_w8a8_fn)(const uint8_t *, const __half *, const int8_t *, int, const float *, const float *,
+                             float *, int, int);
+#define GEMV_W8A8_ROWS(V)                                                                                             \
+    { gemv_w8a8<V, 1>, gemv_w8a8<V, 2>, gemv_w8a8<V, 3>, gemv_w8a8<V, 4>, gemv_w8a8<V, 5>,                           \
+      gemv_w8a8<V, 6>, gemv_w8a8<V, 7>, gemv_w8a8<V, 8> }
+static const gemv_w8a8_fn gemv_w8a8_kernels[2][RTC_GEMV_MAX_ROWS] = { GEMV_W8A8_ROWS(false), GEMV_W8A8_ROWS(true) };
+
+/* The stored codes as signed weights (code − 128), for cuBLAS. */
+__global__ void signed_codes(const uint8_t *__restrict__ codes, int8_t *__restrict__ out, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        out[i] = (int8_t)((int)codes[i] - 128);
+}
+
+/* y[t, r] from the int32 products c[t × out]. */
+__global__ void w8a8_epilogue(const int32_t *__restrict__ c, const float *__restrict__ sx,
+                              const __half *__restrict__ scales, const float *__restrict__ bias, float *__restrict__ y,
+                              int out, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        y[i] = w8a8_out(c[i], sx[i / out], scales, bias, (int)(i % out));
+}
+
+/* Up to RTC_GEMV_MAX_ROWS rows at a time by the GEMV. More, where cuBLAS's int8 GEMM takes the
+ * shape (rows of x and W in multiples of 4 bytes, as its tensor-core kernels want), by that GEMM
+ * (int32 accumulation) over blocks of rows made signed in scratch; otherwise the GEMV in steps. */
+static lmq_code linear_w8a8(rtc_ctx *c, const float *x, int n, const rtc_weight *W, float *y, lmq_err *err)
+{
+    const size_t ldq = ((size_t)W->in + 15) & ~(size_t)15, qb = align256((size_t)n * ldq),
+                 sb = align256((size_t)n * sizeof(float));
+    const bool gemm = n > RTC_GEMV_MAX_ROWS && W->in % 4 == 0 && W->out % 4 == 0;
+    size_t rows = gemm ? DEQUANT_BLOCK_BYTES / (size_t)W->in / 4 * 4 : 0;
+    rows = rows < 4 ? 4 : rows > (size_t)W->out ? (size_t)W->out : rows;
+    const size_t wb = gemm ? align256(rows * W->in) : 0, cb = gemm ? (size_t)n * W->out * sizeof(int32_t) : 0;
+    lmq_code code = rtc_scratch(c, qb + sb + wb + cb, err);
+    if (code)
+        return code;
+    int8_t *q = (int8_t *)c->scratch, *ws = (int8_t *)c->scratch + qb + sb;
+    float *sx = (float *)((uint8_t *)c->scratch + qb);
+    int32_t *acc = (int32_t *)((uint8_t *)c->scratch + qb + sb + wb);
+    act_codes<<<n, 256, 0, c->stream>>>(x, W->in, (int)ldq, q, sx);
+    if ((code = rtc_check(cudaGetLastError(), W->name, err)))
+        return code;
+    if (!gemm) {
+        const dim3 block(32, GEMV_WARPS), grid((unsigned)((W->out + GEMV_WARPS - 1) / GEMV_WARPS));
+        for (int t0 = 0; t0 < n && !code; t0 += RTC_GEMV_MAX_ROWS) {
+            const int nt = n - t0 < RTC_GEMV_MAX_ROWS ? n - t0 : RTC_GEMV_MAX_ROWS;
+            gemv_w8a8_kernels[W->in % 16 == 0][nt - 1]<<<grid, block, 0, c->stream>>>(
+                W->codes, W->scales, q + (size_t)t0 * ldq, (int)ldq, sx + t0, W->bias, y + (size_t)t0 * W->out,
+                W->out, W->in);
+            code = rtc_check(cudaGetLastError(), W->name, err);
+        }
+        return code;
+    }
+    const int one = 1, zero = 0;
+    for (int r0 = 0; r0 < W->out && !code; r0 += (int)rows) {
+        const int nr = W->out - r0 < (int)rows ? W->out - r0 : (int)rows;
+        const size_t nw = (size_t)nr * W->in;
+        signed_codes<<<blocks_for(nw), 256, 0, c->stream>>>(W->codes + (size_t)r0 * W->in, ws, nw);
+        code = rtc_check(cudaGetLastError(), W->name, err);
+        if (!code) /* column-major C(nr × n, ldc out) = W_block(in × nr)ᵀ · Q(in × n, ldq) */
+            code = rtc_check_blas(cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, nr, n, W->in, &one, ws, CUDA_R_8I,
+                                               W->in, q, CUDA_R_8I, (int)ldq, &zero, acc + r0, CUDA_R_32I, W->out,
+                                               CUBLAS_COMPUTE_32I, CUBLAS_GEMM_DEFAULT),
+                                  W->name, err);
+    }
+    const size_t ny = (size_t)n * W->out;
+    if (!code) {
+        w8a8_epilogue<<<blocks_for(ny), 256, 0, c->stream>>>(acc, sx, W->scales, W->bias, y, W->out, ny);
+        code = rtc_check(cudaGetLastError(), W->name, err);
+    }
+    return code;
+}
+
 /* ---- the table --------------------------------------------------------------------------- */
 
 #define SCALED ((1u << LMQ_GRAN_TENSOR) | (1u << LMQ_GRAN_CHANNEL) | (1u << LMQ_GRAN_GROUP))
 
 static const rtc_row rows[] = {
-    { LMQ_T_F32, 1u << LMQ_GRAN_NONE, CUDA_R_32F, linear_float },
-    { LMQ_T_F16, 1u << LMQ_GRAN_NONE, CUDA_R_16F, linear_float },
-    { LMQ_T_BF16, 1u << LMQ_GRAN_NONE, CUDA_R_16BF, linear_float },
-    { LMQ_T_INT8, SCALED, CUDA_R_8I, linear_int<8> },
-    { LMQ_T_INT4, SCALED, CUDA_R_4I, linear_int<4> },
+    { LMQ_T_F32, 1u << LMQ_GRAN_NONE, LMQ_ACT_NONE, CUDA_R_32F, linear_float },
+    { LMQ_T_F16, 1u << LMQ_GRAN_NONE, LMQ_ACT_NONE, CUDA_R_16F, linear_float },
+    { LMQ_T_BF16, 1u << LMQ_GRAN_NONE, LMQ_ACT_NONE, CUDA_R_16BF, linear_float },
+    { LMQ_T_INT8, SCALED, LMQ_ACT_NONE, CUDA_R_8I, linear_int<8> },
+    { LMQ_T_INT4, SCALED, LMQ_ACT_NONE, CUDA_R_4I, linear_int<4> },
+    { LMQ_T_INT8, 1u << LMQ_GRAN_CHANNEL, LMQ_ACT_INT8, CUDA_R_8I, linear_w8a8 },
 };
 
 /* The row for W, or NULL with why. */
@@ -293,18 +484,28 @@ static const rtc_row *row_for(const rt_weight *W, char *why, size_t size)
     const lmq_encoding *e = lmq_encoding_of(W->q.dtype);
     const char *name = W->name ? W->name : "weight";
     const rtc_row *row = NULL;
+    int encoded = 0;
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
-        if (rows[i].dtype == W->q.dtype)
-            row = &rows[i];
-    if (!row)
+        if (rows[i].dtype == W->q.dtype) {
+            encoded = 1;
+            if (rows[i].act == W->act.scheme)
+                row = &rows[i];
+        }
+    if (!encoded)
         snprintf(why, size, "%s: %s: no CUDA kernel for this encoding", name, e ? e->name : "?");
+    else if (!row)
+        snprintf(why, size, "%s: %s with activation quantisation: no CUDA kernel (W8A8: int8 per channel)", name,
+                 e->name);
     else if (!(row->grans >> W->q.gran & 1))
         snprintf(why, size, "%s: %s per %s: no CUDA kernel for this granularity", name, e->name,
                  lmq_gran_name(W->q.gran));
     else if (W->q.asym)
         snprintf(why, size, "%s: %s asymmetric: no CUDA kernel (symmetric only)", name, e->name);
-    else if (W->act.scheme != LMQ_ACT_NONE)
-        snprintf(why, size, "%s: activation quantisation (W8A8): no CUDA kernel", name);
+    else if (W->act.scheme != LMQ_ACT_NONE && W->act.gran != LMQ_ACT_TOKEN)
+        snprintf(why, size, "%s: activation quantisation per %s: no CUDA kernel (per token only)", name,
+                 lmq_act_gran_names[W->act.gran]);
+    else if (W->act.scheme != LMQ_ACT_NONE && W->in > 65536)
+        snprintf(why, size, "%s: W8A8 over %d inputs: int32 sums could overflow (at most 65536)", name, W->in);
     else
         return row;
     return NULL;
@@ -314,11 +515,6 @@ int rtc_supports(const rt_weight *W, char *why, size_t size)
 {
     char none[1];
     return row_for(W, why ? why : none, why ? size : sizeof none) != NULL;
-}
-
-static size_t align256(size_t n)
-{
-    return (n + 255) & ~(size_t)255;
 }
 
 lmq_code rtc_upload(rtc_ctx *c, const rt_weight *W, rtc_weight **out, lmq_err *err)
