@@ -48,6 +48,16 @@ __device__ __forceinline__ void decode_word(uint32_t w, float *q)
         q[j] = (float)((int)(w >> (j * BITS) & mask) - half);
 }
 
+/* The sum of a over the warp, every lane getting it (butterfly order). */
+template <typename T>
+__device__ __forceinline__ T warp_sum(T a)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        a += __shfl_xor_sync(0xffffffffu, a, o);
+    return a;
+}
+
 /* Σ_{j<N} q[j]·x[j], x on a 16-byte boundary, in order. */
 template <int N>
 __device__ __forceinline__ float dot(const float *q, const float *x)
@@ -128,10 +138,7 @@ __global__ void __launch_bounds__(32 * GEMV_WARPS)
     }
 #pragma unroll
     for (int t = 0; t < NR; t++) {
-        float a = acc[t];
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1)
-            a += __shfl_xor_sync(0xffffffffu, a, o);
+        const float a = warp_sum(acc[t]);
         if (lane == 0)
             y[(size_t)t * out + r] = a + (bias ? bias[r] : 0.0f);
     }
@@ -382,10 +389,7 @@ __global__ void __launch_bounds__(32 * GEMV_WARPS)
     }
 #pragma unroll
     for (int t = 0; t < NR; t++) {
-        int a = acc[t];
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1)
-            a += __shfl_xor_sync(0xffffffffu, a, o);
+        const int a = warp_sum(acc[t]);
         if (lane == 0)
             y[(size_t)t * out + r] = w8a8_out(a, sx[t], scales, bias, r);
     }
