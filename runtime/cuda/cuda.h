@@ -10,12 +10,14 @@
  *                        fp32, fp16, bf16   cuBLAS GEMM, fp32 accumulation; fp16 and bf16 weights
  *                                           multiply x rounded to the weight's format (the tensor
  *                                           cores' inputs): the one place activations are not fp32
- *                        int8, int4         symmetric, per tensor, channel or group. Up to
- *                                           RTC_GEMV_MAX_ROWS activation rows (decode): a fused
- *                                           dequantising GEMV, one warp per output row, 16-byte
- *                                           loads of the packed codes, each fp16 scale applied
- *                                           once per load or per 32-bit word of codes, fp32
- *                                           accumulation, the codes read once for all rows. More
+ *                        int8, int4,        symmetric or asymmetric, per tensor, channel or
+ *                        int3, int2         group. Up to RTC_GEMV_MAX_ROWS activation rows
+ *                                           (decode): a fused dequantising GEMV, one warp per
+ *                                           output row, 16-byte loads of the packed codes (not
+ *                                           int3: a code at a time), each fp16 scale and zero
+ *                                           code applied once per load or per 32-bit word of
+ *                                           codes, fp32 accumulation, the codes read once for
+ *                                           all rows. More
  *                                           (prefill): blocks of rows dequantised to fp16 in
  *                                           scratch and multiplied by cuBLAS with x rounded to
  *                                           fp16, fp32 accumulation;
@@ -25,8 +27,9 @@
  *                                           RTC_GEMV_MAX_ROWS rows; more by cuBLAS's int8 GEMM
  *                                           where the shape suits its tensor cores), scaled as
  *                                           the CPU does: the CPU's results bit for bit;
- *                      asymmetric encodings, int3/int2, fp8 and activation quantisation per
- *                      tensor have no row yet: supports says so, naming the tensor;
+ *                      fp8 and activation quantisation per tensor (or over asymmetric or
+ *                      other than per-channel int8 weights) have no row yet: supports says so,
+ *                      naming the tensor;
  *   a probe            device-to-device copy bandwidth, the roofline's denominator;
  *   the forward pass   a device model (every weight of an rt_model uploaded once as above, the
  *                      norm vectors and biases as fp32) and device states (activations, rope

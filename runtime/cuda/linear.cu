@@ -28,6 +28,7 @@ struct rtc_weight {
     const rtc_row *row;
     uint8_t *dev;          /* one allocation: scales (and zero points) | padding | codes | bias */
     const __half *scales;  /* integer rows: L.n_scales IEEE halves */
+    const int16_t *zeros;  /* asymmetric integer rows: L.n_scales zero codes; else NULL */
     const uint8_t *codes;  /* at a 256-byte boundary */
     const float *bias;     /* [out] or NULL */
     size_t bytes;
@@ -36,6 +37,25 @@ struct rtc_weight {
 /* ---- the fused integer GEMV ------------------------------------------------------------ */
 
 #define GEMV_WARPS 4 /* output rows per block, one warp each */
+
+/* The code at bit `bit` of the codes' LSB-first stream (code c of row r is at bit (r·in + c)·bits;
+ * a 3-bit code may span two bytes, and only then is the second read). */
+__device__ __forceinline__ int code_at(const uint8_t *__restrict__ codes, uint64_t bit, int bits)
+{
+    const uint8_t *b = codes + (bit >> 3);
+    const int sh = (int)(bit & 7);
+    unsigned v = (unsigned)b[0] >> sh;
+    if (sh + bits > 8)
+        v |= (unsigned)b[1] << (8 - sh);
+    return (int)(v & ((1u << bits) - 1));
+}
+
+/* The zero code of the weight whose parameters are at index i: the group's stored one
+ * (asymmetric), else 2^(bits−1). */
+__device__ __forceinline__ int zero_at(const int16_t *__restrict__ zeros, size_t i, int bits)
+{
+    return zeros ? zeros[i] : 1 << (bits - 1);
+}
 
 /* The 32/BITS codes of one little-endian word as signed integers (offset binary: code − 2^(BITS−1)). */
 template <int BITS>
@@ -75,22 +95,24 @@ __device__ __forceinline__ float dot(const float *q, const float *x)
     return s;
 }
 
-/* y[t, r] = Σ_c (code − 2^(BITS−1))·s[r·s_stride + (c >> s_shift)]·x[t, c] (+ b[r]) for the NR
- * activation rows t: warp threadIdx.y of block x takes row r and reads its codes once for all of
- * them. VEC: every row starts on a 16-byte boundary (in a multiple of 128 / BITS), read 16 bytes
- * per lane per step; the scale is fetched once per load when a group spans it (groups of 32 or
- * more for int4, every int8 group), else once per 32-bit word (int4 g16: groups are powers of
- * two >= 16, so a word's 8 codes never straddle two). Otherwise one code per lane per step at
+/* y[t, r] = Σ_c (code − z)·s[r·s_stride + (c >> s_shift)]·x[t, c] (+ b[r]) for the NR
+ * activation rows t, z the group's zero code (zeros, same index as the scale) or 2^(BITS−1):
+ * warp threadIdx.y of block x takes row r and reads its codes once for all of them. VEC (BITS
+ * dividing 32): every row starts on a 16-byte boundary (in a multiple of 128 / BITS), read 16
+ * bytes per lane per step; the scale is fetched once per load when a group spans it (groups of
+ * 32 or more for int4, every int8 group), else once per 32-bit word (int4 g16: groups are powers
+ * of two >= 16, so a word's 8 codes never straddle two). Otherwise one code per lane per step at
  * its bit position. */
 template <int BITS, bool VEC, int NR>
 __global__ void __launch_bounds__(32 * GEMV_WARPS)
-    gemv_int(const uint8_t *__restrict__ codes, const __half *__restrict__ scales, int s_stride, int s_shift,
-             const float *__restrict__ x, const float *__restrict__ bias, float *__restrict__ y, int out, int in)
+    gemv_int(const uint8_t *__restrict__ codes, const __half *__restrict__ scales, const int16_t *__restrict__ zeros,
+             int s_stride, int s_shift, const float *__restrict__ x, const float *__restrict__ bias,
+             float *__restrict__ y, int out, int in)
 {
+    constexpr int half = 1 << (BITS - 1);
     const int r = blockIdx.x * GEMV_WARPS + threadIdx.y, lane = threadIdx.x;
     if (r >= out)
         return;
-    const __half *sr = scales + (size_t)r * s_stride;
     float acc[NR];
 #pragma unroll
     for (int t = 0; t < NR; t++)
@@ -110,14 +132,24 @@ __global__ void __launch_bounds__(32 * GEMV_WARPS)
             decode_word<BITS>(qv.z, q + 2 * per_word);
             decode_word<BITS>(qv.w, q + 3 * per_word);
             if (one_scale) {
-                const float s = __half2float(sr[c >> s_shift]);
+                const size_t g = (size_t)r * s_stride + (c >> s_shift);
+                const float s = __half2float(scales[g]);
+                if (zeros) /* code − z = (code − half) − (z − half), small integers: exact */
+#pragma unroll
+                    for (int j = 0; j < per_vec; j++)
+                        q[j] -= (float)(zeros[g] - half);
 #pragma unroll
                 for (int t = 0; t < NR; t++)
                     acc[t] += dot<per_vec>(q, x + (size_t)t * in + c) * s;
             } else {
 #pragma unroll
                 for (int k = 0; k < 4; k++) {
-                    const float s = __half2float(sr[(c + k * per_word) >> s_shift]);
+                    const size_t g = (size_t)r * s_stride + ((c + k * per_word) >> s_shift);
+                    const float s = __half2float(scales[g]);
+                    if (zeros)
+#pragma unroll
+                        for (int j = 0; j < per_word; j++)
+                            q[k * per_word + j] -= (float)(zeros[g] - half);
 #pragma unroll
                     for (int t = 0; t < NR; t++)
                         acc[t] += dot<per_word>(q + k * per_word, x + (size_t)t * in + c + k * per_word) * s;
@@ -125,12 +157,11 @@ __global__ void __launch_bounds__(32 * GEMV_WARPS)
             }
         }
     } else {
-        constexpr uint32_t mask = (1u << BITS) - 1;
         const uint64_t base = (uint64_t)r * (uint64_t)in * BITS;
         for (int c = lane; c < in; c += 32) {
-            const uint64_t bit = base + (uint64_t)c * BITS;
-            const int q = (int)(codes[bit >> 3] >> (bit & 7) & mask) - (1 << (BITS - 1));
-            const float w = (float)q * __half2float(sr[c >> s_shift]);
+            const size_t g = (size_t)r * s_stride + (c >> s_shift);
+            const int q = code_at(codes, base + (uint64_t)c * BITS, BITS) - zero_at(zeros, g, BITS);
+            const float w = (float)q * __half2float(scales[g]);
 #pragma unroll
             for (int t = 0; t < NR; t++)
                 acc[t] += w * x[(size_t)t * in + c];
@@ -145,26 +176,28 @@ __global__ void __launch_bounds__(32 * GEMV_WARPS)
 }
 
 /* The GEMV for 1..RTC_GEMV_MAX_ROWS activation rows: [vec][rows − 1]. */
-typedef void (*gemv_fn)(const uint8_t *, const __half *, int, int, const float *, const float *, float *, int, int);
+typedef void (*gemv_fn)(const uint8_t *, const __half *, const int16_t *, int, int, const float *, const float *, float *,
+                        int, int);
 #define GEMV_ROWS(B, V)                                                                                              \
     { gemv_int<B, V, 1>, gemv_int<B, V, 2>, gemv_int<B, V, 3>, gemv_int<B, V, 4>, gemv_int<B, V, 5>,                 \
       gemv_int<B, V, 6>, gemv_int<B, V, 7>, gemv_int<B, V, 8> }
 static_assert(RTC_GEMV_MAX_ROWS == 8, "one kernel per row count");
-template <int BITS>
-static const gemv_fn gemv_kernels[2][RTC_GEMV_MAX_ROWS] = { GEMV_ROWS(BITS, false), GEMV_ROWS(BITS, true) };
+template <int BITS> /* int3 has no VEC kernel: [1] is the per-code one again */
+static const gemv_fn gemv_kernels[2][RTC_GEMV_MAX_ROWS] = { GEMV_ROWS(BITS, false), GEMV_ROWS(BITS, 32 % BITS == 0) };
 
-/* Rows [r0, r0 + rows) of W as fp16, each weight q·s rounded once: what the prefill GEMM reads. */
+/* Rows [r0, r0 + rows) of W as fp16, each weight (code − z)·s rounded once to fp32 (as the
+ * scheme table does), then to fp16: what the prefill GEMM reads. */
 template <int BITS>
-__global__ void dequant_rows(const uint8_t *__restrict__ codes, const __half *__restrict__ scales, int s_stride,
-                             int s_shift, int r0, int rows, int in, __half *__restrict__ out)
+__global__ void dequant_rows(const uint8_t *__restrict__ codes, const __half *__restrict__ scales,
+                             const int16_t *__restrict__ zeros, int s_stride, int s_shift, int r0, int rows, int in,
+                             __half *__restrict__ out)
 {
-    constexpr uint32_t mask = (1u << BITS) - 1;
     const size_t n = (size_t)rows * in;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         const int r = r0 + (int)(i / in), c = (int)(i % in);
-        const uint64_t bit = ((uint64_t)r * in + c) * BITS;
-        const int q = (int)(codes[bit >> 3] >> (bit & 7) & mask) - (1 << (BITS - 1));
-        out[i] = __float2half_rn((float)q * __half2float(scales[(size_t)r * s_stride + (c >> s_shift)]));
+        const size_t g = (size_t)r * s_stride + (c >> s_shift);
+        const int q = code_at(codes, ((uint64_t)r * in + c) * BITS, BITS) - zero_at(zeros, g, BITS);
+        out[i] = __float2half_rn((float)q * __half2float(scales[g]));
     }
 }
 
@@ -252,8 +285,8 @@ static lmq_code linear_int(rtc_ctx *c, const float *x, int n, const rtc_weight *
         __half *wb = (__half *)((uint8_t *)c->scratch + xs);
         for (int r0 = 0; r0 < W->out && !code; r0 += (int)rows) {
             const int nr = W->out - r0 < (int)rows ? W->out - r0 : (int)rows;
-            dequant_rows<BITS><<<blocks_for((size_t)nr * W->in), 256, 0, c->stream>>>(W->codes, W->scales, stride,
-                                                                                      shift, r0, nr, W->in, wb);
+            dequant_rows<BITS><<<blocks_for((size_t)nr * W->in), 256, 0, c->stream>>>(W->codes, W->scales, W->zeros,
+                                                                                      stride, shift, r0, nr, W->in, wb);
             code = rtc_check(cudaGetLastError(), W->name, err);
             if (!code)
                 code = gemm_nt(c, wb, CUDA_R_16F, nr, W->in, c->scratch, n, y + r0, W->out, W->name, err);
@@ -262,7 +295,7 @@ static lmq_code linear_int(rtc_ctx *c, const float *x, int n, const rtc_weight *
     }
     const dim3 block(32, GEMV_WARPS), grid((unsigned)((W->out + GEMV_WARPS - 1) / GEMV_WARPS));
     const gemv_fn k = gemv_kernels<BITS>[W->in % (128 / BITS) == 0][n - 1];
-    k<<<grid, block, 0, c->stream>>>(W->codes, W->scales, stride, shift, x, W->bias, y, W->out, W->in);
+    k<<<grid, block, 0, c->stream>>>(W->codes, W->scales, W->zeros, stride, shift, x, W->bias, y, W->out, W->in);
     return rtc_check(cudaGetLastError(), W->name, err);
 }
 
@@ -479,6 +512,8 @@ static const rtc_row rows[] = {
     { LMQ_T_BF16, 1u << LMQ_GRAN_NONE, LMQ_ACT_NONE, CUDA_R_16BF, linear_float },
     { LMQ_T_INT8, SCALED, LMQ_ACT_NONE, CUDA_R_8I, linear_int<8> },
     { LMQ_T_INT4, SCALED, LMQ_ACT_NONE, CUDA_R_4I, linear_int<4> },
+    { LMQ_T_INT3, SCALED, LMQ_ACT_NONE, CUDA_R_8I, linear_int<3> }, /* type: float rows only */
+    { LMQ_T_INT2, SCALED, LMQ_ACT_NONE, CUDA_R_8I, linear_int<2> },
     { LMQ_T_INT8, 1u << LMQ_GRAN_CHANNEL, LMQ_ACT_INT8, CUDA_R_8I, linear_w8a8 },
 };
 
@@ -503,8 +538,9 @@ static const rtc_row *row_for(const rt_weight *W, char *why, size_t size)
     else if (!(row->grans >> W->q.gran & 1))
         snprintf(why, size, "%s: %s per %s: no CUDA kernel for this granularity", name, e->name,
                  lmq_gran_name(W->q.gran));
-    else if (W->q.asym)
-        snprintf(why, size, "%s: %s asymmetric: no CUDA kernel (symmetric only)", name, e->name);
+    else if (W->q.asym && row->act != LMQ_ACT_NONE)
+        snprintf(why, size, "%s: %s asymmetric with activation quantisation: no CUDA kernel (W8A8: symmetric)", name,
+                 e->name);
     else if (W->act.scheme != LMQ_ACT_NONE && W->act.gran != LMQ_ACT_TOKEN)
         snprintf(why, size, "%s: activation quantisation per %s: no CUDA kernel (per token only)", name,
                  lmq_act_gran_names[W->act.gran]);
@@ -557,6 +593,7 @@ lmq_code rtc_upload(rtc_ctx *c, const rt_weight *W, rtc_weight **out, lmq_err *e
         return code;
     }
     w->scales = (const __half *)w->dev;
+    w->zeros = W->q.asym ? (const int16_t *)(w->dev + W->L.zero_offset) : NULL;
     w->codes = w->dev + code_at;
     w->bias = W->b ? (const float *)(w->dev + bias_at) : NULL;
     *out = w;
@@ -586,9 +623,11 @@ lmq_code rtc_linear(rtc_ctx *c, const float *x, int n, const rtc_weight *W, floa
 /* ---- rows of a weight (embedding lookups) ---------------------------------------------- */
 
 /* out[i·in + c] (+)= W[rows[i], c] for i < n, decoded as the stored encoding says: the float
- * formats widened, integer codes times their fp16 scale in fp32 (as the scheme table does). */
-__global__ void weight_rows(lmq_dtype dtype, const uint8_t *__restrict__ codes, const __half *__restrict__ scales,
-                            int s_stride, int s_shift, int in, const int32_t *__restrict__ rows, int n, int add,
+ * formats widened, integer codes (bits each) minus their zero code times their fp16 scale in
+ * fp32 (as the scheme table does). */
+__global__ void weight_rows(lmq_dtype dtype, int bits, const uint8_t *__restrict__ codes,
+                            const __half *__restrict__ scales, const int16_t *__restrict__ zeros, int s_stride,
+                            int s_shift, int in, const int32_t *__restrict__ rows, int n, int add,
                             float *__restrict__ out)
 {
     const int i = blockIdx.x;
@@ -605,10 +644,8 @@ __global__ void weight_rows(lmq_dtype dtype, const uint8_t *__restrict__ codes, 
         else if (dtype == LMQ_T_BF16)
             v = __bfloat162float(reinterpret_cast<const __nv_bfloat16 *>(codes)[k]);
         else {
-            const int bits = dtype == LMQ_T_INT8 ? 8 : 4;
-            const uint64_t bit = (uint64_t)k * bits;
-            const int q = (int)(codes[bit >> 3] >> (bit & 7) & ((1u << bits) - 1)) - (1 << (bits - 1));
-            v = (float)q * __half2float(scales[r * s_stride + (c >> s_shift)]);
+            const size_t g = r * s_stride + (c >> s_shift);
+            v = (float)(code_at(codes, (uint64_t)k * bits, bits) - zero_at(zeros, g, bits)) * __half2float(scales[g]);
         }
         out[(size_t)i * in + c] = add ? out[(size_t)i * in + c] + v : v;
     }
@@ -619,8 +656,8 @@ lmq_code rtc_weight_rows(rtc_ctx *c, const rtc_weight *W, const int32_t *rows, i
 {
     int stride, shift;
     scale_index(W, &stride, &shift);
-    weight_rows<<<n, 256, 0, c->stream>>>((lmq_dtype)W->q.dtype, W->codes, W->scales, stride, shift, W->in, rows, n,
-                                          add, out);
+    weight_rows<<<n, 256, 0, c->stream>>>((lmq_dtype)W->q.dtype, (int)lmq_encoding_of(W->q.dtype)->bits, W->codes,
+                                          W->scales, W->zeros, stride, shift, W->in, rows, n, add, out);
     return rtc_check(cudaGetLastError(), W->name, err);
 }
 
