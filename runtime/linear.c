@@ -945,9 +945,12 @@ lmq_code rt_linear(const rt_exec *ex, const float *x, int n, const rt_weight *W,
     for (int t = 0; t < threads; t++)
         held[t] = -1;
     j.held = held;
-    const int64_t tasks = (int64_t)j.x_blocks * ((W->out + W_BLOCK - 1) / W_BLOCK);
+    const int64_t w_blocks = (W->out + W_BLOCK - 1) / W_BLOCK, tasks = (int64_t)j.x_blocks * w_blocks;
     const int64_t macs = (int64_t)n * W->out * W->in;
-    lmq_pool_for(macs < RT_PARALLEL_MIN_WORK ? NULL : ex->pool, tasks, 1, linear_task, &j);
+    /* Staged, a thread takes a block of W with all its tasks where there are blocks enough to
+     * share out, so that each block is decoded once, not by every thread. */
+    const int64_t grain = j.staged && w_blocks >= 4 * threads ? j.x_blocks : 1;
+    lmq_pool_for(macs < RT_PARALLEL_MIN_WORK ? NULL : ex->pool, tasks, grain, linear_task, &j);
     if (j.failed)
         c = lmq_fail(err, LMQ_E_FORMAT, "tensor %s: stored rows do not decode", W->name);
 done:
