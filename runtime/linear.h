@@ -17,15 +17,15 @@
  *
  * A weight may ask for its input to be quantised first (W8A8; `act`, from the manifest): x is
  * replaced by x' = clamp(roundf(x / s), −127, 127)·s, s = max|x| / 127 in fp32 (a zero max gives
- * x' = 0), the same bits on every kernel set (the int8 path below quantises 16 at a time on
- * AVX-512, exactly as the scalar steps do), so the product sees the same x' everywhere. Per token the max is each row's: results stay independent of batch, threads and ISA.
+ * x' = 0), the same bits on every kernel set (the int8 path below quantises 16 or 8 at a time on
+ * AVX-512 and AVX2, exactly as the scalar steps do), so the product sees the same x' everywhere. Per token the max is each row's: results stay independent of batch, threads and ISA.
  * Per tensor it is taken over the call's whole x[n × in], so by definition a row's result
  * depends on the other rows of the call (verify scores a window in one call, as the golden
  * values assume; decoding one token at a time quantises each token alone).
  * Symmetric int8 weights per channel with int8 activations per token (W8A8) are multiplied as
  * integers: y = ((float)Σ q_x·q_w · s_x) · s_w (+ b), the sum exact (AVX-512 VNNI where the CPU
- * has it, four rows of W against a token's codes at a time; a plain loop on any other kernel set:
- * the same bits everywhere). That is x'·W'ᵀ without
+ * has it, else AVX2's 16-bit pair products, four rows of W against a token's codes at a time; a
+ * plain loop on the scalar set: the same bits everywhere). That is x'·W'ᵀ without
  * the fp32 product's rounding; every other combination runs the fp32 product over x'. */
 #ifndef LMQ_RT_LINEAR_H
 #define LMQ_RT_LINEAR_H
