@@ -722,9 +722,11 @@ static void linear_task(void *v, int64_t begin, int64_t end, int thread)
  * integer sum Σ q_x·q_w (q_w = code − 128) scaled once, ((float)sum · s_x) · s_w (+ b). Integer
  * sums do not depend on their order, so every kernel set gives the same bits: AVX-512 VNNI where
  * the CPU has it, a plain loop otherwise. */
-/* Σ q[k]·c_r[k] over k < in for the four rows c[0..3] (a short tile repeats its last row), codes
- * unsigned (the stored bytes); ahead: how far on the rows' bytes are prefetched. */
-typedef void (*dot4_fn)(const uint8_t *const c[4], const int8_t *q, size_t in, size_t ahead, int32_t out[4]);
+/* out[i][r] = Σ q_i[k]·c_r[k] over k < in for the mr (1..TILE_X) rows q_i of codes, ldq apart, and
+ * the four rows c[0..3] (a short tile repeats its last row), codes unsigned (the stored bytes);
+ * ahead: how far on the rows' bytes are prefetched. */
+typedef void (*dot4_fn)(const uint8_t *const c[4], const int8_t *q, size_t ldq, int mr, size_t in, size_t ahead,
+                        int32_t out[TILE_X][4]);
 
 typedef struct {
     const rt_weight *W;
@@ -740,15 +742,17 @@ typedef struct {
 /* Up to this many inputs a row's sum of code·q (at most 255·127 each) fits in int32. */
 #define INT8_MAX_IN 65536
 
-static void dot4_u8s8_scalar(const uint8_t *const c[4], const int8_t *q, size_t in, size_t ahead, int32_t out[4])
+static void dot4_u8s8_scalar(const uint8_t *const c[4], const int8_t *q, size_t ldq, int mr, size_t in, size_t ahead,
+                             int32_t out[TILE_X][4])
 {
     (void)ahead;
-    for (int r = 0; r < 4; r++) {
-        int32_t acc = 0;
-        for (size_t k = 0; k < in; k++)
-            acc += (int32_t)c[r][k] * q[k];
-        out[r] = acc;
-    }
+    for (int i = 0; i < mr; i++)
+        for (int r = 0; r < 4; r++) {
+            int32_t acc = 0;
+            for (size_t k = 0; k < in; k++)
+                acc += (int32_t)c[r][k] * q[(size_t)i * ldq + k];
+            out[i][r] = acc;
+        }
 }
 
 /* x[0..in) as int8 codes on the grid of its own scale (act_scale), into q; returns Σ codes. A zero
@@ -769,30 +773,50 @@ static int32_t act_codes_scalar(const float *x, size_t in, float *scale, int8_t 
 /* 64 codes of each row at a time (vpdpbusd: unsigned × signed bytes into int32 lanes, exact), the
  * activations loaded once for the four; the tile's rows follow one another and are prefetched as
  * one stream, as the fused tiles do. The four sums are reduced together. */
-VNNI static void dot4_u8s8_vnni(const uint8_t *const c[4], const int8_t *q, size_t in, size_t ahead, int32_t out[4])
+static inline __attribute__((always_inline, target("avx512f,avx512bw,avx512vnni"))) void
+dot4_vnni(int MR, const uint8_t *const c[4], const int8_t *q, size_t ldq, size_t in, size_t ahead,
+          int32_t out[TILE_X][4])
 {
-    __m512i acc[4];
-    RT_UNROLL for (int r = 0; r < 4; r++)
-        acc[r] = _mm512_setzero_si512();
+    __m512i acc[TILE_X][4];
+    RT_UNROLL for (int i = 0; i < MR; i++)
+        RT_UNROLL for (int r = 0; r < 4; r++)
+            acc[i][r] = _mm512_setzero_si512();
     size_t k = 0;
-    for (; k + 64 <= in; k += 64) {
-        prefetch_step(ENC_I8, c[0], (int64_t)k, 64, ahead);
-        const __m512i qk = _mm512_loadu_si512(q + k);
+    for (; k < in; k += 64) {
+        const int whole = k + 64 <= in;
+        const __mmask64 m = whole ? ~(__mmask64)0 : ((__mmask64)1 << (in - k)) - 1;
+        if (whole)
+            prefetch_step(ENC_I8, c[0], (int64_t)k, 64, ahead);
+        __m512i w[4];
         RT_UNROLL for (int r = 0; r < 4; r++)
-            acc[r] = _mm512_dpbusd_epi32(acc[r], _mm512_loadu_si512(c[r] + k), qk);
-    }
-    if (k < in) {
-        const __mmask64 m = ((__mmask64)1 << (in - k)) - 1;
-        const __m512i qk = _mm512_loadu_si512(q + k); /* zero beyond in */
-        RT_UNROLL for (int r = 0; r < 4; r++)
-            acc[r] = _mm512_dpbusd_epi32(acc[r], _mm512_maskz_loadu_epi8(m, c[r] + k), qk);
+            w[r] = _mm512_maskz_loadu_epi8(m, c[r] + k);
+        RT_UNROLL for (int i = 0; i < MR; i++) {
+            const __m512i qk = _mm512_loadu_si512(q + (size_t)i * ldq + k); /* zero beyond in */
+            RT_UNROLL for (int r = 0; r < 4; r++)
+                acc[i][r] = _mm512_dpbusd_epi32(acc[i][r], w[r], qk);
+        }
     }
     /* each 128-bit lane: row 0, 1, 2, 3's sums of its four int32; then the four lanes added */
-    const __m512i t0 = _mm512_add_epi32(_mm512_unpacklo_epi32(acc[0], acc[1]), _mm512_unpackhi_epi32(acc[0], acc[1]));
-    const __m512i t1 = _mm512_add_epi32(_mm512_unpacklo_epi32(acc[2], acc[3]), _mm512_unpackhi_epi32(acc[2], acc[3]));
-    const __m512i u = _mm512_add_epi32(_mm512_unpacklo_epi64(t0, t1), _mm512_unpackhi_epi64(t0, t1));
-    const __m256i h = _mm256_add_epi32(_mm512_castsi512_si256(u), _mm512_extracti64x4_epi64(u, 1));
-    _mm_storeu_si128((__m128i *)out, _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)));
+    RT_UNROLL for (int i = 0; i < MR; i++) {
+        const __m512i *a = acc[i];
+        const __m512i t0 = _mm512_add_epi32(_mm512_unpacklo_epi32(a[0], a[1]), _mm512_unpackhi_epi32(a[0], a[1]));
+        const __m512i t1 = _mm512_add_epi32(_mm512_unpacklo_epi32(a[2], a[3]), _mm512_unpackhi_epi32(a[2], a[3]));
+        const __m512i u = _mm512_add_epi32(_mm512_unpacklo_epi64(t0, t1), _mm512_unpackhi_epi64(t0, t1));
+        const __m256i h = _mm256_add_epi32(_mm512_castsi512_si256(u), _mm512_extracti64x4_epi64(u, 1));
+        _mm_storeu_si128((__m128i *)out[i], _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)));
+    }
+}
+
+_Static_assert(TILE_X == 3, "dot4_u8s8_vnni takes 1 to 3 rows of codes");
+VNNI static void dot4_u8s8_vnni(const uint8_t *const c[4], const int8_t *q, size_t ldq, int mr, size_t in, size_t ahead,
+                                int32_t out[TILE_X][4])
+{
+    if (mr == 3)
+        dot4_vnni(3, c, q, ldq, in, ahead, out);
+    else if (mr == 2)
+        dot4_vnni(2, c, q, ldq, in, ahead, out);
+    else
+        dot4_vnni(1, c, q, ldq, in, ahead, out);
 }
 
 /* act_codes_scalar 16 lanes at a time, bit for bit: the maximum is exact in any order (maxps keeps
@@ -829,7 +853,7 @@ AVX512 static int32_t act_codes_avx512(const float *x, size_t in, float *scale, 
 /* dot4_u8s8_scalar 16 codes at a time on AVX2: codes widened to 16 bits, pairs of products added
  * into int32 lanes (vpmaddwd: exact, 2·255·127 fits), the activations widened once for the four
  * rows; the last in % 16 codes one at a time. */
-AVX2 static void dot4_u8s8_avx2(const uint8_t *const c[4], const int8_t *q, size_t in, size_t ahead, int32_t out[4])
+AVX2_INLINE void dot4_avx2_row(const uint8_t *const c[4], const int8_t *q, size_t in, size_t ahead, int32_t out[4])
 {
     __m256i acc[4];
     RT_UNROLL for (int r = 0; r < 4; r++)
@@ -850,6 +874,13 @@ AVX2 static void dot4_u8s8_avx2(const uint8_t *const c[4], const int8_t *q, size
     for (; k < in; k++)
         RT_UNROLL for (int r = 0; r < 4; r++)
             out[r] += (int32_t)c[r][k] * q[k];
+}
+
+AVX2 static void dot4_u8s8_avx2(const uint8_t *const c[4], const int8_t *q, size_t ldq, int mr, size_t in, size_t ahead,
+                                int32_t out[TILE_X][4])
+{
+    for (int i = 0; i < mr; i++)
+        dot4_avx2_row(c, q + (size_t)i * ldq, in, ahead, out[i]);
 }
 
 /* act_codes_scalar 8 lanes at a time on AVX2, bit for bit as act_codes_avx512 (the last in % 8
@@ -927,13 +958,15 @@ static void int8_task(void *v, int64_t begin, int64_t end, int thread)
                 sw[r] = lmq_f16_to_f32(h);
                 c[r] = W->data + W->L.code_offset + (size_t)row * in;
             }
-            for (int i = 0; i < j->n; i++) {
-                int32_t dot[4];
-                j->dot4(c, j->qx + (size_t)i * j->ldq, in, ahead, dot);
-                for (int r = 0; r < nr; r++) {
-                    const float out = (float)(dot[r] - 128 * j->sum[i]) * j->sx[i] * sw[r];
-                    j->y[(size_t)i * W->out + r0 + r] = W->b ? out + W->b[r0 + r] : out;
-                }
+            for (int i0 = 0; i0 < j->n; i0 += TILE_X) {
+                const int mr = j->n - i0 < TILE_X ? j->n - i0 : TILE_X;
+                int32_t dot[TILE_X][4];
+                j->dot4(c, j->qx + (size_t)i0 * j->ldq, j->ldq, mr, in, ahead, dot);
+                for (int i = i0; i < i0 + mr; i++)
+                    for (int r = 0; r < nr; r++) {
+                        const float out = (float)(dot[i - i0][r] - 128 * j->sum[i]) * j->sx[i] * sw[r];
+                        j->y[(size_t)i * W->out + r0 + r] = W->b ? out + W->b[r0 + r] : out;
+                    }
             }
         }
     }
