@@ -24,8 +24,8 @@
  * values assume; decoding one token at a time quantises each token alone).
  * Symmetric int8 weights per channel with int8 activations per token (W8A8) are multiplied as
  * integers: y = ((float)Σ q_x·q_w · s_x) · s_w (+ b), the sum exact (AVX-512 VNNI where the CPU
- * has it, else AVX2's 16-bit pair products, four rows of W against a token's codes at a time; a
- * plain loop on the scalar set: the same bits everywhere). That is x'·W'ᵀ without
+ * has it, else AVX2's 16-bit pair products, four rows of W against up to three tokens' codes at a
+ * time; a plain loop on the scalar set: the same bits everywhere). That is x'·W'ᵀ without
  * the fp32 product's rounding; every other combination runs the fp32 product over x'. */
 #ifndef LMQ_RT_LINEAR_H
 #define LMQ_RT_LINEAR_H
