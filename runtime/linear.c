@@ -721,7 +721,7 @@ static void linear_task(void *v, int64_t begin, int64_t end, int thread)
 /* Symmetric int8 weights per channel with int8 activations per token: every output is an exact
  * integer sum Σ q_x·q_w (q_w = code − 128) scaled once, ((float)sum · s_x) · s_w (+ b). Integer
  * sums do not depend on their order, so every kernel set gives the same bits: AVX-512 VNNI where
- * the CPU has it, a plain loop otherwise. */
+ * the CPU has it, AVX2's 16-bit pair products, a plain loop otherwise. */
 /* out[i][r] = Σ q_i[k]·c_r[k] over k < in for the mr (1..TILE_X) rows q_i of codes, ldq apart, and
  * the four rows c[0..3] (a short tile repeats its last row), codes unsigned (the stored bytes);
  * ahead: how far on the rows' bytes are prefetched. */
@@ -770,12 +770,12 @@ static int32_t act_codes_scalar(const float *x, size_t in, float *scale, int8_t 
 
 #if HAVE_X86
 #define VNNI __attribute__((target("avx512f,avx512bw,avx512vnni")))
+#define VNNI_INLINE static inline __attribute__((always_inline, target("avx512f,avx512bw,avx512vnni")))
 /* 64 codes of each row at a time (vpdpbusd: unsigned × signed bytes into int32 lanes, exact), the
  * activations loaded once for the four; the tile's rows follow one another and are prefetched as
  * one stream, as the fused tiles do. The four sums are reduced together. */
-static inline __attribute__((always_inline, target("avx512f,avx512bw,avx512vnni"))) void
-dot4_vnni(int MR, const uint8_t *const c[4], const int8_t *q, size_t ldq, size_t in, size_t ahead,
-          int32_t out[TILE_X][4])
+VNNI_INLINE void dot4_vnni(int MR, const uint8_t *const c[4], const int8_t *q, size_t ldq, size_t in, size_t ahead,
+                           int32_t out[TILE_X][4])
 {
     __m512i acc[TILE_X][4];
     RT_UNROLL for (int i = 0; i < MR; i++)

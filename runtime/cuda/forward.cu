@@ -454,6 +454,7 @@ typedef struct {
 } dev_call;
 
 /* Buffer b of the call: q in Q, the unfused k and v rows in QKV's space before the cache. */
+static_assert(RT_BUF_COUNT == 10, "dev_buf lists every buffer, in rt_buf's order");
 static float *dev_buf(const dev_call *k, rt_buf b)
 {
     const rtc_state *s = k->s;
