@@ -774,6 +774,22 @@ static int32_t act_codes_scalar(const float *x, size_t in, float *scale, int8_t 
 /* 64 codes of each row at a time (vpdpbusd: unsigned × signed bytes into int32 lanes, exact), the
  * activations loaded once for the four; the tile's rows follow one another and are prefetched as
  * one stream, as the fused tiles do. The four sums are reduced together. */
+/* Columns [k, k + 64) of the four rows c against those of the MR rows of codes q into acc: whole
+ * steps with plain loads (masked ones cost decode a fifth), the last with the live lanes m; each
+ * vector of W loaded once, right before its products. */
+VNNI_INLINE void vnni_step(int MR, int whole, __mmask64 m, const uint8_t *const c[4], const int8_t *q, size_t ldq,
+                           size_t k, __m512i acc[TILE_X][4])
+{
+    __m512i qk[TILE_X];
+    RT_UNROLL for (int i = 0; i < MR; i++)
+        qk[i] = _mm512_loadu_si512(q + (size_t)i * ldq + k); /* zero beyond in */
+    RT_UNROLL for (int r = 0; r < 4; r++) {
+        const __m512i w = whole ? _mm512_loadu_si512(c[r] + k) : _mm512_maskz_loadu_epi8(m, c[r] + k);
+        RT_UNROLL for (int i = 0; i < MR; i++)
+            acc[i][r] = _mm512_dpbusd_epi32(acc[i][r], w, qk[i]);
+    }
+}
+
 VNNI_INLINE void dot4_vnni(int MR, const uint8_t *const c[4], const int8_t *q, size_t ldq, size_t in, size_t ahead,
                            int32_t out[TILE_X][4])
 {
@@ -782,20 +798,12 @@ VNNI_INLINE void dot4_vnni(int MR, const uint8_t *const c[4], const int8_t *q, s
         RT_UNROLL for (int r = 0; r < 4; r++)
             acc[i][r] = _mm512_setzero_si512();
     size_t k = 0;
-    for (; k < in; k += 64) {
-        const int whole = k + 64 <= in;
-        const __mmask64 m = whole ? ~(__mmask64)0 : ((__mmask64)1 << (in - k)) - 1;
-        if (whole)
-            prefetch_step(ENC_I8, c[0], (int64_t)k, 64, ahead);
-        __m512i w[4];
-        RT_UNROLL for (int r = 0; r < 4; r++)
-            w[r] = _mm512_maskz_loadu_epi8(m, c[r] + k);
-        RT_UNROLL for (int i = 0; i < MR; i++) {
-            const __m512i qk = _mm512_loadu_si512(q + (size_t)i * ldq + k); /* zero beyond in */
-            RT_UNROLL for (int r = 0; r < 4; r++)
-                acc[i][r] = _mm512_dpbusd_epi32(acc[i][r], w[r], qk);
-        }
+    for (; k + 64 <= in; k += 64) {
+        prefetch_step(ENC_I8, c[0], (int64_t)k, 64, ahead);
+        vnni_step(MR, 1, 0, c, q, ldq, k, acc);
     }
+    if (k < in)
+        vnni_step(MR, 0, ((__mmask64)1 << (in - k)) - 1, c, q, ldq, k, acc);
     /* each 128-bit lane: row 0, 1, 2, 3's sums of its four int32; then the four lanes added */
     RT_UNROLL for (int i = 0; i < MR; i++) {
         const __m512i *a = acc[i];
