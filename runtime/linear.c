@@ -114,6 +114,17 @@ typedef void (*tile_fn)(int MR, const rt_weight *W, const int j[4], const float 
                         float out[TILE_X][4]);
 /* Row j of W decoded into out[in], in the kernel set's order. */
 typedef void (*row_fn)(const rt_weight *W, int j, float *out);
+/* Columns [k0, k1) of a tile whose 4 rows of W every tile of x in a task reuses (prefill): the
+ * rows are in cache, so nothing is prefetched (asking for them again cost a fifth), and a long row
+ * goes in stretches, its accumulators waiting in acc between them, so that the rows' stretch stays
+ * in L1 while the tiles of x pass. */
+typedef struct {
+    int64_t k0, k1;
+    float *acc; /* [2][TILE_X][4][16] */
+} kspan;
+/* As tile_fn over a stretch (fp32 on AVX-512: the products of prefill). */
+typedef void (*span_fn)(int MR, const rt_weight *W, const int j[4], const float *x, size_t ldx, const kspan *ks,
+                        float out[TILE_X][4]);
 
 enum { ENC_F32, ENC_F16, ENC_BF16, ENC_I8, ENC_I4, ENC_I3, ENC_I2 };
 static const unsigned BITS[] = { [ENC_F32] = 32, [ENC_F16] = 16, [ENC_BF16] = 16, [ENC_I8] = 8,
@@ -168,6 +179,8 @@ static inline size_t prefetch_ahead(int enc, const rt_weight *W)
  * that faster (fp32 and int8 from memory +10-15 %). */
 static inline void prefetch_step(int enc, const uint8_t *p, int64_t k, int n, size_t ahead)
 {
+    if (!ahead) /* rows in cache */
+        return;
     const size_t len = (size_t)n * 4 * BITS[enc] / 8;
     const uint8_t *a = p + ahead + (size_t)k * 4 * BITS[enc] / 8;
     if (len % 64 == 0) { /* whole lines (constants fold it): every call starts where the last ended */
@@ -180,21 +193,34 @@ static inline void prefetch_step(int enc, const uint8_t *p, int64_t k, int n, si
 }
 
 /* Rows [j0, j0 + cols) of W against m rows of x: tiles of 4 rows of W (a short last tile repeats
- * its last row) and TILE_X rows of x (fewer at the end); an output's operations depend on neither. */
-static void tiles_loop(tile_fn tile, const rt_weight *W, const float *x, size_t ldx, int m, int j0, int cols,
-                       float *y, size_t ldy)
+ * its last row) and TILE_X rows of x (fewer at the end); an output's operations depend on neither.
+ * With a span tile (m ≤ X_BLOCK), the rows go in stretches of KSPAN columns (4 rows of fp32: 16 KiB,
+ * beside a stretch of x and the accumulators in L1; longer stretches or none were slower). */
+#define KSPAN 1024
+static void tiles_loop(tile_fn tile, span_fn span, const rt_weight *W, const float *x, size_t ldx, int m, int j0,
+                       int cols, float *y, size_t ldy)
 {
+    _Alignas(64) float acc[X_BLOCK / TILE_X][2 * TILE_X * 4 * 16];
+    const int64_t K = W->in, stretch = span ? KSPAN : K;
     for (int jb = j0; jb < j0 + cols; jb += 4) {
         const int nr = j0 + cols - jb < 4 ? j0 + cols - jb : 4;
         const int j[4] = { jb, jb + (nr > 1), jb + (nr > 2 ? 2 : nr - 1), jb + (nr > 3 ? 3 : nr - 1) };
         float out[TILE_X][4];
-        for (int i = 0; i < m;) {
-            const int rows = m - i >= TILE_X ? TILE_X : m - i;
-            tile(rows, W, j, x + (size_t)i * ldx, ldx, out);
-            for (int r = 0; r < rows; r++)
-                for (int c = 0; c < nr; c++)
-                    y[(size_t)(i + r) * ldy + jb - j0 + c] = W->b ? out[r][c] + W->b[jb + c] : out[r][c];
-            i += rows;
+        for (int64_t k0 = 0; k0 < K; k0 += stretch) {
+            kspan ks = { k0, K - k0 < stretch ? K : k0 + stretch, NULL };
+            for (int i = 0; i < m;) {
+                const int rows = m - i >= TILE_X ? TILE_X : m - i;
+                if (span) {
+                    ks.acc = acc[i / TILE_X];
+                    span(rows, W, j, x + (size_t)i * ldx, ldx, &ks, out);
+                } else {
+                    tile(rows, W, j, x + (size_t)i * ldx, ldx, out);
+                }
+                for (int r = 0; r < rows && ks.k1 == K; r++)
+                    for (int c = 0; c < nr; c++)
+                        y[(size_t)(i + r) * ldy + jb - j0 + c] = W->b ? out[r][c] + W->b[jb + c] : out[r][c];
+                i += rows;
+            }
         }
     }
 }
@@ -368,23 +394,27 @@ AVX512_INLINE void tile_step16(int enc, int wide, int MR, wrow16 r[4], const flo
  * other, so that no chain of dependent FMAs sets the pace), added and reduced once at the end in
  * a fixed order. Whole steps run with constant masks (plain loads); a row's last, partial step
  * with live-lane masks. */
-AVX512_INLINE void tile16(int enc, int wide, int MR, const rt_weight *W, const int j[4], const float *x, size_t ldx,
-                          float out[TILE_X][4])
+AVX512_INLINE void tile16_span(int enc, int wide, int MR, const rt_weight *W, const int j[4], const float *x,
+                               size_t ldx, const kspan *ks, float out[TILE_X][4])
 {
-    const int64_t K = W->in, group = enc >= ENC_I8 ? W->L.group : K;
-    const size_t ahead = prefetch_ahead(enc, W);
+    const int64_t K = W->in, group = enc >= ENC_I8 ? W->L.group : K, end = ks ? ks->k1 : K;
+    const size_t ahead = ks ? 0 : prefetch_ahead(enc, W);
     wrow16 r[4]; /* the parameters: set by row_group16 before a quantised step */
     RT_UNROLL for (int c = 0; c < 4; c++)
         row_ptr16(enc, W, j[c], ahead, &r[c]);
     __m512 a0[TILE_X][4], a1[TILE_X][4];
+    const int resume = ks && ks->k0 > 0;
     RT_UNROLL for (int i = 0; i < MR; i++)
-        RT_UNROLL for (int c = 0; c < 4; c++)
-            a0[i][c] = a1[i][c] = _mm512_setzero_ps();
+        RT_UNROLL for (int c = 0; c < 4; c++) {
+            a0[i][c] = resume ? _mm512_load_ps(ks->acc + (i * 4 + c) * 16) : _mm512_setzero_ps();
+            a1[i][c] = resume ? _mm512_load_ps(ks->acc + ((TILE_X + i) * 4 + c) * 16) : _mm512_setzero_ps();
+        }
     /* Whole spans of SPAN columns (a cache line of every row, at least a step) run without a test
-     * per step: one prefetch per line, the group's start the only branch. */
+     * per step: one prefetch per line, the group's start the only branch. A stretch (fp32 only)
+     * starts at a multiple of the step. */
     const int64_t SPAN = 512 / BITS[enc] > 32 ? 512 / BITS[enc] / 32 * 32 : 32;
-    int64_t k = 0, group_end = 0;
-    for (; k + SPAN <= K; k += SPAN) {
+    int64_t k = ks ? ks->k0 : 0, group_end = 0;
+    for (; k + SPAN <= end; k += SPAN) {
         prefetch_step(enc, r[0].r.p, k, SPAN, ahead);
         RT_UNROLL for (int64_t s = k; s < k + SPAN; s += 32) {
             if (enc >= ENC_I8 && s == group_end) {
@@ -395,7 +425,7 @@ AVX512_INLINE void tile16(int enc, int wide, int MR, const rt_weight *W, const i
             tile_step16(enc, wide, MR, r, x, ldx, s, 0xFFFF, 0xFFFF, a0, a1);
         }
     }
-    for (; k < K; k += 32) {
+    for (; k < end; k += 32) {
         if (enc >= ENC_I8 && k == group_end) {
             RT_UNROLL for (int c = 0; c < 4; c++)
                 row_group16(enc, wide, &r[c], k / group, BITS[enc]);
@@ -404,9 +434,35 @@ AVX512_INLINE void tile16(int enc, int wide, int MR, const rt_weight *W, const i
         prefetch_step(enc, r[0].r.p, k, 32, ahead);
         tile_step16(enc, wide, MR, r, x, ldx, k, lanes16(K - k), lanes16(K - k - 16), a0, a1);
     }
+    if (end < K) { /* the stretch's sums wait for the next */
+        RT_UNROLL for (int i = 0; i < MR; i++)
+            RT_UNROLL for (int c = 0; c < 4; c++) {
+                _mm512_store_ps(ks->acc + (i * 4 + c) * 16, a0[i][c]);
+                _mm512_store_ps(ks->acc + ((TILE_X + i) * 4 + c) * 16, a1[i][c]);
+            }
+        return;
+    }
     RT_UNROLL for (int i = 0; i < MR; i++)
         RT_UNROLL for (int c = 0; c < 4; c++)
             out[i][c] = _mm512_reduce_add_ps(_mm512_add_ps(a0[i][c], a1[i][c]));
+}
+
+AVX512_INLINE void tile16(int enc, int wide, int MR, const rt_weight *W, const int j[4], const float *x, size_t ldx,
+                          float out[TILE_X][4])
+{
+    tile16_span(enc, wide, MR, W, j, x, ldx, NULL, out);
+}
+
+/* fp32 over a stretch (ks: see kspan). */
+AVX512 static void span_avx512_f32(int MR, const rt_weight *W, const int j[4], const float *x, size_t ldx,
+                                   const kspan *ks, float out[TILE_X][4])
+{
+    if (MR == 3)
+        tile16_span(ENC_F32, 0, 3, W, j, x, ldx, ks, out);
+    else if (MR == 2)
+        tile16_span(ENC_F32, 0, 2, W, j, x, ldx, ks, out);
+    else
+        tile16_span(ENC_F32, 0, 1, W, j, x, ldx, ks, out);
 }
 
 AVX512_INLINE void row16(int enc, int wide, const rt_weight *W, int j, float *o)
@@ -590,7 +646,9 @@ FUSED(avx2, AVX2, 8, i8, ENC_I8)
 FUSED(avx2, AVX2, 8, i4, ENC_I4)
 #define KERNELS(isa, name, perm) { perm, tile_##isa##_##name, row_##isa##_##name }
 #define PERMUTE32 permute32
+#define F32_SPAN span_avx512_f32
 #else
+#define F32_SPAN NULL
 #define KERNELS(isa, name, perm) { NULL, NULL, NULL }
 #endif
 
@@ -670,7 +728,7 @@ typedef struct {
 } linear_job;
 
 /* The fp32 product of x rows against `cols` decoded rows at w (in the kernel set's own order):
- * the fused fp32 tiles on AVX-512, rt_gemm_nt otherwise. */
+ * the fused fp32 tile over stretches on AVX-512 (the same sums as its tile), rt_gemm_nt otherwise. */
 static void f32_product(const linear_job *j, const float *x, int m, const float *w, int c0, int cols, float *y)
 {
     const rt_weight *W = j->W;
@@ -679,7 +737,7 @@ static void f32_product(const linear_job *j, const float *x, int m, const float 
     if (f32->tile) {
         rt_weight S = { .q = { .dtype = LMQ_T_F32 }, .data = (const uint8_t *)w, .b = W->b ? W->b + c0 : NULL,
                         .out = cols, .in = in };
-        tiles_loop(f32->tile, &S, x, (size_t)in, m, 0, cols, y, (size_t)W->out);
+        tiles_loop(NULL, F32_SPAN, &S, x, (size_t)in, m, 0, cols, y, (size_t)W->out);
     } else {
         rt_gemm_nt(j->isa, x, (size_t)in, w, (size_t)in, W->b ? W->b + c0 : NULL, y, (size_t)W->out, m, cols, in);
     }
@@ -697,7 +755,7 @@ static void linear_task(void *v, int64_t begin, int64_t end, int thread)
         float *y = j->y + (size_t)r0 * W->out + c0;
         if (!j->staged) { /* W as stored: fp32, or fused for a few rows */
             if (j->f)
-                tiles_loop(j->f->tile, W, x, in, rows, c0, cols, y, (size_t)W->out);
+                tiles_loop(j->f->tile, NULL, W, x, in, rows, c0, cols, y, (size_t)W->out);
             else
                 f32_product(j, x, rows, (const float *)W->data + (size_t)c0 * in, c0, cols, y);
             continue;
@@ -706,7 +764,9 @@ static void linear_task(void *v, int64_t begin, int64_t end, int thread)
         float *s = j->scratch + (size_t)thread * W_BLOCK * in;
         if (j->held[thread] != c0) {
             j->held[thread] = c0;
-            if (j->f)
+            if (W->q.dtype == LMQ_T_F32) /* a copy: every kernel set's fp32 order */
+                memcpy(s, W->data + (size_t)c0 * in * sizeof *s, (size_t)cols * in * sizeof *s);
+            else if (j->f)
                 decode_rows(j->f, W, c0, cols, s);
             else if (q_dequantize_rows(&W->q, W->data, W->L.bytes, W->out, W->in, c0, cols, s, NULL))
                 j->failed = 1, j->held[thread] = -1;
@@ -969,7 +1029,7 @@ static void int8_task(void *v, int64_t begin, int64_t end, int thread)
             for (int i0 = 0; i0 < j->n; i0 += TILE_X) {
                 const int mr = j->n - i0 < TILE_X ? j->n - i0 : TILE_X;
                 int32_t dot[TILE_X][4];
-                j->dot4(c, j->qx + (size_t)i0 * j->ldq, j->ldq, mr, in, ahead, dot);
+                j->dot4(c, j->qx + (size_t)i0 * j->ldq, j->ldq, mr, in, i0 ? 0 : ahead, dot);
                 for (int i = i0; i < i0 + mr; i++)
                     for (int r = 0; r < nr; r++) {
                         const float out = (float)(dot[i - i0][r] - 128 * j->sum[i]) * j->sx[i] * sw[r];
@@ -1012,6 +1072,21 @@ static lmq_code int8_linear(const rt_exec *ex, const float *x, int n, const rt_w
     return LMQ_OK;
 }
 
+/* x reordered for a kernel set, rows shared out (prefill's x is megabytes). */
+typedef struct {
+    const fused_kernels *f;
+    const float *x;
+    float *out;
+    int in;
+} reorder_job;
+
+static void reorder_task(void *v, int64_t begin, int64_t end, int thread)
+{
+    (void)thread;
+    const reorder_job *r = v;
+    r->f->reorder(r->x + begin * r->in, (int)(end - begin), r->in, r->out + begin * r->in);
+}
+
 /* Room for len activations: local when they fit (cap floats), else aligned heap memory (NULL when
  * there is none). */
 static float *activations(float *local, size_t cap, size_t len)
@@ -1027,7 +1102,9 @@ lmq_code rt_linear(const rt_exec *ex, const float *x, int n, const rt_weight *W,
     if (int8_path(W))
         return int8_linear(ex, x, n, W, y, err);
     linear_job j = { .isa = ex->isa, .f = fused_row(ex->isa, W), .W = W, .x = x, .y = y, .n = n };
-    const int direct = W->q.dtype == LMQ_T_F32 || (j.f && n <= FUSED_ROWS);
+    /* W as stored for a few rows (fp32: up to a block of x, W streamed once); else staged: blocks
+     * of W copied or decoded once and reused from cache by many rows. */
+    const int direct = (n <= FUSED_ROWS && j.f) || (W->q.dtype == LMQ_T_F32 && n <= X_BLOCK);
     j.staged = !direct;
     j.x_blocks = (n + X_BLOCK - 1) / X_BLOCK;
     const int threads = lmq_pool_threads(ex->pool);
@@ -1051,7 +1128,8 @@ lmq_code rt_linear(const rt_exec *ex, const float *x, int n, const rt_weight *W,
             c = lmq_fail(err, LMQ_E_NOMEM, "tensor %s: out of memory for the activations", W->name);
             goto done;
         }
-        j.f->reorder(j.x, n, W->in, xp);
+        reorder_job r = { j.f, j.x, xp, W->in };
+        lmq_pool_for(n > FUSED_ROWS ? ex->pool : NULL, n, X_BLOCK, reorder_task, &r);
         j.x = xp;
     }
     if (j.staged && !(j.scratch = aligned_alloc(64, scratch))) {
