@@ -195,12 +195,13 @@ static inline void prefetch_step(int enc, const uint8_t *p, int64_t k, int n, si
 /* Rows [j0, j0 + cols) of W against m rows of x: tiles of 4 rows of W (a short last tile repeats
  * its last row) and TILE_X rows of x (fewer at the end); an output's operations depend on neither.
  * With a span tile (m ≤ X_BLOCK), the rows go in stretches of KSPAN columns (4 rows of fp32: 16 KiB,
- * beside a stretch of x and the accumulators in L1; longer stretches or none were slower). */
+ * beside a stretch of x and the accumulators in L1; longer stretches or none were slower), the
+ * accumulators of tile i of x waiting in acc[i]. */
 #define KSPAN 1024
-static void tiles_loop(tile_fn tile, span_fn span, const rt_weight *W, const float *x, size_t ldx, int m, int j0,
-                       int cols, float *y, size_t ldy)
+typedef float span_acc[2 * TILE_X * 4 * 16];
+static void tiles_loop(tile_fn tile, span_fn span, span_acc *acc, const rt_weight *W, const float *x, size_t ldx,
+                       int m, int j0, int cols, float *y, size_t ldy)
 {
-    _Alignas(64) float acc[X_BLOCK / TILE_X][2 * TILE_X * 4 * 16];
     const int64_t K = W->in, stretch = span ? KSPAN : K;
     for (int jb = j0; jb < j0 + cols; jb += 4) {
         const int nr = j0 + cols - jb < 4 ? j0 + cols - jb : 4;
@@ -737,7 +738,8 @@ static void f32_product(const linear_job *j, const float *x, int m, const float 
     if (f32->tile) {
         rt_weight S = { .q = { .dtype = LMQ_T_F32 }, .data = (const uint8_t *)w, .b = W->b ? W->b + c0 : NULL,
                         .out = cols, .in = in };
-        tiles_loop(NULL, F32_SPAN, &S, x, (size_t)in, m, 0, cols, y, (size_t)W->out);
+        _Alignas(64) span_acc acc[X_BLOCK / TILE_X];
+        tiles_loop(NULL, F32_SPAN, acc, &S, x, (size_t)in, m, 0, cols, y, (size_t)W->out);
     } else {
         rt_gemm_nt(j->isa, x, (size_t)in, w, (size_t)in, W->b ? W->b + c0 : NULL, y, (size_t)W->out, m, cols, in);
     }
@@ -755,7 +757,7 @@ static void linear_task(void *v, int64_t begin, int64_t end, int thread)
         float *y = j->y + (size_t)r0 * W->out + c0;
         if (!j->staged) { /* W as stored: fp32, or fused for a few rows */
             if (j->f)
-                tiles_loop(j->f->tile, NULL, W, x, in, rows, c0, cols, y, (size_t)W->out);
+                tiles_loop(j->f->tile, NULL, NULL, W, x, in, rows, c0, cols, y, (size_t)W->out);
             else
                 f32_product(j, x, rows, (const float *)W->data + (size_t)c0 * in, c0, cols, y);
             continue;
