@@ -51,7 +51,8 @@ static int fail(const lmq_err *e)
 }
 
 /* The first rows of w [rows × in] stored as q, its input quantised as act says, viewed in W (bytes: the caller
- * frees them). */
+ * frees them). Each copy starts on a cache line, as an artefact's blobs do (a vector load of a row straddling
+ * two lines would cost what no artefact pays). */
 static lmq_code store(const lmq_qparams *q, lmq_act act, const float *w, int rows, int in, int copies, uint8_t **bytes,
                       rt_weight *W, size_t *size, lmq_pool *pool, lmq_err *e)
 {
@@ -59,14 +60,15 @@ static lmq_code store(const lmq_qparams *q, lmq_act act, const float *w, int row
     lmq_code c = lmq_layout_of(q, rows, in, &L, e);
     if (c)
         return c;
-    if (!(*bytes = malloc(L.bytes * (size_t)copies)))
+    const size_t stride = (L.bytes + 63) / 64 * 64;
+    if (!(*bytes = aligned_alloc(64, stride * (size_t)copies)))
         return lmq_fail(e, LMQ_E_NOMEM, "out of memory");
     if ((c = q_quantize(q, w, rows, in, *bytes, L.bytes, pool, e)))
         return c;
     for (int k = 0; k < copies && !c; k++) {
         if (k)
-            memcpy(*bytes + k * L.bytes, *bytes, L.bytes);
-        lmq_tensor t = { .name = "bench", .ndim = 2, .shape = { rows, in }, .q = *q, .raw = *bytes + k * L.bytes,
+            memcpy(*bytes + k * stride, *bytes, L.bytes);
+        lmq_tensor t = { .name = "bench", .ndim = 2, .shape = { rows, in }, .q = *q, .raw = *bytes + k * stride,
                          .raw_size = L.bytes, .act = act };
         c = rt_weight_of(&t, NULL, &W[k], e);
     }
@@ -100,8 +102,9 @@ int main(int argc, char **argv)
     if (out < 1 || in < 1 || lmq_pool_create(threads, &pool, &e))
         return fprintf(stderr, "usage: bench_linear [threads] [out] [in]\n"), 1;
     rt_exec ex = { .pool = pool, .isa = rt_isa_best() };
-    float *w = malloc((size_t)out * in * sizeof *w), *x = malloc((size_t)PREFILL * in * sizeof *x);
-    float *y = malloc((size_t)PREFILL * out * sizeof *y);
+    /* x and y aligned as the runtime's buffers are */
+    float *w = malloc((size_t)out * in * sizeof *w), *x = aligned_alloc(64, ((size_t)PREFILL * in * sizeof *x + 63) / 64 * 64);
+    float *y = aligned_alloc(64, ((size_t)PREFILL * out * sizeof *y + 63) / 64 * 64);
     uint64_t s = 1;
     for (size_t i = 0; i < (size_t)out * in; i++) {
         s = s * 6364136223846793005u + 1442695040888963407u;
@@ -128,7 +131,7 @@ int main(int argc, char **argv)
             store(&ENC[k].q, ENC[k].act, w, hot_rows, in, 1, &hot_bytes, &H, &hot_size, pool, &e))
             return fail(&e);
         double bw = 0;
-        if (rt_probe_read_spans(pool, &(rt_span){ bytes, size * (size_t)copies }, 1, 4, &bw, NULL, &e))
+        if (rt_probe_read_spans(pool, &(rt_span){ bytes, (size + 63) / 64 * 64 * (size_t)copies }, 1, 4, &bw, NULL, &e))
             return fail(&e);
         const double t1 = best(&ex, x, 1, W, copies, copies, y, 3, &e);
         const double tn = best(&ex, x, PREFILL, W, copies, 1, y, 3, &e), th = best(&ex, x, 1, &H, 1, 200, y, 5, &e);
