@@ -51,6 +51,8 @@ lmq_code rt_weight_of(const lmq_tensor *t, const float *b, rt_weight *W, lmq_err
     W->out = (int)t->shape[0];
     W->in = (int)t->shape[1];
     W->act = t->act;
+    const size_t tile_bytes = 4 * (size_t)W->in * lmq_encoding_of(t->q.dtype)->bits / 8;
+    W->ahead_tiles = tile_bytes ? (int)((PREFETCH_BYTES + tile_bytes - 1) / tile_bytes) : 0;
     for (size_t i = 0; W->q.asym && i < (size_t)W->L.n_scales && !W->wide_zeros; i++) {
         int16_t z;
         memcpy(&z, W->data + W->L.zero_offset + 2 * i, 2);
@@ -166,12 +168,12 @@ static inline void group_of(const rowptr *r, int64_t gi, unsigned bits, uint16_t
     }
 }
 
-/* Rows are short streams the hardware prefetcher learns late: a tile asks for what it reads a few
- * tiles on, at least PREFETCH_BYTES ahead. */
+/* Rows are short streams the hardware prefetcher learns late: a tile asks for what it reads
+ * W->ahead_tiles tiles on (a product, not the division a tile of short rows would pay for it:
+ * int4 768 columns from cache +4 %). */
 static inline size_t prefetch_ahead(int enc, const rt_weight *W)
 {
-    const size_t tile_bytes = 4 * (size_t)W->in * BITS[enc] / 8;
-    return (PREFETCH_BYTES + tile_bytes - 1) / tile_bytes * tile_bytes;
+    return (size_t)W->ahead_tiles * 4 * (size_t)W->in * BITS[enc] / 8;
 }
 
 /* The requests of a tile's step over columns [k, k + n), whose rows start at p and follow one
@@ -258,8 +260,7 @@ AVX512_INLINE void row_ptr16(int enc, const rt_weight *W, int j, size_t ahead, w
 {
     row_ptr(enc, W, j, &r->r);
     r->groups = W->q.gran == LMQ_GRAN_GROUP ? W->L.groups_per_row : 1;
-    const size_t row_bytes = (size_t)W->in * BITS[enc] / 8;
-    r->sahead = W->q.gran == LMQ_GRAN_TENSOR ? 0 : ahead / row_bytes * (size_t)r->groups * 2;
+    r->sahead = W->q.gran == LMQ_GRAN_TENSOR || !ahead ? 0 : (size_t)W->ahead_tiles * 4 * (size_t)r->groups * 2;
     r->s = r->z = r->tab = _mm512_setzero_ps();
 }
 
@@ -415,14 +416,14 @@ AVX512_INLINE void tile16_span(int enc, int wide, int MR, const rt_weight *W, co
      * per step: one prefetch per line, the group's start the only branch. A stretch (fp32 only)
      * starts at a multiple of the step. */
     const int64_t SPAN = 512 / BITS[enc] > 32 ? 512 / BITS[enc] / 32 * 32 : 32;
-    int64_t k = ks ? ks->k0 : 0, group_end = 0;
+    int64_t k = ks ? ks->k0 : 0, group_end = 0, gi = 0;
     for (; k + SPAN <= end; k += SPAN) {
         prefetch_step(enc, r[0].r.p, k, SPAN, ahead);
         RT_UNROLL for (int64_t s = k; s < k + SPAN; s += 32) {
             if (enc >= ENC_I8 && s == group_end) {
                 RT_UNROLL for (int c = 0; c < 4; c++)
-                    row_group16(enc, wide, &r[c], s / group, BITS[enc]);
-                group_end += group;
+                    row_group16(enc, wide, &r[c], gi, BITS[enc]);
+                group_end += group, gi++;
             }
             tile_step16(enc, wide, MR, r, x, ldx, s, 0xFFFF, 0xFFFF, a0, a1);
         }
@@ -430,8 +431,8 @@ AVX512_INLINE void tile16_span(int enc, int wide, int MR, const rt_weight *W, co
     for (; k < end; k += 32) {
         if (enc >= ENC_I8 && k == group_end) {
             RT_UNROLL for (int c = 0; c < 4; c++)
-                row_group16(enc, wide, &r[c], k / group, BITS[enc]);
-            group_end += group;
+                row_group16(enc, wide, &r[c], gi, BITS[enc]);
+            group_end += group, gi++;
         }
         prefetch_step(enc, r[0].r.p, k, 32, ahead);
         tile_step16(enc, wide, MR, r, x, ldx, k, lanes16(K - k), lanes16(K - k - 16), a0, a1);
@@ -472,10 +473,10 @@ AVX512_INLINE void row16(int enc, int wide, const rt_weight *W, int j, float *o)
     const int64_t K = W->in, group = enc >= ENC_I8 ? W->L.group : K;
     wrow16 r;
     row_ptr16(enc, W, j, 0, &r);
-    for (int64_t k = 0; k < K; k += 32) {
+    for (int64_t k = 0, group_end = 0, gi = 0; k < K; k += 32) {
         const __mmask16 m0 = lanes16(K - k), m1 = lanes16(K - k - 16);
-        if (enc >= ENC_I8 && k % group == 0)
-            row_group16(enc, wide, &r, k / group, BITS[enc]);
+        if (enc >= ENC_I8 && k == group_end)
+            row_group16(enc, wide, &r, gi++, BITS[enc]), group_end += group;
         __m512 w0, w1;
         row_step16(enc, wide, &r, k, m0, m1, &w0, &w1);
         _mm512_mask_storeu_ps(o + k, m0, w0);
@@ -581,11 +582,11 @@ AVX2_INLINE void tile8(int enc, int MR, const rt_weight *W, const int j[4], cons
     RT_UNROLL for (int i = 0; i < MR; i++)
         RT_UNROLL for (int c = 0; c < 4; c++)
             a[i][c] = _mm256_setzero_ps();
-    for (int64_t k = 0, group_end = 0; k < K; k += 8) {
+    for (int64_t k = 0, group_end = 0, gi = 0; k < K; k += 8) {
         if (enc >= ENC_I8 && k == group_end) {
             RT_UNROLL for (int c = 0; c < 4; c++)
-                row_group8(&r[c], k / group, enc == ENC_I8 ? 8 : 4);
-            group_end += group;
+                row_group8(&r[c], gi, enc == ENC_I8 ? 8 : 4);
+            group_end += group, gi++;
         }
         if (k + 8 <= K)
             tile_step8(enc, MR, r, x, ldx, k, 8, ahead, a);
@@ -603,10 +604,10 @@ AVX2_INLINE void row8(int enc, const rt_weight *W, int j, float *o)
     const int64_t K = W->in, group = enc >= ENC_I8 ? W->L.group : K;
     wrow8 r = { 0 };
     row_ptr(enc, W, j, &r.r);
-    for (int64_t k = 0; k < K; k += 8) {
+    for (int64_t k = 0, group_end = 0, gi = 0; k < K; k += 8) {
         const int n = K - k >= 8 ? 8 : (int)(K - k);
-        if (enc >= ENC_I8 && k % group == 0)
-            row_group8(&r, k / group, enc == ENC_I8 ? 8 : 4);
+        if (enc >= ENC_I8 && k == group_end)
+            row_group8(&r, gi++, enc == ENC_I8 ? 8 : 4), group_end += group;
         const __m256 w = row_step8(enc, &r, k, n);
         if (n == 8)
             _mm256_storeu_ps(o + k, w);

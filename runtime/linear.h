@@ -44,6 +44,7 @@ typedef struct rt_weight {
     int out, in;
     lmq_act act;         /* quantisation of x before the product (formats/dtype.h); none: x as given */
     int wide_zeros;      /* an asymmetric zero code beyond ±2^13: zero·scale may round (set by rt_weight_of) */
+    int ahead_tiles;     /* how many tiles of 4 rows on the fused kernels prefetch (set by rt_weight_of) */
 } rt_weight;
 
 /* A view of the 2-D tensor t with bias b (fp32, or NULL), with t's activation quantisation. */

@@ -122,7 +122,7 @@ typedef struct {
                         int from, float *logits, lmq_err *err);
 } rtc_api;
 
-#define RTC_ABI 3
+#define RTC_ABI 4
 #define RTC_ENTRY "lmq_cuda_api"
 typedef const rtc_api *(*rtc_entry)(void);
 
