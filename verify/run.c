@@ -13,7 +13,7 @@
 #include "verify/stream.h"
 
 /* Tokens decoded one at a time to measure decode speed (fewer if the window is shorter); each
- * speed is the best of SPEED_ROUNDS. A CUDA device's copy bandwidth is probed over PROBE_BYTES. */
+ * speed is the best of SPEED_ROUNDS, taken in turn across the artefacts. A CUDA device's copy bandwidth is probed over PROBE_BYTES. */
 #define DECODE_TOKENS 64
 #define SPEED_ROUNDS 3
 #define PROBE_BYTES ((size_t)512 << 20)
@@ -63,13 +63,13 @@ static void add_span(const rt_weight *W, void *v)
     x->n++;
 }
 
-/* Prefill: one pass over the first ctx tokens (logits of the last, as for a prompt); decode: the
- * first tokens one at a time from an empty cache. Best of SPEED_ROUNDS each. With probe, every
- * round reads the weights decoding streams just before it decodes (on a shared host the memory's
- * speed changes from one second to the next): row->read_gbps is the rate of the best decode's
- * own round. */
-static lmq_code measure_speed(loaded *l, lmq_pool *pool, const int32_t *tokens, int ctx, int probe, vf_row *row,
-                              lmq_err *err)
+/* One round of l's speed. Prefill: one pass over the first ctx tokens (logits of the last, as for
+ * a prompt); decode: the first tokens one at a time from an empty cache. row keeps the best of the
+ * rounds (0: none yet). With probe, the round reads the weights decoding streams just before it
+ * decodes (on a shared host the memory's speed changes from one second to the next):
+ * row->read_gbps is the rate of the best decode's own round. */
+static lmq_code speed_round(loaded *l, lmq_pool *pool, const int32_t *tokens, int ctx, int probe, vf_row *row,
+                            lmq_err *err)
 {
     float *logits = malloc((size_t)l->m.arch.vocab_size * sizeof *logits);
     spans w = { 0 }; /* counted, then filled */
@@ -84,27 +84,22 @@ static lmq_code measure_speed(loaded *l, lmq_pool *pool, const int32_t *tokens, 
     if (probe)
         rt_model_each_streamed(&l->rm, add_span, &w);
     const int n_decode = ctx < DECODE_TOKENS ? ctx : DECODE_TOKENS;
-    double pre = 1e30, dec = 1e30;
-    lmq_code c = LMQ_OK;
-    for (int r = 0; r < SPEED_ROUNDS && !c; r++) {
-        double gbps = 0, t0 = lmq_now();
-        c = rt_forward(l->st, tokens, ctx, 0, RT_LOGITS_LAST, logits, err);
-        const double t1 = lmq_now();
-        if (!c && probe)
-            c = rt_probe_read_spans(pool, w.s, w.n, 2, &gbps, NULL, err);
-        const double t2 = lmq_now();
-        for (int i = 0; i < n_decode && !c; i++)
-            c = rt_decode(l->st, tokens[i], i, logits, err);
-        const double t3 = lmq_now();
-        pre = t1 - t0 < pre ? t1 - t0 : pre;
-        if (t3 - t2 < dec) {
-            dec = t3 - t2;
-            if (probe) /* else the caller's given rate stands */
-                row->read_gbps = gbps;
-        }
+    double gbps = 0, t0 = lmq_now();
+    lmq_code c = rt_forward(l->st, tokens, ctx, 0, RT_LOGITS_LAST, logits, err);
+    const double t1 = lmq_now();
+    if (!c && probe)
+        c = rt_probe_read_spans(pool, w.s, w.n, 2, &gbps, NULL, err);
+    const double t2 = lmq_now();
+    for (int i = 0; i < n_decode && !c; i++)
+        c = rt_decode(l->st, tokens[i], i, logits, err);
+    const double t3 = lmq_now();
+    if (!c && ctx / (t1 - t0) > row->prefill_tps)
+        row->prefill_tps = ctx / (t1 - t0);
+    if (!c && n_decode / (t3 - t2) > row->decode_tps) {
+        row->decode_tps = n_decode / (t3 - t2);
+        if (probe) /* else the caller's given rate stands */
+            row->read_gbps = gbps;
     }
-    row->prefill_tps = ctx / pre;
-    row->decode_tps = n_decode / dec;
     free(logits);
     free(w.s);
     return c;
@@ -264,15 +259,20 @@ lmq_code vf_run(const char *ref_path, const char *const *cand_paths, int n_cands
     for (int i = 0; i < n && !c; i++) {
         rows[i].res = res[i];
         rows[i].dppl_pct = opts->speed_only ? 0 : 100.0 * (res[i].ppl / res[0].ppl - 1.0);
-        if (i < saved)
-            continue;
-        /* Weights that fit in the last-level cache are not streamed from memory: no roofline. */
-        const double bytes = (double)rt_model_weight_bytes(&l[i].rm);
-        const int fixed = report->bandwidth_gbps > 0;
-        rows[i].weight_mib = bytes / 1048576.0;
+    }
+    for (int i = saved; i < n && !c; i++) {
+        rows[i].weight_mib = (double)rt_model_weight_bytes(&l[i].rm) / 1048576.0;
         rows[i].read_gbps = report->bandwidth_gbps;
-        if ((c = measure_speed(&l[i], pool, ids, ctx, !fixed && bytes > (double)cache, &rows[i], err)))
-            continue;
+    }
+    /* Weights that fit in the last-level cache are not streamed from memory: no roofline. Round by
+     * round, every artefact in turn, so that their ratios are taken in the same seconds. */
+    const int fixed = report->bandwidth_gbps > 0;
+    for (int r = 0; r < SPEED_ROUNDS && !c; r++)
+        for (int i = saved; i < n && !c; i++)
+            c = speed_round(&l[i], pool, ids, ctx, !fixed && (double)rt_model_weight_bytes(&l[i].rm) > (double)cache,
+                            &rows[i], err);
+    for (int i = saved; i < n && !c; i++) {
+        const double bytes = (double)rt_model_weight_bytes(&l[i].rm);
         if (bytes > (double)cache && rows[i].read_gbps > 0)
             rows[i].roofline = rows[i].decode_tps * bytes / (rows[i].read_gbps * 1e9);
         if (opts->n_batch)
