@@ -13,7 +13,8 @@
 #include "verify/stream.h"
 
 /* Tokens decoded one at a time to measure decode speed (fewer if the window is shorter); each
- * speed is the best of SPEED_ROUNDS, taken in turn across the artefacts. A CUDA device's copy bandwidth is probed over PROBE_BYTES. */
+ * speed is the best of SPEED_ROUNDS, taken in turn across the artefacts. A CUDA device's copy
+ * bandwidth is probed over PROBE_BYTES. */
 #define DECODE_TOKENS 64
 #define SPEED_ROUNDS 3
 #define PROBE_BYTES ((size_t)512 << 20)
@@ -268,9 +269,10 @@ lmq_code vf_run(const char *ref_path, const char *const *cand_paths, int n_cands
      * round, every artefact in turn, so that their ratios are taken in the same seconds. */
     const int fixed = report->bandwidth_gbps > 0;
     for (int r = 0; r < SPEED_ROUNDS && !c; r++)
-        for (int i = saved; i < n && !c; i++)
-            c = speed_round(&l[i], pool, ids, ctx, !fixed && (double)rt_model_weight_bytes(&l[i].rm) > (double)cache,
-                            &rows[i], err);
+        for (int i = saved; i < n && !c; i++) {
+            const int probe = !fixed && (double)rt_model_weight_bytes(&l[i].rm) > (double)cache;
+            c = speed_round(&l[i], pool, ids, ctx, probe, &rows[i], err);
+        }
     for (int i = saved; i < n && !c; i++) {
         const double bytes = (double)rt_model_weight_bytes(&l[i].rm);
         if (bytes > (double)cache && rows[i].read_gbps > 0)

@@ -103,7 +103,8 @@ int main(int argc, char **argv)
         return fprintf(stderr, "usage: bench_linear [threads] [out] [in]\n"), 1;
     rt_exec ex = { .pool = pool, .isa = rt_isa_best() };
     /* x and y aligned as the runtime's buffers are */
-    float *w = malloc((size_t)out * in * sizeof *w), *x = aligned_alloc(64, ((size_t)PREFILL * in * sizeof *x + 63) / 64 * 64);
+    float *w = malloc((size_t)out * in * sizeof *w);
+    float *x = aligned_alloc(64, ((size_t)PREFILL * in * sizeof *x + 63) / 64 * 64);
     float *y = aligned_alloc(64, ((size_t)PREFILL * out * sizeof *y + 63) / 64 * 64);
     uint64_t s = 1;
     for (size_t i = 0; i < (size_t)out * in; i++) {
