@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/fp.h"
+#include "common/vec.h"
 #include "schemes/fp8.h"
 #include "schemes/gguf_blocks.h"
 #include "schemes/pack.h"
@@ -58,14 +59,45 @@ static int zero_fits(float mn, float s)
     return z >= -32768.0f && z <= 32767.0f;
 }
 
-static lmq_code int_fit(const q_scheme *s, int asym, const float *w, size_t n, q_group *g,
-                        lmq_err *err)
+/* The least and the greatest of w[0..n) (finite, checked before), the first of equals as the
+ * scalar loop keeps it. Eight lanes at a time, then the scalar loop again only where the answer
+ * is a zero, whose sign the lanes could have taken from another element than the first. */
+VEC_CLONES
+static void min_max(const float *w, size_t n, float *lo, float *hi)
 {
     float mn = w[0], mx = w[0];
-    for (size_t i = 1; i < n; i++) {
+    size_t i = 1;
+    if (n >= 2 * VEC_LANES) {
+        v8f a, b;
+        memcpy(&a, w, sizeof a);
+        b = a;
+        for (i = VEC_LANES; i + VEC_LANES <= n; i += VEC_LANES) {
+            v8f x;
+            memcpy(&x, w + i, sizeof x);
+            const v8i less = x < a, more = x > b;
+            a = (v8f)(((v8i)x & less) | ((v8i)a & ~less));
+            b = (v8f)(((v8i)x & more) | ((v8i)b & ~more));
+        }
+        for (int l = 0; l < VEC_LANES; l++) {
+            mn = a[l] < mn ? a[l] : mn;
+            mx = b[l] > mx ? b[l] : mx;
+        }
+        if (mn == 0 || mx == 0)
+            i = 1, mn = mx = w[0];
+    }
+    for (; i < n; i++) {
         mn = w[i] < mn ? w[i] : mn;
         mx = w[i] > mx ? w[i] : mx;
     }
+    *lo = mn;
+    *hi = mx;
+}
+
+static lmq_code int_fit(const q_scheme *s, int asym, const float *w, size_t n, q_group *g,
+                        lmq_err *err)
+{
+    float mn, mx;
+    min_max(w, n, &mn, &mx);
     uint32_t top = (1u << s->enc->bits) - 1;
     if (!asym) {
         uint32_t qmax = top >> 1;
@@ -95,6 +127,39 @@ static lmq_code int_fit(const q_scheme *s, int asym, const float *w, size_t n, q
 /* One rule for both symmetries: code = clamp(roundf(w / s) + zero, lo, 2^b - 1). Symmetric
  * codes are q + 2^(b-1) with lo = 1, i.e. q clamped to [-qmax, qmax]; every term is an integer
  * held exactly in a float. */
+/* b's lanes where m is set, a's elsewhere. */
+static inline void blend8(v8f *a, const v8i *m, const v8f *b)
+{
+    *a = (v8f)(((v8i)*b & *m) | ((v8i)*a & ~*m));
+}
+
+/* int_encode's rule for 8 weights (the weights are finite, checked before), lane by lane the
+ * scalar loop's operations: the division, round_half_away, the zero, the clamp. Encoding was a
+ * quarter of quantize's time one weight at a time. */
+static inline void encode8(const float *w, float scale, float z, float lo, float hi, uint32_t *codes)
+{
+    v8f x, q;
+    memcpy(&x, w, sizeof x);
+    x /= scale;
+    const v8f a = (v8f)((v8i)x & INT32_MAX), big = { 0x1p23f, 0x1p23f, 0x1p23f, 0x1p23f,
+                                                     0x1p23f, 0x1p23f, 0x1p23f, 0x1p23f };
+    const v8i whole = a >= big; /* integers already (and ±Inf) */
+    v8f am = a;
+    blend8(&am, &whole, &big); /* keeps the conversion in range */
+    const v8d half = __builtin_convertvector(am, v8d) + 0.5;
+    q = (v8f)((v8i)__builtin_convertvector(__builtin_convertvector(half, v8i), v8f) | ((v8i)x & INT32_MIN));
+    blend8(&q, &whole, &x);
+    q += z;
+    const v8f vlo = q - q + lo, vhi = q - q + hi;
+    const v8i below = q < vlo;
+    blend8(&q, &below, &vlo);
+    const v8i above = q > vhi;
+    blend8(&q, &above, &vhi);
+    const v8u c = __builtin_convertvector(q, v8u);
+    memcpy(codes, &c, sizeof c);
+}
+
+VEC_CLONES
 static lmq_code int_encode(const q_scheme *s, const q_group *g, const float *w, size_t n,
                            size_t first, uint32_t *codes, lmq_err *err)
 {
@@ -105,8 +170,11 @@ static lmq_code int_encode(const q_scheme *s, const q_group *g, const float *w, 
             codes[i] = (uint32_t)g->zero;
         return LMQ_OK;
     }
-    float lo = (float)g->lo, hi = (float)((1u << s->enc->bits) - 1), z = (float)g->zero;
-    for (size_t i = 0; i < n; i++) {
+    const float lo = (float)g->lo, hi = (float)((1u << s->enc->bits) - 1), z = (float)g->zero;
+    size_t i = 0;
+    for (; i + VEC_LANES <= n; i += VEC_LANES)
+        encode8(w + i, g->scale, z, lo, hi, codes + i);
+    for (; i < n; i++) {
         float q = round_half_away(w[i] / g->scale) + z;
         q = q < lo ? lo : q > hi ? hi : q;
         codes[i] = (uint32_t)q;
@@ -114,11 +182,19 @@ static lmq_code int_encode(const q_scheme *s, const q_group *g, const float *w, 
     return LMQ_OK;
 }
 
+VEC_CLONES
 static void int_decode(const q_scheme *s, const q_group *g, const uint32_t *codes, size_t n,
                        float *out)
 {
     (void)s;
-    for (size_t i = 0; i < n; i++)
+    size_t i = 0;
+    for (; i + VEC_LANES <= n; i += VEC_LANES) {
+        v8i c;
+        memcpy(&c, codes + i, sizeof c);
+        const v8f v = __builtin_convertvector(c - g->zero, v8f) * g->scale;
+        memcpy(out + i, &v, sizeof v);
+    }
+    for (; i < n; i++)
         out[i] = (float)((int32_t)codes[i] - g->zero) * g->scale;
 }
 

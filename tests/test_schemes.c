@@ -1176,6 +1176,26 @@ START_TEST(describe)
 }
 END_TEST
 
+/* An all-zero group's scale is its first weight's zero over qmax, sign included, wherever zeros
+ * of the other sign lie (the fit compares eight weights at a time, and zeros of both signs
+ * compare equal). */
+START_TEST(fit_zero_sign)
+{
+    const lmq_qparams qp = { LMQ_T_INT4, LMQ_GRAN_GROUP, 0, 32 };
+    float w[32] = { 0 };
+    for (int first = 0; first < 2; first++)
+        for (int k = 1; k < 32; k++) {
+            memset(w, 0, sizeof w);
+            w[0] = first ? -0.0f : 0.0f;
+            w[k] = -0.0f;
+            q_group g;
+            lmq_err err;
+            ck_assert_int_eq(q_fit(&qp, w, 32, 0, &g, &err), LMQ_OK);
+            ck_assert_uint_eq(g.scale_code, first ? 0x8000u : 0u);
+        }
+}
+END_TEST
+
 START_TEST(stats_known)
 {
     lmq_stats st;
@@ -1194,6 +1214,17 @@ START_TEST(stats_known)
     ck_assert(st.rms == 0 && st.peak == 0 && st.kurtosis == 0 && st.rel_error == 0);
     lmq_tensor_stats(z, nz, 3, &st);
     ck_assert(isinf(st.rel_error));
+
+    /* 1..13: the sums run eight at a time, so the peak and the one error sit past the last
+     * whole eight; Σ i² = 819. */
+    float ramp[13], ramp_q[13];
+    for (int i = 0; i < 13; i++)
+        ramp[i] = ramp_q[i] = (float)(i + 1);
+    ramp_q[12] += 1;
+    lmq_tensor_stats(ramp, ramp_q, 13, &st);
+    ck_assert_double_eq(st.peak, 13.0);
+    ck_assert_double_eq_tol(st.rel_error, sqrt(1.0 / 819), 1e-15);
+    ck_assert_double_eq_tol(st.rms, sqrt(819.0 / 13), 1e-14);
 
     /* One spike among n zeros is Bernoulli(p = 1/n): excess kurtosis (1 - 6pq) / (pq). */
     enum { N = 1000 };
@@ -1257,6 +1288,7 @@ int main(void)
     tcase_add_test(tc, fp8_rows);
     tcase_add_test(tc, describe);
     tcase_add_test(tc, stats_known);
+    tcase_add_test(tc, fit_zero_sign);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }
