@@ -59,6 +59,12 @@ static int zero_fits(float mn, float s)
     return z >= -32768.0f && z <= 32767.0f;
 }
 
+/* b's lanes where m is set, a's elsewhere. */
+static inline void blend8(v8f *a, const v8i *m, const v8f *b)
+{
+    *a = (v8f)(((v8i)*b & *m) | ((v8i)*a & ~*m));
+}
+
 /* The least and the greatest of w[0..n) (finite, checked before), the first of equals as the
  * scalar loop keeps it. Eight lanes at a time, then the scalar loop again only where the answer
  * is a zero, whose sign the lanes could have taken from another element than the first. */
@@ -75,8 +81,8 @@ static void min_max(const float *w, size_t n, float *lo, float *hi)
             v8f x;
             memcpy(&x, w + i, sizeof x);
             const v8i less = x < a, more = x > b;
-            a = (v8f)(((v8i)x & less) | ((v8i)a & ~less));
-            b = (v8f)(((v8i)x & more) | ((v8i)b & ~more));
+            blend8(&a, &less, &x);
+            blend8(&b, &more, &x);
         }
         for (int l = 0; l < VEC_LANES; l++) {
             mn = a[l] < mn ? a[l] : mn;
@@ -127,12 +133,6 @@ static lmq_code int_fit(const q_scheme *s, int asym, const float *w, size_t n, q
 /* One rule for both symmetries: code = clamp(roundf(w / s) + zero, lo, 2^b - 1). Symmetric
  * codes are q + 2^(b-1) with lo = 1, i.e. q clamped to [-qmax, qmax]; every term is an integer
  * held exactly in a float. */
-/* b's lanes where m is set, a's elsewhere. */
-static inline void blend8(v8f *a, const v8i *m, const v8f *b)
-{
-    *a = (v8f)(((v8i)*b & *m) | ((v8i)*a & ~*m));
-}
-
 /* int_encode's rule for 8 weights (the weights are finite, checked before), lane by lane the
  * scalar loop's operations: the division, round_half_away, the zero, the clamp. Encoding was a
  * quarter of quantize's time one weight at a time. */
@@ -150,7 +150,7 @@ static inline void encode8(const float *w, float scale, float z, float lo, float
     q = (v8f)((v8i)__builtin_convertvector(__builtin_convertvector(half, v8i), v8f) | ((v8i)x & INT32_MIN));
     blend8(&q, &whole, &x);
     q += z;
-    const v8f vlo = q - q + lo, vhi = q - q + hi;
+    const v8f vlo = { lo, lo, lo, lo, lo, lo, lo, lo }, vhi = { hi, hi, hi, hi, hi, hi, hi, hi };
     const v8i below = q < vlo;
     blend8(&q, &below, &vlo);
     const v8i above = q > vhi;

@@ -1196,6 +1196,24 @@ START_TEST(fit_zero_sign)
 }
 END_TEST
 
+/* A quotient beyond float's range (a huge weight over a subnormal scale, as a calibrated method
+ * may hand encode) clamps like any other, eight at a time as one by one: +Inf to the top code,
+ * -Inf to the lowest. */
+START_TEST(encode_overflow)
+{
+    const q_scheme *s = q_scheme_get(LMQ_T_INT4);
+    const q_group g = { .scale = 0x1p-24f, .zero = 8, .lo = 1 };
+    float w[9];
+    uint32_t codes[9];
+    lmq_err err;
+    for (int i = 0; i < 9; i++)
+        w[i] = i % 2 ? -3e38f : 3e38f;
+    ck_assert_int_eq(s->encode(s, &g, w, 9, 0, codes, &err), LMQ_OK);
+    for (int i = 0; i < 9; i++)
+        ck_assert_uint_eq(codes[i], i % 2 ? 1u : 15u);
+}
+END_TEST
+
 START_TEST(stats_known)
 {
     lmq_stats st;
@@ -1289,6 +1307,7 @@ int main(void)
     tcase_add_test(tc, describe);
     tcase_add_test(tc, stats_known);
     tcase_add_test(tc, fit_zero_sign);
+    tcase_add_test(tc, encode_overflow);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }
