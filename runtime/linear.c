@@ -129,9 +129,10 @@ typedef struct {
 typedef void (*span_fn)(int MR, const rt_weight *W, const int j[4], const float *x, size_t ldx, const kspan *ks,
                         float out[TILE_X][4]);
 
-enum { ENC_F32, ENC_F16, ENC_BF16, ENC_I8, ENC_I4, ENC_I3, ENC_I2 };
+/* ENC_I4X: int4 read in blocks of 128 columns (see row_step16). */
+enum { ENC_F32, ENC_F16, ENC_BF16, ENC_I8, ENC_I4, ENC_I4X, ENC_I3, ENC_I2 };
 static const unsigned BITS[] = { [ENC_F32] = 32, [ENC_F16] = 16, [ENC_BF16] = 16, [ENC_I8] = 8,
-                                 [ENC_I4] = 4,   [ENC_I3] = 3,   [ENC_I2] = 2 };
+                                 [ENC_I4] = 4,   [ENC_I4X] = 4,  [ENC_I3] = 3,   [ENC_I2] = 2 };
 
 /* One row of W as a step walks it: where its values or codes start, where its scales and zero
  * points start. */
@@ -292,7 +293,7 @@ AVX512_INLINE void row_group16(int enc, int wide, wrow16 *r, int64_t gi, unsigne
     else
         r->z = _mm512_set1_ps(r->gz[i]);
     if (enc >= ENC_I4) { /* the table repeats every 2^bits entries: see row_step16 */
-        const __m512 codes = enc == ENC_I4   ? _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
+        const __m512 codes = BITS[enc] == 4  ? _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
                              : enc == ENC_I3 ? _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7)
                                              : _mm512_setr_ps(0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3);
         r->tab = _mm512_mul_ps(_mm512_sub_ps(codes, r->z), r->s);
@@ -321,10 +322,12 @@ static const union {
 };
 
 /* 32 weights of the row from column k: w0 then w1, zero in dead lanes. int4 gives the even
- * columns of the 32 in w0 and the odd ones in w1 (low nibbles, then high): x is reordered the
- * same way before the product. */
-AVX512_INLINE void row_step16(int enc, int wide, const wrow16 *r, int64_t k, __mmask16 m0, __mmask16 m1, __m512 *w0,
-                              __m512 *w1)
+ * columns of the 32 in w0 and the odd ones in w1 (low nibbles, then high); ENC_I4X, the s-th 32
+ * of a block of 128 columns c = 8·d + e (lane d, e = 0..7 in the block's eight vectors): e = 2s
+ * in w0, 2s + 1 in w1. x is reordered the same way before the product. last: the step is in the
+ * tensor's last block of 128 (ENC_I4X reads it without going past its end). */
+AVX512_INLINE void row_step16(int enc, int wide, const wrow16 *r, int64_t k, __mmask16 m0, __mmask16 m1, int last,
+                              __m512 *w0, __m512 *w1)
 {
     const uint8_t *p = row_at(enc, r->r.p, k), *p1 = row_at(enc, r->r.p, k + 16);
     switch (enc) {
@@ -364,9 +367,20 @@ AVX512_INLINE void row_step16(int enc, int wide, const wrow16 *r, int64_t k, __m
         *w1 = _mm512_permutexvar_ps(_mm512_srlv_epi32(_mm512_shuffle_epi8(all, narrow[1]), narrow[2]), r->tab);
         break;
     }
-    default: { /* ENC_I4: whole 32-blocks only */
-        /* vpermps reads the low 4 bits of each index: the low nibble needs no mask */
-        __m512i c = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p));
+    default: { /* ENC_I4, whole 32-blocks; ENC_I4X, whole 128-blocks */
+        /* vpermps reads the low 4 bits of each index: the low nibble needs no mask. ENC_I4X's
+         * 32-bit lane d loaded from byte s on in the block's 64 has byte 4·d + s at the bottom
+         * (columns 8·d + 2·s and one on): a load where ENC_I4 widens 16 bytes on the shuffle
+         * port, the bottleneck with the lookups (int4 g128 768 × 768 from cache, one core of an
+         * Intel Xeon: 10.4-10.7 GB/s as ENC_I4, 12.0-12.1 as ENC_I4X). */
+        __m512i c;
+        if (enc == ENC_I4) {
+            c = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p));
+        } else {
+            const int s = (int)(k / 32 % 4);
+            const uint8_t *b = r->r.p + k / 128 * 64 + s;
+            c = last ? _mm512_maskz_loadu_epi8(~0ull >> s, b) : _mm512_loadu_si512(b);
+        }
         *w0 = _mm512_permutexvar_ps(c, r->tab);
         *w1 = _mm512_permutexvar_ps(_mm512_srli_epi32(c, 4), r->tab);
         break;
@@ -376,7 +390,7 @@ AVX512_INLINE void row_step16(int enc, int wide, const wrow16 *r, int64_t k, __m
 
 /* One step of a tile: 32 columns from k of MR rows of x against the tile's 4 rows of W. */
 AVX512_INLINE void tile_step16(int enc, int wide, int MR, wrow16 r[4], const float *x, size_t ldx, int64_t k, __mmask16 m0,
-                               __mmask16 m1, __m512 a0[TILE_X][4], __m512 a1[TILE_X][4])
+                               __mmask16 m1, int last, __m512 a0[TILE_X][4], __m512 a1[TILE_X][4])
 {
     __m512 x0[TILE_X], x1[TILE_X];
     RT_UNROLL for (int i = 0; i < MR; i++) {
@@ -385,7 +399,7 @@ AVX512_INLINE void tile_step16(int enc, int wide, int MR, wrow16 r[4], const flo
     }
     RT_UNROLL for (int c = 0; c < 4; c++) {
         __m512 w0, w1;
-        row_step16(enc, wide, &r[c], k, m0, m1, &w0, &w1);
+        row_step16(enc, wide, &r[c], k, m0, m1, last, &w0, &w1);
         RT_UNROLL for (int i = 0; i < MR; i++) {
             a0[i][c] = _mm512_fmadd_ps(x0[i], w0, a0[i][c]);
             a1[i][c] = _mm512_fmadd_ps(x1[i], w1, a1[i][c]);
@@ -417,7 +431,9 @@ AVX512_INLINE void tile16_span(int enc, int wide, int MR, const rt_weight *W, co
      * starts at a multiple of the step. */
     const int64_t SPAN = 512 / BITS[enc] > 32 ? 512 / BITS[enc] / 32 * 32 : 32;
     int64_t k = ks ? ks->k0 : 0, group_end = 0, gi = 0;
-    for (; k + SPAN <= end; k += SPAN) {
+    /* ENC_I4X: the tensor's last block of 128 goes below, read without going past its end. */
+    const int64_t whole_end = enc == ENC_I4X && j[3] == W->out - 1 ? end - 128 : end;
+    for (; k + SPAN <= whole_end; k += SPAN) {
         prefetch_step(enc, r[0].r.p, k, SPAN, ahead);
         RT_UNROLL for (int64_t s = k; s < k + SPAN; s += 32) {
             if (enc >= ENC_I8 && s == group_end) {
@@ -425,7 +441,7 @@ AVX512_INLINE void tile16_span(int enc, int wide, int MR, const rt_weight *W, co
                     row_group16(enc, wide, &r[c], gi, BITS[enc]);
                 group_end += group, gi++;
             }
-            tile_step16(enc, wide, MR, r, x, ldx, s, 0xFFFF, 0xFFFF, a0, a1);
+            tile_step16(enc, wide, MR, r, x, ldx, s, 0xFFFF, 0xFFFF, 0, a0, a1);
         }
     }
     for (; k < end; k += 32) {
@@ -435,7 +451,7 @@ AVX512_INLINE void tile16_span(int enc, int wide, int MR, const rt_weight *W, co
             group_end += group, gi++;
         }
         prefetch_step(enc, r[0].r.p, k, 32, ahead);
-        tile_step16(enc, wide, MR, r, x, ldx, k, lanes16(K - k), lanes16(K - k - 16), a0, a1);
+        tile_step16(enc, wide, MR, r, x, ldx, k, lanes16(K - k), lanes16(K - k - 16), 1, a0, a1);
     }
     if (end < K) { /* the stretch's sums wait for the next */
         RT_UNROLL for (int i = 0; i < MR; i++)
@@ -478,13 +494,22 @@ AVX512_INLINE void row16(int enc, int wide, const rt_weight *W, int j, float *o)
         if (enc >= ENC_I8 && k == group_end)
             row_group16(enc, wide, &r, gi++, BITS[enc]), group_end += group;
         __m512 w0, w1;
-        row_step16(enc, wide, &r, k, m0, m1, &w0, &w1);
+        row_step16(enc, wide, &r, k, m0, m1, j == W->out - 1 && k >= K - 128, &w0, &w1);
         _mm512_mask_storeu_ps(o + k, m0, w0);
         _mm512_mask_storeu_ps(o + k + 16, m1, w1);
     }
 }
 
-/* x reordered within each 32 columns as the int4 step delivers W: even columns, then odd. */
+/* x reordered within each 128 columns as the ENC_I4X step delivers W: column 8·d + e to 16·e + d. */
+AVX512 static void permute128(const float *x, int n, int in, float *out)
+{
+    const __m512i d8 = _mm512_setr_epi32(0, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120);
+    for (size_t k = 0; k < (size_t)n * (size_t)in; k += 128) /* in is a multiple of 128 */
+        for (int e = 0; e < 8; e++)
+            _mm512_storeu_ps(out + k + 16 * e, _mm512_i32gather_ps(d8, x + k + e, 4));
+}
+
+/* x reordered within each 32 columns as the ENC_I4 step delivers W: even columns, then odd. */
 AVX512 static void permute32(const float *x, int n, int in, float *out)
 {
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
@@ -641,6 +666,7 @@ FUSED(avx512, AVX512, 16, bf16, ENC_BF16, 0)
 FUSED(avx512, AVX512, 16, i8, ENC_I8, 0)
 FUSED(avx512, AVX512, 16, i8w, ENC_I8, 1)
 FUSED(avx512, AVX512, 16, i4, ENC_I4, 0)
+FUSED(avx512, AVX512, 16, i4x, ENC_I4X, 0)
 FUSED(avx512, AVX512, 16, i3, ENC_I3, 0)
 FUSED(avx512, AVX512, 16, i2, ENC_I2, 0)
 FUSED(avx2, AVX2, 8, f16, ENC_F16)
@@ -649,6 +675,7 @@ FUSED(avx2, AVX2, 8, i8, ENC_I8)
 FUSED(avx2, AVX2, 8, i4, ENC_I4)
 #define KERNELS(isa, name, perm) { perm, tile_##isa##_##name, row_##isa##_##name }
 #define PERMUTE32 permute32
+#define PERMUTE128 permute128
 #define F32_SPAN span_avx512_f32
 #else
 #define F32_SPAN NULL
@@ -662,13 +689,14 @@ typedef struct {
     row_fn row;
 } fused_kernels;
 
-/* The fused encodings: one row each, a column per kernel set (empty: none), and the kernels for
- * weights with wide zero codes where they differ (rt_weight.wide_zeros). tails: rows of any
- * length (else a multiple of 32). Groups must be a multiple of 32 long so that a step never spans
- * two. fp32 on AVX2 is rt_gemm_nt's own product. */
+/* The fused encodings: a row per way of reading one, a column per kernel set (empty: none), and
+ * the kernels for weights with wide zero codes where they differ (rt_weight.wide_zeros); the first
+ * row that applies is taken. block: rows are read in whole blocks of that many columns (1: rows of
+ * any length); groups must be a multiple of it and of 32 long, so that a step never spans two.
+ * fp32 on AVX2 is rt_gemm_nt's own product. */
 static const struct fused_row {
     lmq_dtype dtype;
-    int tails;
+    int block;
     fused_kernels isa[RT_ISA_AVX512 + 1], wide[RT_ISA_AVX512 + 1];
 } FUSED_ROWS_TABLE[] = {
     { LMQ_T_F32, 1, .isa = { [RT_ISA_AVX512] = KERNELS(avx512, f32, NULL) } },
@@ -676,18 +704,20 @@ static const struct fused_row {
     { LMQ_T_BF16, 1, .isa = { [RT_ISA_AVX2] = KERNELS(avx2, bf16, NULL), [RT_ISA_AVX512] = KERNELS(avx512, bf16, NULL) } },
     { LMQ_T_INT8, 1, .isa = { [RT_ISA_AVX2] = KERNELS(avx2, i8, NULL), [RT_ISA_AVX512] = KERNELS(avx512, i8, NULL) },
       .wide = { [RT_ISA_AVX512] = KERNELS(avx512, i8w, NULL) } },
-    { LMQ_T_INT4, 0, .isa = { [RT_ISA_AVX2] = KERNELS(avx2, i4, NULL), [RT_ISA_AVX512] = KERNELS(avx512, i4, PERMUTE32) } },
-    { LMQ_T_INT3, 0, .isa = { [RT_ISA_AVX512] = KERNELS(avx512, i3, NULL) } },
-    { LMQ_T_INT2, 0, .isa = { [RT_ISA_AVX512] = KERNELS(avx512, i2, NULL) } },
+    { LMQ_T_INT4, 128, .isa = { [RT_ISA_AVX512] = KERNELS(avx512, i4x, PERMUTE128) } },
+    { LMQ_T_INT4, 32, .isa = { [RT_ISA_AVX2] = KERNELS(avx2, i4, NULL), [RT_ISA_AVX512] = KERNELS(avx512, i4, PERMUTE32) } },
+    { LMQ_T_INT3, 32, .isa = { [RT_ISA_AVX512] = KERNELS(avx512, i3, NULL) } },
+    { LMQ_T_INT2, 32, .isa = { [RT_ISA_AVX512] = KERNELS(avx512, i2, NULL) } },
 };
 
 static const fused_kernels *fused_row(rt_isa isa, const rt_weight *W)
 {
-    if (W->q.gran == LMQ_GRAN_GROUP && W->q.group % 32)
+    const int64_t group = W->q.gran == LMQ_GRAN_GROUP ? W->q.group : 0;
+    if (group % 32)
         return NULL;
     for (size_t i = 0; i < sizeof FUSED_ROWS_TABLE / sizeof FUSED_ROWS_TABLE[0]; i++) {
         const struct fused_row *f = &FUSED_ROWS_TABLE[i];
-        if (f->dtype == W->q.dtype && f->isa[isa].tile && (f->tails || W->in % 32 == 0))
+        if (f->dtype == W->q.dtype && f->isa[isa].tile && W->in % f->block == 0 && group % f->block == 0)
             return W->wide_zeros && f->wide[isa].tile ? &f->wide[isa] : &f->isa[isa];
     }
     return NULL;
