@@ -130,9 +130,6 @@ static lmq_code int_fit(const q_scheme *s, int asym, const float *w, size_t n, q
     return LMQ_OK;
 }
 
-/* One rule for both symmetries: code = clamp(roundf(w / s) + zero, lo, 2^b - 1). Symmetric
- * codes are q + 2^(b-1) with lo = 1, i.e. q clamped to [-qmax, qmax]; every term is an integer
- * held exactly in a float. */
 /* int_encode's rule for 8 weights (the weights are finite, checked before), lane by lane the
  * scalar loop's operations: the division, round_half_away, the zero, the clamp. Encoding was a
  * quarter of quantize's time one weight at a time. */
@@ -159,6 +156,9 @@ static inline void encode8(const float *w, float scale, float z, float lo, float
     memcpy(codes, &c, sizeof c);
 }
 
+/* One rule for both symmetries: code = clamp(roundf(w / s) + zero, lo, 2^b - 1). Symmetric
+ * codes are q + 2^(b-1) with lo = 1, i.e. q clamped to [-qmax, qmax]; every term is an integer
+ * held exactly in a float. */
 VEC_CLONES
 static lmq_code int_encode(const q_scheme *s, const q_group *g, const float *w, size_t n,
                            size_t first, uint32_t *codes, lmq_err *err)
