@@ -33,12 +33,12 @@ static const enc ENCODINGS[] = {
     { "int4 g64", Q(INT4, GROUP, 0, 64) },    { "int4 g128", Q(INT4, GROUP, 0, 128) },
     { "int4 g128 asym", Q(INT4, GROUP, 1, 128) },
     { "int4 tensor asym", Q(INT4, TENSOR, 1, 0) }, { "int3 g32", Q(INT3, GROUP, 0, 32) },
-    { "int2 g32 asym", Q(INT2, GROUP, 1, 32) },
+    { "int2 g32 asym", Q(INT2, GROUP, 1, 32) }, { "int8 channel asym", Q(INT8, CHANNEL, 1, 0) },
 };
 #define N_ENC (int)(sizeof ENCODINGS / sizeof ENCODINGS[0])
 
 /* out × in: a single row, a single column, tails of every kind, shapes the fused kernels take (in
- * blocks of 32 or of 128 columns), and rows of more than 16 groups (33 of 32, 17 of 128: AVX-512
+ * blocks of 32, 64 or 128 columns), and rows of more than 16 groups (33 of 32, 17 of 128: AVX-512
  * reads group parameters 16 at a time). */
 static const int SHAPES[][2] = { { 1, 1 },    { 1, 37 },   { 5, 64 },   { 7, 96 },    { 67, 160 },  { 3, 172 },
                                  { 130, 256 }, { 9, 288 }, { 1, 384 }, { 5, 1056 }, { 4, 1100 }, { 6, 2176 } };
@@ -331,7 +331,8 @@ START_TEST(fused_where_expected)
     struct { int e, in, fused, wide; } cases[] = {
         { 0, 37, 1, 1 },   { 1, 37, 1, 0 },  { 2, 37, 1, 0 },   { 3, 64, 0, 0 },   { 4, 37, 1, 0 },
         { 6, 160, 1, 0 },  { 8, 160, 0, 0 }, { 10, 160, 1, 0 }, { 10, 172, 0, 0 }, { 13, 256, 1, 0 },
-        { 13, 160, 1, 0 }, { 16, 64, 1, 1 }, { 16, 172, 0, 0 }, { 17, 64, 1, 1 },
+        { 13, 160, 1, 0 }, { 16, 64, 1, 1 }, { 16, 172, 0, 0 }, { 17, 64, 1, 1 }, { 5, 256, 1, 0 },
+        { 18, 256, 1, 0 }, { 18, 37, 1, 0 },
     };
     for (rt_isa isa = RT_ISA_SCALAR; isa <= rt_isa_best(); isa++)
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
