@@ -273,6 +273,11 @@ START_TEST(overflow_refused)
     lmq_qparams f16 = qp_of(LMQ_T_F16, LMQ_GRAN_NONE, 0, 0);
     ck_assert_int_eq(q_quantize(&f16, w, 2, 3, buf, 12, NULL, &err), LMQ_E_NUMERIC);
     ck_assert_msg(strstr(err.msg, "weight 3 (70000) overflows fp16"), "%s", err.msg);
+    /* past the first eight, which fp16's check reads as one vector */
+    float wide[2 * 12] = { 0 };
+    wide[13] = -70000.0f;
+    ck_assert_int_eq(q_quantize(&f16, wide, 2, 12, buf, 48, NULL, &err), LMQ_E_NUMERIC);
+    ck_assert_msg(strstr(err.msg, "weight 13 (-70000) overflows fp16"), "%s", err.msg);
     w[3] = FLT_MAX;
     lmq_qparams bf16 = qp_of(LMQ_T_BF16, LMQ_GRAN_NONE, 0, 0);
     ck_assert_int_eq(q_quantize(&bf16, w, 2, 3, buf, 12, NULL, &err), LMQ_E_NUMERIC);
