@@ -133,8 +133,8 @@ typedef void (*span_fn)(int MR, const rt_weight *W, const int j[4], const float 
 enum { ENC_F32, ENC_F16, ENC_BF16, ENC_I8, ENC_I8X, ENC_I4, ENC_I4X, ENC_I3, ENC_I2 };
 static const unsigned BITS[] = { [ENC_F32] = 32, [ENC_F16] = 16, [ENC_BF16] = 16, [ENC_I8] = 8, [ENC_I8X] = 8,
                                  [ENC_I4] = 4,   [ENC_I4X] = 4,  [ENC_I3] = 3,   [ENC_I2] = 2 };
-/* The columns an ENC_I8X or ENC_I4X step reads a row in: one 64-byte block. */
-static const int BLOCK[] = { [ENC_I8X] = 64, [ENC_I4X] = 128 };
+/* The columns an ENC_I8X or ENC_I4X step reads a row in: one 64-byte block (0: any step alone). */
+static const int BLOCK[] = { [ENC_F32] = 0, [ENC_I8X] = 64, [ENC_I4X] = 128, [ENC_I2] = 0 };
 
 /* One row of W as a step walks it: where its values or codes start, where its scales and zero
  * points start. */
@@ -457,7 +457,7 @@ AVX512_INLINE void tile16_span(int enc, int wide, int MR, const rt_weight *W, co
     const int64_t SPAN = 512 / BITS[enc] > 32 ? 512 / BITS[enc] / 32 * 32 : 32;
     int64_t k = ks ? ks->k0 : 0, group_end = 0, gi = 0;
     /* ENC_I8X, ENC_I4X: the tensor's last block goes below, read without going past its end. */
-    const int64_t whole_end = (enc == ENC_I8X || enc == ENC_I4X) && j[3] == W->out - 1 ? end - BLOCK[enc] : end;
+    const int64_t whole_end = BLOCK[enc] && j[3] == W->out - 1 ? end - BLOCK[enc] : end;
     for (; k + SPAN <= whole_end; k += SPAN) {
         prefetch_step(enc, r[0].r.p, k, SPAN, ahead);
         RT_UNROLL for (int64_t s = k; s < k + SPAN; s += 32) {
@@ -519,7 +519,7 @@ AVX512_INLINE void row16(int enc, int wide, const rt_weight *W, int j, float *o)
         if (enc >= ENC_I8 && k == group_end)
             row_group16(enc, wide, &r, gi++, BITS[enc]), group_end += group;
         __m512 w0, w1;
-        row_step16(enc, wide, &r, k, m0, m1, j == W->out - 1 && k >= K - 128, &w0, &w1);
+        row_step16(enc, wide, &r, k, m0, m1, BLOCK[enc] && j == W->out - 1 && k >= K - BLOCK[enc], &w0, &w1);
         _mm512_mask_storeu_ps(o + k, m0, w0);
         _mm512_mask_storeu_ps(o + k + 16, m1, w1);
     }
