@@ -7,7 +7,8 @@ CC      ?= cc
 OPT     ?= -O2
 PKGS    := libzstd libxxhash yaml-0.1 jansson
 # -fPIC: the same objects make liblmq.a and liblmq.so (make install).
-CFLAGS  += -std=c11 $(OPT) -g -fPIC -Wall -Wextra -Werror -pthread -I. \
+# Hidden visibility: liblmq.so exports include/lmq.h's calls (LMQ_API) and nothing else.
+CFLAGS  += -std=c11 $(OPT) -g -fPIC -fvisibility=hidden -Wall -Wextra -Werror -pthread -I. \
            -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -ffp-contract=off
 LDLIBS  += -lzstd -lxxhash -lyaml -ljansson -lm -pthread
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lm)
@@ -21,7 +22,12 @@ ifeq ($(SAN),fuzz)
 CFLAGS  += -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 endif
 
-STAGES  := common formats schemes tokenizer convert calibrate quantize runtime verify audit export api
+# The floors of the house, from the bottom (docs/ARCHITECTURE.md): a folder may use the ones below
+# its own, never one above it or beside it (folders sharing a floor are joined by commas). The
+# library is the stages' objects; make deps-graph checks every include and call against this.
+FLOORS  := common formats schemes,tokenizer convert,runtime quantize calibrate,verify audit,export api
+comma   := ,
+STAGES  := $(subst $(comma), ,$(FLOORS))
 LIB_SRC := $(foreach d,$(STAGES),$(wildcard $(d)/*.c))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TOOL_SRC := $(wildcard tools/*.c)
@@ -60,7 +66,7 @@ TEST_SRC := $(filter-out tests/test_cuda.c,$(TEST_SRC))
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 endif
 
-.PHONY: all deps check check-asan check-golden bench demo expected clean cuda-status fuzz fuzz-smoke fuzz-build install
+.PHONY: all deps check check-start check-quick check-asan check-golden bench compare demo expected clean cuda-status fuzz fuzz-smoke fuzz-build install deps-graph
 all: cuda-status $(BUILD)/lmq lmq $(CUDA_PLUGIN)
 
 cuda-status:
@@ -129,20 +135,73 @@ $(BUILD)/tests/%: tests/%.c $(TEST_SUPPORT) $(BUILD)/liblmq.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(TEST_SUPPORT) $(BUILD)/liblmq.a $(CHECK_LIBS) $(LDLIBS)
 
-# Unit suites, then the end-to-end scripts (which drive the lmq command).
+# make check: every unit suite (tests/test_*, tests/golden_*) and every end-to-end script
+# (tests/integration/*.sh, which drive the lmq command) is a target of its own,
+# $(RESULTS)/<suite>.log, so that make -j2 check runs two at a time. Each writes the suite's output
+# to that log and prints one line, PASS or SKIP (exit 77: nothing to run here, as test_cuda without
+# a device) with its wall and CPU seconds; a failing suite prints its log (tests/suite.sh). They
+# run on every make check: a stamp would let a pass stand after a change to what the suite reads
+# (fixtures, recipes, the demo model), which make does not see.
 # Without the fixtures folder (a clone on its own) the tests that need it are skipped and listed
-# in $(BUILD)/skipped.log (tests/testutil.h); under CI=true they fail instead.
-check: export LMQ_SKIP_LOG = $(BUILD)/skipped.log
-check: $(BUILD)/lmq $(CUDA_PLUGIN) $(TEST_BIN) $(GOLDEN_BIN)
-	@rm -f $(LMQ_SKIP_LOG)
-	@set -e; for t in $(TEST_BIN) $(GOLDEN_BIN); do echo "== $$t"; \
-	  $$t || { rc=$$?; [ $$rc = 77 ] || exit $$rc; echo "== $$t: skipped (exit 77)"; }; done
-	@set -e; for s in $(sort $(wildcard tests/integration/*.sh)); do echo "== $$s"; LMQ=$(BUILD)/lmq LMQ_SAN=$(SAN) bash $$s; done
-	@n=$$(cat $(LMQ_SKIP_LOG) 2>/dev/null | wc -l); echo "lmq: all checks passed$$([ $$n = 0 ] || \
-	  echo ", $$n skipped: no fixtures folder (list in $(LMQ_SKIP_LOG))")"
+# in $(SKIP_LOG) (tests/testutil.h); under CI=true they fail instead.
+RESULTS  := $(BUILD)/results
+SKIP_LOG := $(BUILD)/skipped.log
+UNIT_SUITES   := $(notdir $(TEST_BIN) $(GOLDEN_BIN))
+SCRIPT_SUITES := $(notdir $(wildcard tests/integration/*.sh))
+# The longest suites first (CPU seconds measured on 2 cores, plain and sanitizer builds): make -j2
+# starts prerequisites in order, so the long ones overlap each other and the short ones fill in
+# after, rather than one long suite left running alone at the end. The rest in name order.
+CHECK_FIRST := golden_schemes test_metrics golden_calibrate ci_story.sh test_linear test_runtime \
+  audit.sh hostile.sh test_compressed_tensors test_gguf test_convert
+SUITES := $(foreach s,$(CHECK_FIRST),$(filter $(s),$(UNIT_SUITES) $(SCRIPT_SUITES))) \
+  $(filter-out $(CHECK_FIRST),$(UNIT_SUITES) $(SCRIPT_SUITES))
+# Check's time limits per test (tcase_set_timeout; 4 s where a suite sets none) are there to stop
+# a hang, not to time the code: multiplied here so that a loaded machine does not fail a test for
+# time. 4 in the optimised build (two suites at once beside another build: a process may get a
+# quarter of a core); the sanitizer build (ASan+UBSan at -O1) runs the suites up to N times slower.
+CK_TIMEOUT_MULTIPLIER ?= $(if $(filter 1,$(SAN)),20,4)
+# Test cases tagged whole-text (tcase_set_tags: test_metrics' golden case) score whole texts against
+# the golden numbers: numbers, not memory safety, so the sanitizer build leaves them out, as it
+# leaves out golden_*.
+CK_EXCLUDE_TAGS ?= $(if $(filter 1,$(SAN)),whole-text)
+SUITE_ENV = LMQ_SKIP_LOG=$(SKIP_LOG) CK_TIMEOUT_MULTIPLIER=$(CK_TIMEOUT_MULTIPLIER) CK_EXCLUDE_TAGS=$(CK_EXCLUDE_TAGS)
+
+# The skip list starts empty on every make check, before any suite runs (each depends on this).
+check-start:
+	@mkdir -p $(RESULTS)
+	@rm -f $(SKIP_LOG)
+
+# The CUDA plugin before any unit suite: test_runtime and test_cuda load it.
+$(UNIT_SUITES:%=$(RESULTS)/%.log): $(RESULTS)/%.log: $(BUILD)/tests/% $(CUDA_PLUGIN) check-start
+	@$(SUITE_ENV) bash tests/suite.sh $* $@ $<
+
+$(SCRIPT_SUITES:%=$(RESULTS)/%.log): $(RESULTS)/%.log: tests/integration/% $(BUILD)/lmq $(CUDA_PLUGIN) check-start
+	@$(SUITE_ENV) LMQ=$(BUILD)/lmq LMQ_SAN=$(SAN) bash tests/suite.sh $* $@ bash $<
+
+passed = @n=$$(cat $(SKIP_LOG) 2>/dev/null | wc -l); echo "lmq: $(1) passed$$([ $$n = 0 ] || \
+	  echo ", $$n skipped: no fixtures folder (list in $(SKIP_LOG))")"
+
+# The floors (make deps-graph) are checked with the suites: an edge up or sideways fails make check.
+$(RESULTS)/deps-graph.log: $(BUILD)/lmq check-start
+	@bash tests/suite.sh deps-graph $@ bash tools/deps-graph.sh $(BUILD) $(FLOORS) tools,interop
+
+check: $(SUITES:%=$(RESULTS)/%.log) $(RESULTS)/deps-graph.log
+	$(call passed,all checks)
+
+# Before every commit (README "Two commands"): the unit suites (tests/test_*) in the optimised
+# build, without the whole-text cases; under 2 minutes on 2 cores with -j2. make check runs the
+# rest: the golden tables, the whole texts, the end-to-end scripts and the sanitizer build.
+check-quick: CK_EXCLUDE_TAGS = whole-text
+check-quick: $(patsubst %,$(RESULTS)/%.log,$(filter test_%,$(SUITES)))
+	$(call passed,quick checks)
 
 check-asan:
 	$(MAKE) BUILD=build-asan SAN=1 OPT=-O1 check
+
+# Which folder includes and calls which, and every edge that points up or sideways (the command
+# and the tools above the library form the top floor).
+deps-graph: $(BUILD)/lmq
+	bash tools/deps-graph.sh $(BUILD) $(FLOORS) tools,interop
 
 # Every row of every golden table (make check runs a subset of sotu-gpt2's: tests/golden_schemes.c).
 check-golden: $(BUILD)/lmq $(GOLDEN_SRC:tests/%.c=$(BUILD)/tests/%)
@@ -199,6 +258,12 @@ deps:
 	  $(if $(filter 0,$(shell id -u)),,sudo) apt-get update -q && \
 	  $(if $(filter 0,$(shell id -u)),,sudo) apt-get install -y -q $$missing; \
 	else echo "lmq: build dependencies present"; fi
+
+# lmq's GGUF files against llama-quantize --imatrix's, both scored by llama-perplexity --kl-divergence
+# (tools/compare.sh); LLAMA_CPP names a llama.cpp build made by hand outside the repository.
+compare: $(BUILD)/lmq
+	@if [ -z "$(LLAMA_CPP)" ]; then echo "make compare: skipped: no LLAMA_CPP=DIR (a llama.cpp build; tools/llamacpp-check.sh says how)"; \
+	else LMQ=$(BUILD)/lmq bash tools/compare.sh $(LLAMA_CPP) out/compare; fi
 
 # The README's main job: convert → every shipped recipe → verify, on the demo model.
 demo: $(BUILD)/lmq

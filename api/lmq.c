@@ -252,7 +252,7 @@ void lmq_artefact_close(lmq_artefact *a)
 int lmq_export_compressed_tensors(const char *in_path, const char *out_dir, lmq_status *st)
 {
     lmq_err err;
-    return done(ct_export(in_path, out_dir, NULL, &err), &err, st);
+    return done(ct_export(in_path, out_dir, 0, NULL, &err), &err, st);
 }
 
 int lmq_export_gguf(const char *in_path, const char *out_path, int allow_requantize, lmq_status *st)

@@ -32,11 +32,14 @@ static void checksums(run *r)
 }
 
 /* The built-in base policy: the manifest against the index (keys, types and enum values were
- * checked by the parse). */
+ * checked by the parse); then, when its fields are sound (the base policy names those that are
+ * not), the architecture against the tensors, as every reader checks it (lmq_artefact_check). */
 static void manifest(run *r)
 {
-    if (r->man)
-        lmq_policy_check_base(&r->subject, issue, r);
+    lmq_err err;
+    if (r->man && !lmq_policy_check_base(&r->subject, issue, r) &&
+        lmq_manifest_check_tensors(r->man, r->c->tensors, r->c->n_tensors, &err))
+        issue(r, NULL, err.code, err.msg);
 }
 
 static void values(run *r)

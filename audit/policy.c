@@ -10,16 +10,18 @@
 #include <string.h>
 
 #include "common/file.h"
+#include "common/glob.h"
 #include "common/yaml_doc.h"
 #include "common/yaml_fields.h"
-#include "quantize/recipe.h"
+#include "schemes/scheme.h"
 
 #define MAX_ALLOW 16
 #define MAX_REQUIRE 8
 #define PATH_LEN 1024
 
 typedef struct {
-    char tensors[LMQ_NAME_MAX];              /* glob over canonical names (q_glob_match) */
+    char tensors[LMQ_NAME_MAX];              /* glob over canonical names (lmq_glob_match) */
+    unsigned long line;                      /* of its tensors key in the policy file */
     char allow[MAX_ALLOW][LMQ_SCHEME_MAX];   /* encoding names ("int4") or whole schemes ("int4 g32") */
     int n_allow;
 } scheme_rule;
@@ -113,6 +115,14 @@ static lmq_code names(const lmq_yf_reader *r, yaml_node_t *v, const char *path, 
 #define PARSE(fn)                                                                                              \
     static lmq_code fn(const lmq_yf_reader *r, const lmq_yf_field *f, const yaml_node_t *map,                 \
                        const yaml_node_t *key, yaml_node_t *v, void *base, const char *path)
+
+PARSE(parse_tensors)
+{
+    (void)f, (void)map;
+    scheme_rule *s = base;
+    s->line = (unsigned long)key->start_mark.line + 1;
+    return scalar(r, v, s->tensors, sizeof s->tensors, path);
+}
 
 PARSE(parse_allow)
 {
@@ -262,30 +272,43 @@ PARSE(parse_reference)
 
 typedef void (*check_fn)(const lmq_policy *p, const lmq_audit_subject *s, issues *is);
 
-static int allowed(const scheme_rule *r, const lmq_manifest_tensor *t)
+/* Whether rule r allows the scheme `scheme` of encoding q. */
+static int allowed(const scheme_rule *r, const lmq_qparams *q, const char *scheme)
 {
-    const lmq_encoding *e = lmq_encoding_of(t->q.dtype);
+    const lmq_encoding *e = lmq_encoding_of(q->dtype);
     for (int i = 0; i < r->n_allow; i++)
-        if (!strcmp(r->allow[i], t->scheme) || (e && !strcmp(r->allow[i], e->name)))
+        if (!strcmp(r->allow[i], scheme) || (e && !strcmp(r->allow[i], e->name)))
             return 1;
     return 0;
 }
 
-/* The first rule whose pattern matches a tensor decides it; a tensor none matches is free. */
+/* The first rule whose pattern matches a tensor decides it; a tensor none matches is free. A
+ * tensor's scheme is the index's encoding, described (never the manifest's free-text scheme:
+ * the base check holds the manifest's encoding to the index's, not that text). A rule whose
+ * pattern matches no tensor of the artefact is a mistake in the policy, named by its line. */
 static void check_schemes(const lmq_policy *p, const lmq_audit_subject *s, issues *is)
 {
-    const lmq_manifest *m = &s->doc->man;
-    for (int i = 0; i < m->n_tensors; i++) {
-        const lmq_manifest_tensor *t = &m->tensors[i];
-        for (int k = 0; k < p->n_schemes; k++) {
+    const lmq_mdoc *d = s->doc;
+    for (int k = 0; k < p->n_schemes; k++) {
+        int matched = 0;
+        for (int i = 0; i < d->n_index && !matched; i++)
+            matched = !lmq_entry_is_file(&d->index[i]) && lmq_glob_match(p->schemes[k].tensors, d->index[i].name);
+        if (!matched)
+            issue(is, NULL, "schemes", "line %lu: tensors '%s' matches no tensor of the artefact", p->schemes[k].line,
+                  p->schemes[k].tensors);
+    }
+    for (int i = 0; i < d->n_index; i++) {
+        const lmq_tensor_entry *t = &d->index[i];
+        char scheme[LMQ_SCHEME_MAX];
+        for (int k = 0; k < p->n_schemes && !lmq_entry_is_file(t); k++) {
             const scheme_rule *r = &p->schemes[k];
-            if (!q_glob_match(r->tensors, t->name))
+            if (!lmq_glob_match(r->tensors, t->name))
                 continue;
-            if (!allowed(r, t)) {
+            if (!allowed(r, &t->q, q_describe(&t->q, scheme, sizeof scheme))) {
                 char list[MAX_ALLOW * (LMQ_SCHEME_MAX + 2)] = "";
                 for (int a = 0; a < r->n_allow; a++)
                     snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", a ? ", " : "", r->allow[a]);
-                issue(is, t->name, "schemes", "is '%s'; tensors '%s' allow %s", t->scheme, r->tensors, list);
+                issue(is, t->name, "schemes", "is '%s'; tensors '%s' allow %s", scheme, r->tensors, list);
             }
             break;
         }
@@ -390,7 +413,7 @@ static void check_min_version(const lmq_policy *p, const lmq_audit_subject *s, i
 /* ---- the keys: one row each (name and reader, then check) ---- */
 
 static const lmq_yf_field scheme_rule_fields[] = {
-    YF_KEY("tensors", YF_STR, scheme_rule, tensors),
+    YF_KEY("tensors", YF_CUSTOM, scheme_rule, tensors, .parse = parse_tensors),
     YF_KEY("allow", YF_CUSTOM, scheme_rule, allow, .parse = parse_allow),
 };
 static const lmq_yf_table scheme_rule_table = YF_TABLE(scheme_rule_fields);

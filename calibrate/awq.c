@@ -208,6 +208,23 @@ lmq_code cal_awq_clip(const lmq_qparams *qp, const float *W, int64_t rows, int64
     double num, den;
     cal_error_terms(W, Wq, rows, cols, G, pool, &num, &den);
     res->err = res->err_rtn = cal_relative_error(num, den);
+    const q_scheme *s = q_scheme_get(qp->dtype);
+    if (p->clip && s->codec) { /* GGUF blocks: the blocks' own scale search, weighted by Σx² per column */
+        float *imp = malloc((size_t)cols * sizeof *imp);
+        if (!imp) {
+            rc = lmq_fail(err, LMQ_E_NOMEM, "AWQ: no memory for %" PRId64 " importances", cols);
+            goto done;
+        }
+        for (int64_t c = 0; c < cols; c++)
+            imp[c] = (float)G[c * cols + c];
+        if (!(rc = q_quantize_weighted(qp, W, imp, rows, cols, out, out_size, pool, err)) &&
+            !(rc = q_dequantize(qp, out, out_size, rows, cols, Wq, pool, err))) {
+            cal_error_terms(W, Wq, rows, cols, G, pool, &num, NULL);
+            res->err = cal_relative_error(num, den);
+        }
+        free(imp);
+        goto done;
+    }
     if (!p->clip || qp->gran == LMQ_GRAN_NONE)
         goto done;
 
@@ -218,7 +235,7 @@ lmq_code cal_awq_clip(const lmq_qparams *qp, const float *W, int64_t rows, int64
         rc = lmq_fail(err, LMQ_E_NOMEM, "AWQ: no memory for %zu codes", nw);
         goto done;
     }
-    clip_job j = { .s = q_scheme_get(qp->dtype), .qp = qp, .L = &L, .p = p, .W = W, .G = G,
+    clip_job j = { .s = s, .qp = qp, .L = &L, .p = p, .W = W, .G = G,
                    .nrows = qp->gran == LMQ_GRAN_TENSOR ? rows : 1, .groups = groups,
                    .codes = codes, .ratio = ratio };
     /* About 2^12 weights of groups per hand-off (each costs clip_grid × group² flops), decided

@@ -42,7 +42,9 @@ lmq_code cal_awq_scales(const lmq_qparams *const *qp, const float *const *W, con
  * 1 - max_shrink·k/clip_grid is tried: the scheme's fit on the weights clamped to ±max|w|·ratio
  * (symmetric) or [min·ratio, max·ratio] (asymmetric), then the unclamped weights encoded with it;
  * the one with the least dW_g G_gg dW_gᵀ is kept (G_gg: the group's diagonal block of G; ratio 1,
- * RTN's own group, wins ties). clip = 0 or granularity none: RTN's bytes. Writes the mean and
+ * RTN's own group, wins ties). GGUF's block encodings (which fit their own scales, a clip among
+ * them): each block's scale search weighted per column by G's diagonal (Σ x², q_quantize_weighted)
+ * in place of the clip search. clip = 0, or another encoding at granularity none: RTN's bytes. Writes the mean and
  * least ratio kept, and res->err_rtn, res->err (relative output errors). */
 lmq_code cal_awq_clip(const lmq_qparams *qp, const float *W, int64_t rows, int64_t cols, const double *G,
                       const cal_awq_params *p, uint8_t *out, size_t out_size, lmq_pool *pool,

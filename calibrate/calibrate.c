@@ -7,7 +7,7 @@
 #include "formats/artefact.h"
 #include "runtime/artefact.h"
 #include "runtime/forward.h"
-#include "verify/stream.h"
+#include "tokenizer/stream.h"
 
 #define DEFAULT_WINDOWS 128
 #define DEFAULT_CTX 256
@@ -75,7 +75,7 @@ static lmq_code calibrate(run *r, const char *model_path, const char *text_path,
     if (ctx < 2 || ctx > r->m.arch.max_seq)
         return lmq_fail(err, LMQ_E_ARG, "ctx %d: the model's context is 2..%d tokens", ctx, r->m.arch.max_seq);
     int docs;
-    if ((c = vf_stream_read(&r->m, text_path, &r->ids, &r->n_ids, &docs, &r->text_checksum, err)))
+    if ((c = tok_stream_read(&r->m, text_path, &r->ids, &r->n_ids, &docs, &r->text_checksum, err)))
         return c;
     const size_t avail = r->n_ids / (size_t)ctx;
     if (!avail)

@@ -150,12 +150,18 @@ typedef struct {
     int dynamic; /* group scales fitted when the group's first column is reached */
     q_group *groups;
     uint32_t *codes;
+    /* block encodings: the row's codec, each column's importance in the blocks' fits, and the
+     * stored tensor, each block packed into it as its lazy block of columns ends */
+    const q_block_codec *codec;
+    const float *imp;
+    uint8_t *out;
 } gptq_job;
 
 /* Rows [r0, r0 + nr) at once; w: nr × cols working weights in processing order, e: nr × block
- * errors, f: cols floats. Every weight's arithmetic is the same whichever rows share the call. */
+ * errors, f: cols floats, bst: block encodings' nr × (block / group) states of a lazy block. Every
+ * weight's arithmetic is the same whichever rows share the call. */
 static lmq_code gptq_rows(const gptq_job *j, int64_t r0, int64_t nr, double *w, double *e, float *f,
-                          lmq_err *err)
+                          q_block_state *bst, lmq_err *err)
 {
     const q_scheme *s = j->s;
     const lmq_qparams *qp = j->qp;
@@ -184,24 +190,36 @@ static lmq_code gptq_rows(const gptq_job *j, int64_t r0, int64_t nr, double *w, 
                 const int64_t row = r0 + r;
                 const size_t at = (size_t)(row * n + c);
                 double *wr = w + r * n;
-                q_group *g = per_row ? &j->groups[row * gpr + gi] : &j->groups[0];
+                q_group *g = per_row && !j->codec ? &j->groups[row * gpr + gi] : &j->groups[0];
+                q_block_state *bs = j->codec ? &bst[r * (B / gl) + gi - b0 / gl] : NULL;
                 if (j->dynamic && c % gl == 0) {
                     const int64_t len = n - c < gl ? n - c : gl;
                     for (int64_t k = 0; k < len; k++)
                         f[k] = (float)wr[p + k];
-                    if ((rc = q_fit(qp, f, (size_t)len, at, g, err)))
+                    if (bs && q_block_fit(j->codec, f, j->imp + c, bs))
+                        return lmq_fail(err, LMQ_E_NUMERIC, "GPTQ: row %" PRId64 ", %s block %" PRId64 " (weights "
+                                        "%zu..%zu as updated) needs a scale beyond the fp16 range", row,
+                                        s->enc->name, gi, at, at + (size_t)len - 1);
+                    if (!bs && (rc = q_fit(qp, f, (size_t)len, at, g, err)))
                         return rc;
                 }
                 float x = (float)wr[p], dq;
-                if ((rc = s->encode(s, g, &x, 1, at, &j->codes[at], err)))
+                if (bs)
+                    bs->q[c % gl] = q_block_round(j->codec, bs, (int)(c % gl), x, &dq);
+                else if ((rc = s->encode(s, g, &x, 1, at, &j->codes[at], err)))
                     return rc;
-                s->decode(s, g, &j->codes[at], 1, &dq);
+                else
+                    s->decode(s, g, &j->codes[at], 1, &dq);
                 const double ej = (wr[p] - dq) / u[p];
                 e[r * B + (p - b0)] = ej;
                 if (ej != 0) /* also keeps the sign of a zero weight */
                     axpy_sub(wr + p + 1, ej, u + p + 1, b1 - p - 1);
             }
         }
+        for (int64_t r = 0; j->codec && r < nr; r++) /* the lazy block's blocks are complete */
+            for (int64_t gi = b0 / gl; gi < b1 / gl; gi++)
+                q_block_pack(j->codec, &bst[r * (B / gl) + gi - b0 / gl],
+                             j->out + (size_t)((r0 + r) * gpr + gi) * j->s->enc->block_bytes);
         /* The block's errors into every later column: E · U[block, b1..], tile by tile; each
          * weight still takes its updates in column order. */
         for (int64_t t0 = b1; t0 < n; t0 += TILE) {
@@ -228,13 +246,15 @@ static lmq_code gptq_task(void *ctx, int64_t begin, int64_t end, int thread, lmq
     double *w = malloc((size_t)(ROWS_PER_TASK * n) * sizeof *w);
     double *e = malloc((size_t)(ROWS_PER_TASK * j->block) * sizeof *e);
     float *f = malloc((size_t)n * sizeof *f);
-    lmq_code rc = w && e && f ? LMQ_OK
+    q_block_state *bst = j->codec ? malloc((size_t)(ROWS_PER_TASK * (j->block / j->L->group)) * sizeof *bst) : NULL;
+    lmq_code rc = w && e && f && (bst || !j->codec) ? LMQ_OK
                               : lmq_fail(err, LMQ_E_NOMEM, "GPTQ: no memory for %d rows of %" PRId64
                                          " weights", ROWS_PER_TASK, n);
     for (int64_t c = begin; !rc && c < end; c++) {
         const int64_t r0 = c * ROWS_PER_TASK;
-        rc = gptq_rows(j, r0, rows - r0 < ROWS_PER_TASK ? rows - r0 : ROWS_PER_TASK, w, e, f, err);
+        rc = gptq_rows(j, r0, rows - r0 < ROWS_PER_TASK ? rows - r0 : ROWS_PER_TASK, w, e, f, bst, err);
     }
+    free(bst);
     free(w);
     free(e);
     free(f);
@@ -259,13 +279,23 @@ lmq_code cal_gptq(const lmq_qparams *qp, const float *W, int64_t rows, int64_t c
         return rc;
     const size_t nw = (size_t)(rows * cols);
     float *Wq = malloc(nw * sizeof *Wq);
-    uint32_t *codes = malloc(nw * sizeof *codes);
+    const q_scheme *s = q_scheme_get(qp->dtype);
+    uint32_t *codes = s->codec ? NULL : malloc(nw * sizeof *codes);
     double *A = malloc((size_t)(cols * cols) * sizeof *A), *diag = malloc((size_t)cols * sizeof *diag);
     unsigned char *dead = malloc((size_t)cols);
     int64_t *perm = malloc((size_t)cols * sizeof *perm);
     col_key *keys = malloc((size_t)cols * sizeof *keys);
     q_group *groups = calloc((size_t)(L.n_scales ? L.n_scales : 1), sizeof *groups);
-    if (!Wq || !codes || !A || !diag || !dead || !perm || !keys || !groups) {
+    float *imp = NULL;
+    if (s->codec && p->act_order) {
+        rc = lmq_fail(err, LMQ_E_UNSUPPORTED, "GPTQ: act_order with %s: a block's codes lie along the row in "
+                      "input order, so columns taken in another order would straddle blocks fitted before "
+                      "their weights are updated", s->enc->name);
+        goto done;
+    }
+    if (s->codec)
+        imp = malloc((size_t)cols * sizeof *imp);
+    if (!Wq || (!codes && !s->codec) || !A || !diag || !dead || !perm || !keys || !groups || (s->codec && !imp)) {
         rc = lmq_fail(err, LMQ_E_NOMEM, "GPTQ: no memory for a [%" PRId64 ", %" PRId64 "] layer "
                       "(%zu MiB)", rows, cols, ((size_t)(cols * cols) * 8 + nw * 8) >> 20);
         goto done;
@@ -303,8 +333,12 @@ lmq_code cal_gptq(const lmq_qparams *qp, const float *W, int64_t rows, int64_t c
     }
 
     /* The scales fitted before the loop: per tensor on the whole matrix (dead inputs zeroed). */
-    const int dynamic = qp->gran == LMQ_GRAN_GROUP && !p->act_order;
-    if (qp->gran == LMQ_GRAN_TENSOR || qp->gran == LMQ_GRAN_NONE) {
+    const int dynamic = (qp->gran == LMQ_GRAN_GROUP || s->codec) && !p->act_order;
+    /* A block's fit weighs each column by what an error there costs once GPTQ has spread it:
+     * e² / U_jj² (the quantity each column's step adds to the objective); dead inputs weigh 0. */
+    for (int64_t c = 0; imp && c < cols; c++)
+        imp[c] = dead[c] ? 0.0f : (float)(1.0 / (A[c * cols + c] * A[c * cols + c]));
+    if (!s->codec && (qp->gran == LMQ_GRAN_TENSOR || qp->gran == LMQ_GRAN_NONE)) {
         float *Wz = Wq; /* free until the error pass */
         for (size_t i = 0; i < nw; i++)
             Wz[i] = dead[i % (size_t)cols] ? 0.0f : W[i];
@@ -314,11 +348,12 @@ lmq_code cal_gptq(const lmq_qparams *qp, const float *W, int64_t rows, int64_t c
     int64_t block = p->block;
     if (dynamic) /* groups never straddle blocks: a group's fit sees all earlier updates */
         block = (block + L.group - 1) / L.group * L.group;
-    gptq_job j = { .s = q_scheme_get(qp->dtype), .qp = qp, .L = &L, .W = W, .dead = dead,
-                   .perm = perm, .U = A, .block = block, .dynamic = dynamic, .groups = groups,
-                   .codes = codes };
-    if ((rc = lmq_pool_try(pool, (rows + ROWS_PER_TASK - 1) / ROWS_PER_TASK, 1, gptq_task, &j, err)) ||
-        (rc = q_store(qp, rows, cols, groups, codes, out, out_size, err)) ||
+    gptq_job j = { .s = s, .qp = qp, .L = &L, .W = W, .dead = dead, .perm = perm, .U = A, .block = block,
+                   .dynamic = dynamic, .groups = groups, .codes = codes, .codec = s->codec, .imp = imp,
+                   .out = out };
+    if ((rc = lmq_pool_try(pool, (rows + ROWS_PER_TASK - 1) / ROWS_PER_TASK, 1, gptq_task, &j, err)))
+        goto done;
+    if ((!s->codec && (rc = q_store(qp, rows, cols, groups, codes, out, out_size, err))) ||
         (rc = q_dequantize(qp, out, out_size, rows, cols, Wq, pool, err)))
         goto done;
     cal_error_terms(W, Wq, rows, cols, G, pool, &num, NULL);
@@ -332,5 +367,6 @@ done:
     free(perm);
     free(keys);
     free(groups);
+    free(imp);
     return rc;
 }

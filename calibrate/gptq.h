@@ -13,9 +13,16 @@
  * fitted on the current, error-updated weights of the group when its first column is reached,
  * or, with act_order, fitted before the loop from the weights in the plain contiguous groups
  * ("static groups"). act_order processes columns by decreasing diag(H) (ties by index).
+ * GGUF's block encodings (the scheme row's codec): each block is a dynamic group: when its first
+ * column is reached, q_block_fit fits the block's scales (super-block and sub-blocks) on the
+ * row's current weights, each column weighted by 1 / U_jj² (the cost of an error there once it has
+ * been spread), and every column is then rounded to that fixed grid (q_block_round); the blocks are
+ * packed as they end. act_order is refused (LMQ_E_UNSUPPORTED): a block's weights lie along the
+ * row in input order.
  *
  * Memory: one cols × cols fp64 matrix (512 MiB at cols = 8192), 8 bytes per weight (codes and
- * the dequantised weights for the error), and 17 × cols fp64 per thread. Time: the factorisation
+ * the dequantised weights for the error; 4 for block encodings, whose blocks are packed into out
+ * as they end), and 17 × cols fp64 per thread. Time: the factorisation
  * is O(cols³), the rows O(rows · cols²), and each output error (RTN's, GPTQ's) O(rows · cols²)
  * again; all run on the pool. */
 #ifndef LMQ_GPTQ_H
@@ -43,7 +50,7 @@ typedef struct {
  * q_quantize writes. When Cholesky fails (H not positive definite) the damping is raised ×10, up
  * to 4 times, then LMQ_E_NUMERIC. Fills res (damping and the output errors of RTN and of GPTQ).
  * The bytes do not depend on the thread count. With H diagonal every update is zero and the
- * bytes are q_quantize's. */
+ * bytes are q_quantize's (for a block encoding, q_quantize_weighted's with importance H_jj + λ). */
 lmq_code cal_gptq(const lmq_qparams *qp, const float *W, int64_t rows, int64_t cols, const double *G,
                   const cal_gptq_params *p, uint8_t *out, size_t out_size, lmq_pool *pool,
                   cal_result *res, lmq_err *err);

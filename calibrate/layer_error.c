@@ -107,14 +107,6 @@ double cal_relative_error(double num, double den)
     return num / den;
 }
 
-double cal_output_error(const float *W, const float *Wq, int64_t rows, int64_t cols, const double *G,
-                        lmq_pool *pool)
-{
-    double num, den;
-    cal_error_terms(W, Wq, rows, cols, G, pool, &num, &den);
-    return cal_relative_error(num, den);
-}
-
 lmq_code cal_rtn(const lmq_qparams *qp, const float *W, int64_t rows, int64_t cols, uint8_t *out,
                  size_t out_size, float *Wq, lmq_pool *pool, lmq_err *err)
 {

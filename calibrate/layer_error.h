@@ -39,12 +39,6 @@ void cal_error_terms(const float *W, const float *Wq, int64_t rows, int64_t cols
 /* num / den; 0 when both are 0, +Inf when only den is (the layer's outputs are all zero). */
 double cal_relative_error(double num, double den);
 
-/* Relative output error ||X(Wq - W)ᵀ||²_F / ||X Wᵀ||²_F = tr(dW G dWᵀ) / tr(W G Wᵀ) of the
- * [rows, cols] weights Wq against W, with G = XᵀX [cols, cols] (cal_error_terms, then
- * cal_relative_error). */
-double cal_output_error(const float *W, const float *Wq, int64_t rows, int64_t cols, const double *G,
-                        lmq_pool *pool);
-
 /* Checks a Gram matrix [n, n] before use: every element finite, the diagonal >= 0
  * (LMQ_E_NUMERIC naming the element). */
 lmq_code cal_check_gram(const double *G, int64_t n, lmq_err *err);

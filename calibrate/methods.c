@@ -13,7 +13,7 @@
 #include "runtime/artefact.h"
 #include "runtime/forward.h"
 #include "schemes/scheme.h"
-#include "verify/stream.h"
+#include "tokenizer/stream.h"
 
 /* One tensor of the model under way. */
 typedef struct {
@@ -32,7 +32,7 @@ typedef struct {
     lmq_model m;
     lmq_pool *pool;
     entry *e; /* e[i] for m.tensors[i] */
-    float *xscale[CAL_N_INPUTS]; /* per layer: x_now = x_stats · xscale (NULL rows: 1) */
+    float *xscale[LMQ_IN_COUNT]; /* per layer: x_now = x_stats · xscale (NULL rows: 1) */
     int L;
 } job;
 
@@ -54,7 +54,7 @@ static lmq_method method_of(const entry *e)
 /* ---------------------------------------------------------------- statistics, rescaled */
 
 /* The current scale of input (l, w) relative to the statistics, or NULL (all ones). */
-static float *xscale(job *j, int l, cal_input w, int dim, int create)
+static float *xscale(job *j, int l, lmq_input w, int dim, int create)
 {
     float **row = &j->xscale[w];
     if (!*row && create) {
@@ -68,7 +68,7 @@ static float *xscale(job *j, int l, cal_input w, int dim, int create)
 }
 
 /* Records that x ← x·s at input (l, w). */
-static lmq_code rescaled(job *j, int l, cal_input w, int dim, const float *s, lmq_err *err)
+static lmq_code rescaled(job *j, int l, lmq_input w, int dim, const float *s, lmq_err *err)
 {
     float *x = xscale(j, l, w, dim, 1);
     if (!x)
@@ -78,16 +78,18 @@ static lmq_code rescaled(job *j, int l, cal_input w, int dim, const float *s, lm
     return LMQ_OK;
 }
 
-static lmq_code stat_vector(job *j, int l, cal_input w, const char *what, int dim, float **out, lmq_err *err)
+/* A per-channel statistic (max_abs, mean_abs: of |x|; mean_sq: of x², rescaled by s²). */
+static lmq_code stat_vector(job *j, int l, lmq_input w, const char *what, int dim, float **out, lmq_err *err)
 {
     lmq_code c = cal_stats_vector(&j->st, l, w, what, dim, out, err);
     const float *x = c ? NULL : xscale(j, l, w, dim, 0);
+    const int squared = !strcmp(what, "mean_sq");
     for (int i = 0; x && i < dim; i++)
-        (*out)[i] *= fabsf(x[i]);
+        (*out)[i] *= squared ? x[i] * x[i] : fabsf(x[i]);
     return c;
 }
 
-static lmq_code stat_gram(job *j, int l, cal_input w, int dim, double **out, lmq_err *err)
+static lmq_code stat_gram(job *j, int l, lmq_input w, int dim, double **out, lmq_err *err)
 {
     lmq_code c = cal_stats_gram(&j->st, l, w, dim, out, err);
     const float *x = c ? NULL : xscale(j, l, w, dim, 0);
@@ -101,13 +103,13 @@ static lmq_code stat_gram(job *j, int l, cal_input w, int dim, double **out, lmq
 
 static lmq_code smoothquant(job *j, double alpha, lmq_err *err)
 {
-    static const cal_input FOLDED[] = { CAL_ATTN_IN, CAL_FFN_IN };
+    static const lmq_input FOLDED[] = { LMQ_IN_ATTN, LMQ_IN_FFN };
     static const struct {
-        cal_input in;
+        lmq_input in;
         const char *why;
     } LEFT[] = {
-        { CAL_ATTN_OUT_IN, "not smoothed: its input is attention's output, no norm in front to fold the scales into" },
-        { CAL_FFN_DOWN_IN, "not smoothed: its input is the activation's output, no norm in front to fold the scales into" },
+        { LMQ_IN_ATTN_OUT, "not smoothed: its input is attention's output, no norm in front to fold the scales into" },
+        { LMQ_IN_FFN_DOWN, "not smoothed: its input is the activation's output, no norm in front to fold the scales into" },
     };
     lmq_code c = LMQ_OK;
     for (int l = 0; l < j->L && !c; l++) {
@@ -152,14 +154,14 @@ static lmq_code smoothquant(job *j, double alpha, lmq_err *err)
 /* What produces input (l, w), where x ← x / s can be folded into it: the norm for the inputs a norm
  * feeds; the value rows (and bias) for the attention output when every head has its own values; the
  * up rows for Llama's down projection. Returns NULL with the reason otherwise. */
-static lmq_tensor *producer(job *j, int l, cal_input w, int64_t *row0, lmq_tensor **bias, const char **why)
+static lmq_tensor *producer(job *j, int l, lmq_input w, int64_t *row0, lmq_tensor **bias, const char **why)
 {
     char name[LMQ_NAME_MAX];
     *row0 = 0;
     *bias = NULL;
     *why = NULL;
     const lmq_arch *a = &j->m.arch;
-    if (w == CAL_ATTN_OUT_IN) {
+    if (w == LMQ_IN_ATTN_OUT) {
         if (a->n_kv_heads != a->n_heads) {
             *why = "AWQ scales not applied: heads share value rows (grouped-query attention), so one scale per "
                    "channel cannot be folded into them";
@@ -175,7 +177,7 @@ static lmq_tensor *producer(job *j, int l, cal_input w, int64_t *row0, lmq_tenso
         snprintf(name, sizeof name, "blk.%d.attn_qkv.weight", l);
         return lmq_model_find(&j->m, name);
     }
-    if (w == CAL_FFN_DOWN_IN) {
+    if (w == LMQ_IN_FFN_DOWN) {
         snprintf(name, sizeof name, "blk.%d.ffn_gate.weight", l);
         if (!lmq_model_find(&j->m, name)) {
             *why = "AWQ scales not applied: the activation in front (GELU) does not commute with a scale";
@@ -187,7 +189,7 @@ static lmq_tensor *producer(job *j, int l, cal_input w, int64_t *row0, lmq_tenso
     return NULL; /* a norm: cal_scale_norm_input */
 }
 
-static lmq_code awq_scale(job *j, int l, cal_input w, lmq_err *err)
+static lmq_code awq_scale(job *j, int l, lmq_input w, lmq_err *err)
 {
     lmq_tensor *r[CAL_MAX_READERS];
     const int n = cal_input_readers(&j->m, l, w, r), d = n ? (int)r[0]->shape[1] : 0;
@@ -210,7 +212,7 @@ static lmq_code awq_scale(job *j, int l, cal_input w, lmq_err *err)
     int64_t row0;
     lmq_tensor *bias, *src = NULL;
     const char *why = NULL;
-    if (w == CAL_ATTN_OUT_IN || w == CAL_FFN_DOWN_IN)
+    if (w == LMQ_IN_ATTN_OUT || w == LMQ_IN_FFN_DOWN)
         if (!(src = producer(j, l, w, &row0, &bias, &why))) {
             for (int t = 0; t < n; t++)
                 snprintf(entry_of(j, r[t])->calib.note, LMQ_REASON_MAX, "%s", why);
@@ -237,10 +239,10 @@ static lmq_code awq_scale(job *j, int l, cal_input w, lmq_err *err)
     free(G);
     free(mean);
     free(s);
-    return c ? lmq_err_prefix(err, "AWQ, blk.%d.%s: ", l, cal_input_names[w]) : LMQ_OK;
+    return c ? lmq_err_prefix(err, "AWQ, blk.%d.%s: ", l, lmq_input_names[w]) : LMQ_OK;
 }
 
-static lmq_code awq_clip(job *j, int l, cal_input w, lmq_err *err)
+static lmq_code awq_clip(job *j, int l, lmq_input w, lmq_err *err)
 {
     lmq_tensor *r[CAL_MAX_READERS];
     const int n = cal_input_readers(&j->m, l, w, r), d = n ? (int)r[0]->shape[1] : 0;
@@ -273,6 +275,54 @@ static lmq_code awq_clip(job *j, int l, cal_input w, lmq_err *err)
     return c;
 }
 
+/* ---------------------------------------------------------------- importance matrix */
+
+/* The layers of input (l, w) whose rule says imatrix: each GGUF block's scale search weighted
+ * per input column by the channel's mean x² on the calibration text (what llama-imatrix
+ * accumulates), q_quantize_weighted; the output errors of that and of RTN through the Gram matrix
+ * for the manifest. */
+static lmq_code imatrix_input(job *j, int l, lmq_input w, lmq_err *err)
+{
+    lmq_tensor *r[CAL_MAX_READERS];
+    const int n = cal_input_readers(&j->m, l, w, r), d = n ? (int)r[0]->shape[1] : 0;
+    float *imp = NULL, *Wq = NULL;
+    double *G = NULL;
+    lmq_code c = LMQ_OK;
+    for (int t = 0; t < n && !c; t++) {
+        entry *e = entry_of(j, r[t]);
+        if (method_of(e) != LMQ_METHOD_IMATRIX)
+            continue;
+        const lmq_qparams *qp = &e->plan->qp;
+        const int64_t rows = r[t]->shape[0];
+        lmq_layout L;
+        if ((!imp && (c = stat_vector(j, l, w, "mean_sq", d, &imp, err))) ||
+            (!G && (c = stat_gram(j, l, w, d, &G, err))) || (c = lmq_layout_of(qp, rows, d, &L, err)))
+            break;
+        free(Wq);
+        if (!(Wq = malloc((size_t)(rows * d) * sizeof *Wq)) || !(e->bytes = malloc(L.bytes))) {
+            c = lmq_fail(err, LMQ_E_NOMEM, "%s: out of memory", r[t]->name);
+            break;
+        }
+        double num, den;
+        if (!(c = cal_rtn(qp, r[t]->data, rows, d, e->bytes, L.bytes, Wq, j->pool, err))) {
+            cal_error_terms(r[t]->data, Wq, rows, d, G, j->pool, &num, &den);
+            e->calib.out_error_rtn = cal_relative_error(num, den);
+        }
+        if (!c && !(c = q_quantize_weighted(qp, r[t]->data, imp, rows, d, e->bytes, L.bytes, j->pool, err)) &&
+            !(c = q_dequantize(qp, e->bytes, L.bytes, rows, d, Wq, j->pool, err))) {
+            cal_error_terms(r[t]->data, Wq, rows, d, G, j->pool, &num, NULL);
+            e->calib.out_error = cal_relative_error(num, den);
+        }
+        e->calib.method = LMQ_METHOD_IMATRIX;
+        if (c)
+            lmq_err_prefix(err, "imatrix, %s: ", r[t]->name);
+    }
+    free(imp);
+    free(Wq);
+    free(G);
+    return c;
+}
+
 /* ---------------------------------------------------------------- GPTQ, block by block */
 
 /* The calibration windows and, for each, the residual stream at the input of the block before
@@ -292,7 +342,7 @@ static lmq_code read_windows(job *j, calib_windows *cw, lmq_err *err)
     size_t n;
     int docs;
     uint64_t sum;
-    lmq_code c = vf_stream_read(&j->m, path, &cw->ids, &n, &docs, &sum, err);
+    lmq_code c = tok_stream_read(&j->m, path, &cw->ids, &n, &docs, &sum, err);
     if (c)
         return lmq_err_prefix(err, "GPTQ's calibration text: ");
     if (sum != sm->calibration_checksum)
@@ -345,9 +395,9 @@ static lmq_code collect_block(job *j, calib_windows *cw, int l, cal_collector *c
 /* Block l's layers in their final encodings from now on: the next blocks' inputs come through them. */
 static lmq_code settle_block(job *j, int l, lmq_err *err)
 {
-    for (int w = 0; w < CAL_N_INPUTS; w++) {
+    for (int w = 0; w < LMQ_IN_COUNT; w++) {
         lmq_tensor *r[CAL_MAX_READERS];
-        const int n = cal_input_readers(&j->m, l, (cal_input)w, r);
+        const int n = cal_input_readers(&j->m, l, (lmq_input)w, r);
         for (int t = 0; t < n; t++) {
             entry *e = entry_of(j, r[t]);
             if (!e->plan || e->plan->keep_reason)
@@ -483,16 +533,22 @@ static lmq_code run(job *j, const char *in_path, const char *recipe_path, const 
         return c;
     if (uses(j, LMQ_METHOD_AWQ)) {
         for (int l = 0; l < j->L && !c; l++) {
-            for (int w = 0; w < CAL_N_INPUTS && !c; w++)
-                c = awq_scale(j, l, (cal_input)w, err);
+            for (int w = 0; w < LMQ_IN_COUNT && !c; w++)
+                c = awq_scale(j, l, (lmq_input)w, err);
             progress(j, "AWQ scales", l + 1, j->L);
         }
         for (int l = 0; l < j->L && !c; l++) {
-            for (int w = 0; w < CAL_N_INPUTS && !c; w++)
-                c = awq_clip(j, l, (cal_input)w, err);
+            for (int w = 0; w < LMQ_IN_COUNT && !c; w++)
+                c = awq_clip(j, l, (lmq_input)w, err);
             progress(j, "AWQ clip", l + 1, j->L);
         }
     }
+    if (!c && uses(j, LMQ_METHOD_IMATRIX))
+        for (int l = 0; l < j->L && !c; l++) {
+            for (int w = 0; w < LMQ_IN_COUNT && !c; w++)
+                c = imatrix_input(j, l, (lmq_input)w, err);
+            progress(j, "imatrix", l + 1, j->L);
+        }
     if (!c && uses(j, LMQ_METHOD_GPTQ)) {
         calib_windows cw = { 0 };
         c = read_windows(j, &cw, err);
@@ -524,7 +580,7 @@ lmq_code cal_quantize_file(const char *in_path, const char *recipe_path, const c
     for (int i = 0; j.e && i < j.m.n_tensors; i++)
         free(j.e[i].bytes);
     free(j.e);
-    for (int w = 0; w < CAL_N_INPUTS; w++)
+    for (int w = 0; w < LMQ_IN_COUNT; w++)
         free(j.xscale[w]);
     lmq_pool_free(j.pool);
     lmq_model_free(&j.m);

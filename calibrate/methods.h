@@ -11,7 +11,9 @@
  *      into what produces the input (the norm; the value rows for the attention output when every
  *      head has its own values; the up rows for Llama's down projection), W ← W·diag(s). Then a
  *      clip ratio per group. Where no fold exists the scale is not applied (a note says why).
- *   3. GPTQ (rules with `method: gptq`): sequential, block by block: the calibration windows run
+ *   3. imatrix (rules with `method: imatrix`, GGUF block encodings): q_quantize_weighted with each
+ *      input channel's mean x² from the statistics (rescaled with the transforms above).
+ *   4. GPTQ (rules with `method: gptq`): sequential, block by block: the calibration windows run
  *      through the model whose earlier blocks are already quantised, the Gram matrix of each of
  *      this block's inputs is collected, and GPTQ quantises the block's layers with it. Each
  *      window's residual stream is kept at one block's input and advanced a block at a time

@@ -72,7 +72,7 @@ static char *describe(const char *notes, const cal_outlier_opts *o, int n_layers
                           notes, *notes ? "\n" : "", o->channels, o->channels == 1 ? "" : "s", (double)o->factor,
                           (unsigned long long)o->seed);
     for (int set = 0; set < 2 * n_layers; set++) {
-        n += (size_t)snprintf(s + n, cap - n, "%s blk.%d.%s", set ? ";" : "", set / 2, cal_input_names[set % 2 ? CAL_FFN_IN : CAL_ATTN_IN]);
+        n += (size_t)snprintf(s + n, cap - n, "%s blk.%d.%s", set ? ";" : "", set / 2, lmq_input_names[set % 2 ? LMQ_IN_FFN : LMQ_IN_ATTN]);
         for (int k = 0; k < o->channels; k++)
             n += (size_t)snprintf(s + n, cap - n, " %d", chosen[(size_t)set * (size_t)o->channels + (size_t)k]);
     }
@@ -92,7 +92,7 @@ static lmq_code apply(lmq_model *m, const cal_outlier_opts *o, const int *chosen
             s[j] = 1.0f;
         for (int k = 0; k < o->channels; k++)
             s[chosen[(size_t)set * (size_t)o->channels + (size_t)k]] = o->factor;
-        c = cal_scale_norm_input(m, set / 2, set % 2 ? CAL_FFN_IN : CAL_ATTN_IN, s, err);
+        c = cal_scale_norm_input(m, set / 2, set % 2 ? LMQ_IN_FFN : LMQ_IN_ATTN, s, err);
     }
     free(s);
     return c;

@@ -13,8 +13,8 @@ uint64_t cal_gram_bytes(const lmq_model *m, int l0, int l1)
 {
     uint64_t bytes = 0;
     for (int l = l0; l < l1; l++)
-        for (int i = 0; i < CAL_N_INPUTS; i++) {
-            uint64_t d = (uint64_t)cal_input_dim(m, l, (cal_input)i);
+        for (int i = 0; i < LMQ_IN_COUNT; i++) {
+            uint64_t d = (uint64_t)cal_input_dim(m, l, (lmq_input)i);
             bytes += d * d * sizeof(double);
         }
     return bytes;
@@ -39,17 +39,17 @@ lmq_code cal_collector_init(cal_collector *c, const lmq_model *m, int l0, int l1
 {
     memset(c, 0, sizeof *c);
     c->pool = pool;
-    if (!(c->rec = calloc((size_t)(l1 - l0) * CAL_N_INPUTS + 1, sizeof *c->rec)))
+    if (!(c->rec = calloc((size_t)(l1 - l0) * LMQ_IN_COUNT + 1, sizeof *c->rec)))
         return lmq_fail(err, LMQ_E_NOMEM, "out of memory for the statistics");
     for (int l = l0; l < l1; l++)
-        for (int i = 0; i < CAL_N_INPUTS; i++) {
+        for (int i = 0; i < LMQ_IN_COUNT; i++) {
             lmq_tensor *readers[CAL_MAX_READERS];
-            if (!cal_input_readers(m, l, (cal_input)i, readers))
+            if (!cal_input_readers(m, l, (lmq_input)i, readers))
                 continue;
             cal_record *r = &c->rec[c->n++];
             const size_t d = (size_t)readers[0]->shape[1];
             r->layer = l;
-            r->which = (cal_input)i;
+            r->which = (lmq_input)i;
             r->dim = (int)d;
             snprintf(r->first, sizeof r->first, "%s", readers[0]->name);
             r->max_abs = calloc(d, sizeof *r->max_abs);
@@ -59,13 +59,13 @@ lmq_code cal_collector_init(cal_collector *c, const lmq_model *m, int l0, int l1
             if (!r->max_abs || !r->sum_abs || !r->sum_sq || (gram && !r->gram)) {
                 cal_collector_free(c);
                 return lmq_fail(err, LMQ_E_NOMEM, "out of memory for the statistics of blk.%d.%s (%zu channels)", l,
-                                cal_input_names[i], d);
+                                lmq_input_names[i], d);
             }
         }
     return LMQ_OK;
 }
 
-cal_record *cal_collector_find(const cal_collector *c, int layer, cal_input which)
+static cal_record *collector_find(const cal_collector *c, int layer, lmq_input which)
 {
     for (int i = 0; i < c->n; i++)
         if (c->rec[i].layer == layer && c->rec[i].which == which)
@@ -138,10 +138,10 @@ lmq_code cal_collector_observe(void *ctx, const rt_weight *W, const float *x, in
 {
     cal_collector *c = ctx;
     int layer;
-    cal_input which;
+    lmq_input which;
     if (!cal_input_of(W->name, &layer, &which))
         return LMQ_OK;
-    cal_record *r = cal_collector_find(c, layer, which);
+    cal_record *r = collector_find(c, layer, which);
     if (!r || strcmp(r->first, W->name))
         return LMQ_OK;
     if (W->in != r->dim)
@@ -153,9 +153,9 @@ lmq_code cal_collector_observe(void *ctx, const rt_weight *W, const float *x, in
 
 static const char *const VECTORS[] = { "max_abs", "mean_abs", "mean_sq" };
 
-static void tensor_name(char *buf, size_t size, int layer, cal_input which, const char *what)
+static void tensor_name(char *buf, size_t size, int layer, lmq_input which, const char *what)
 {
-    snprintf(buf, size, "stats.blk.%d.%s.%s", layer, cal_input_names[which], what);
+    snprintf(buf, size, "stats.blk.%d.%s.%s", layer, lmq_input_names[which], what);
 }
 
 static lmq_code write_f32(lmq_writer *w, lmq_manifest *man, const char *name, int ndim, const int64_t *shape,
@@ -233,7 +233,7 @@ void cal_stats_close(cal_stats *s)
 }
 
 /* Tensor `what` of a record, checked to be fp32 with `cells` elements, read into a malloc'd buffer. */
-static lmq_code read_f32(const cal_stats *s, int layer, cal_input which, const char *what, int64_t cells,
+static lmq_code read_f32(const cal_stats *s, int layer, lmq_input which, const char *what, int64_t cells,
                          float **out, lmq_err *err)
 {
     char name[LMQ_NAME_MAX];
@@ -255,13 +255,13 @@ static lmq_code read_f32(const cal_stats *s, int layer, cal_input which, const c
     return c;
 }
 
-lmq_code cal_stats_vector(const cal_stats *s, int layer, cal_input which, const char *what, int want_dim,
+lmq_code cal_stats_vector(const cal_stats *s, int layer, lmq_input which, const char *what, int want_dim,
                           float **out, lmq_err *err)
 {
     return read_f32(s, layer, which, what, want_dim, out, err);
 }
 
-lmq_code cal_stats_gram(const cal_stats *s, int layer, cal_input which, int want_dim, double **out, lmq_err *err)
+lmq_code cal_stats_gram(const cal_stats *s, int layer, lmq_input which, int want_dim, double **out, lmq_err *err)
 {
     const size_t cells = (size_t)want_dim * (size_t)want_dim;
     float *f;

@@ -24,7 +24,7 @@
 
 typedef struct {
     int layer;
-    cal_input which;
+    lmq_input which;
     int dim;
     char first[LMQ_NAME_MAX]; /* the reader whose calls are recorded (the others see the same x) */
     int64_t tokens;
@@ -48,7 +48,6 @@ lmq_code cal_collector_init(cal_collector *c, const lmq_model *m, int l0, int l1
 void cal_collector_free(cal_collector *c);
 /* The observer to put in rt_exec (ctx: the collector). */
 lmq_code cal_collector_observe(void *ctx, const rt_weight *W, const float *x, int n, lmq_err *err);
-cal_record *cal_collector_find(const cal_collector *c, int layer, cal_input which);
 /* Bytes of the Gram matrices of input records of layers [l0, l1) of m (what a collector holds). */
 uint64_t cal_gram_bytes(const lmq_model *m, int l0, int l1);
 
@@ -67,10 +66,10 @@ lmq_code cal_stats_open(cal_stats *s, const char *path, lmq_err *err);
 void cal_stats_close(cal_stats *s);
 /* One vector of record (layer, which): what is "max_abs", "mean_abs" or "mean_sq"; *out is
  * malloc'd, dim floats, dim checked against want_dim. */
-lmq_code cal_stats_vector(const cal_stats *s, int layer, cal_input which, const char *what, int want_dim,
+lmq_code cal_stats_vector(const cal_stats *s, int layer, lmq_input which, const char *what, int want_dim,
                           float **out, lmq_err *err);
 /* The Gram matrix of record (layer, which) widened to fp64, [dim × dim] malloc'd. */
-lmq_code cal_stats_gram(const cal_stats *s, int layer, cal_input which, int want_dim, double **out,
+lmq_code cal_stats_gram(const cal_stats *s, int layer, lmq_input which, int want_dim, double **out,
                         lmq_err *err);
 
 #endif

@@ -4,7 +4,7 @@
 #include <stdio.h>
 
 /* The norm in front of each input a norm feeds. */
-static const char *const NORMS[CAL_N_INPUTS] = { [CAL_ATTN_IN] = "attn_norm", [CAL_FFN_IN] = "ffn_norm" };
+static const char *const NORMS[LMQ_IN_COUNT] = { [LMQ_IN_ATTN] = "attn_norm", [LMQ_IN_FFN] = "ffn_norm" };
 
 static lmq_code check_scales(const char *what, const float *s, int n, lmq_err *err)
 {
@@ -69,7 +69,7 @@ lmq_code cal_scale_rows(lmq_tensor *w, lmq_tensor *b, int64_t row0, int n, const
     return LMQ_OK;
 }
 
-lmq_code cal_scale_norm_input(lmq_model *m, int layer, cal_input which, const float *s, lmq_err *err)
+lmq_code cal_scale_norm_input(lmq_model *m, int layer, lmq_input which, const float *s, lmq_err *err)
 {
     const int dim = m->arch.dim;
     char name[2][LMQ_NAME_MAX];
@@ -77,7 +77,7 @@ lmq_code cal_scale_norm_input(lmq_model *m, int layer, cal_input which, const fl
     const int n = NORMS[which] && layer >= 0 && layer < m->arch.n_layers ? cal_input_readers(m, layer, which, readers) : 0;
     if (!n)
         return lmq_fail(err, LMQ_E_ARG, "block %d of this %d-layer model has no %s fed by a norm", layer,
-                        m->arch.n_layers, cal_input_names[which]);
+                        m->arch.n_layers, lmq_input_names[which]);
     snprintf(name[0], sizeof name[0], "blk.%d.%s.weight", layer, NORMS[which]);
     snprintf(name[1], sizeof name[1], "blk.%d.%s.bias", layer, NORMS[which]);
     lmq_tensor *norm[2] = { lmq_model_find(m, name[0]), lmq_model_find(m, name[1]) };

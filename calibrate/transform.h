@@ -15,10 +15,10 @@
 #include "common/err.h"
 #include "formats/model.h"
 
-/* x_j ← x_j·s_j at an input a norm feeds (CAL_ATTN_IN or CAL_FFN_IN) of block `layer`: the norm's
+/* x_j ← x_j·s_j at an input a norm feeds (LMQ_IN_ATTN or LMQ_IN_FFN) of block `layer`: the norm's
  * weight (and bias, GPT-2) × s_j, column j of every reader (calibrate/inputs.h) ÷ s_j, for
  * j < arch.dim; every s_j finite and > 0. */
-lmq_code cal_scale_norm_input(lmq_model *m, int layer, cal_input which, const float *s, lmq_err *err);
+lmq_code cal_scale_norm_input(lmq_model *m, int layer, lmq_input which, const float *s, lmq_err *err);
 
 /* Output channels row0 + j (j < n) of the matrix w, and of its bias b when not NULL, × s_j: the
  * producing side of a scaled input that comes from a linear layer. */

@@ -179,7 +179,18 @@ void lmq_atomic_on_stale(lmq_stale_hook hook, void *user)
     stale_user = user;
 }
 
-/* Removes "<path>.tmp.<pid>.XXXXXX" files whose creator no longer runs; returns how many. */
+/* The bytes of an output's file name its temporary file starts with: all of it, or as many as
+ * leave room for the longest suffix (".tmp." + a pid of up to 10 digits + ".XXXXXX") within
+ * NAME_MAX, so that any name the filesystem accepts can be written. */
+#define TMP_SUFFIX_MAX 22
+static size_t tmp_prefix_len(const char *base)
+{
+    const size_t n = strlen(base);
+    return n < NAME_MAX - TMP_SUFFIX_MAX ? n : NAME_MAX - TMP_SUFFIX_MAX;
+}
+
+/* Removes "<name>.tmp.<pid>.XXXXXX" files (name: tmp_prefix_len's) whose creator no longer runs;
+ * returns how many. */
 static int remove_stale(const char *path)
 {
     const char *slash = strrchr(path, '/');
@@ -191,7 +202,7 @@ static int remove_stale(const char *path)
     DIR *d = opendir(dir);
     if (!d)
         return 0;
-    const size_t n = strlen(base);
+    const size_t n = tmp_prefix_len(base);
     int removed = 0;
     for (struct dirent *e; (e = readdir(d));) {
         const char *s = e->d_name;
@@ -219,7 +230,9 @@ lmq_code lmq_atomic_open(lmq_atomic *a, const char *path, lmq_err *err)
         stale_hook(stale_user, path, stale);
     char pid[24];
     const int np = snprintf(pid, sizeof pid, ".tmp.%ld.XXXXXX", (long)getpid());
-    size_t n = strlen(path);
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    const size_t n = (size_t)(base - path) + tmp_prefix_len(base);
     a->path = strdup(path);
     a->tmp = malloc(n + (size_t)np + 1);
     if (!a->path || !a->tmp) {

@@ -31,7 +31,8 @@ void lmq_blob_release(const lmq_blob *b, size_t offset, size_t size);
  * input that is a directory, as a file directly inside it. Touches nothing. */
 lmq_code lmq_output_check(const char *out, const char *const *inputs, int n_inputs, lmq_err *err);
 
-/* An output file written to "<path>.tmp.<pid>.XXXXXX" and renamed over path on commit. Until then
+/* An output file written to "<path>.tmp.<pid>.XXXXXX" (the name cut to fit NAME_MAX with the
+ * suffix: any name the filesystem accepts works) and renamed over path on commit. Until then
  * SIGTERM, SIGHUP, SIGINT and SIGPIPE (where not ignored or handled by the program) remove it
  * before ending the process. */
 typedef struct {

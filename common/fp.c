@@ -1,14 +1,6 @@
 #include "common/fp.h"
 
-#include <pthread.h>
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
-#include <immintrin.h>
-#define HAVE_X86 1
-#else
-#define HAVE_X86 0
-#endif
+#include "common/cpu.h"
 
 uint16_t lmq_f32_to_f16(float f)
 {
@@ -63,28 +55,9 @@ float lmq_bf16_to_f32(uint16_t h)
     return lmq_bits_f32((uint32_t)h << 16);
 }
 
-/* F16C is CPUID leaf 1's ECX bit 29 (clang's __builtin_cpu_supports does not know the name);
- * its instructions are VEX-encoded, so the OS must have enabled AVX as well. Asked once: CPUID
- * traps to the hypervisor in a virtual machine. */
-static int f16c;
-static pthread_once_t f16c_once = PTHREAD_ONCE_INIT;
+#if LMQ_X86
+#include <immintrin.h>
 
-static void detect_f16c(void)
-{
-#if HAVE_X86
-    unsigned a, b, c, d;
-    __builtin_cpu_init();
-    f16c = __builtin_cpu_supports("avx") && __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1);
-#endif
-}
-
-int lmq_cpu_has_f16c(void)
-{
-    pthread_once(&f16c_once, detect_f16c);
-    return f16c;
-}
-
-#if HAVE_X86
 /* Whole blocks of 8; returns how many values it converted. */
 __attribute__((target("avx,f16c"))) static size_t f32_to_f16_f16c(const float *x, uint16_t *h, size_t n)
 {
@@ -114,26 +87,23 @@ __attribute__((target("avx,f16c"))) static size_t f16_to_f32_f16c(const uint16_t
     }
     return i;
 }
+
+/* How many values of a bulk conversion `call` (one of the above) converts: none without F16C. */
+#define F16C_FIRST(call) (lmq_cpu_features() & LMQ_CPU_F16C ? (call) : 0)
+#else
+#define F16C_FIRST(call) 0
 #endif
 
 void lmq_f32_to_f16_n(const float *x, uint16_t *h, size_t n)
 {
-    size_t i = 0;
-#if HAVE_X86
-    if (lmq_cpu_has_f16c())
-        i = f32_to_f16_f16c(x, h, n);
-#endif
+    size_t i = F16C_FIRST(f32_to_f16_f16c(x, h, n));
     for (; i < n; i++)
         h[i] = lmq_f32_to_f16(x[i]);
 }
 
 void lmq_f16_to_f32_n(const uint16_t *h, float *x, size_t n)
 {
-    size_t i = 0;
-#if HAVE_X86
-    if (lmq_cpu_has_f16c())
-        i = f16_to_f32_f16c(h, x, n);
-#endif
+    size_t i = F16C_FIRST(f16_to_f32_f16c(h, x, n));
     for (; i < n; i++)
         x[i] = lmq_f16_to_f32(h[i]);
 }

@@ -15,8 +15,6 @@ float lmq_bf16_to_f32(uint16_t h);
  * their own NaN conventions). */
 void lmq_f32_to_f16_n(const float *x, uint16_t *h, size_t n);
 void lmq_f16_to_f32_n(const uint16_t *h, float *x, size_t n);
-/* Whether the CPU and the OS give F16C (and with it AVX). */
-int lmq_cpu_has_f16c(void);
 
 static inline uint32_t lmq_f32_bits(float f)
 {

@@ -56,8 +56,10 @@ static inline void central8(lanes *a, const float *w, double mean, size_t i, siz
     a->m4 += dd * dd;
 }
 
+/* GCC exports the dispatcher of a function with clones whatever -fvisibility says: the clones
+ * are static, behind lmq_tensor_stats. */
 VEC_CLONES
-void lmq_tensor_stats(const float *w, const float *wq, size_t n, lmq_stats *out)
+static void tensor_stats(const float *w, const float *wq, size_t n, lmq_stats *out)
 {
     lmq_stats st = { 0 };
     lanes a = { 0 };
@@ -79,4 +81,9 @@ void lmq_tensor_stats(const float *w, const float *wq, size_t n, lmq_stats *out)
     }
     st.rel_error = diff == 0 ? 0.0 : sq > 0 ? sqrt(diff / sq) : INFINITY;
     *out = st;
+}
+
+void lmq_tensor_stats(const float *w, const float *wq, size_t n, lmq_stats *out)
+{
+    tensor_stats(w, wq, n, out);
 }

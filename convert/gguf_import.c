@@ -2,99 +2,41 @@
 #include "convert/gguf.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
 
+#include "common/le.h"
 #include "common/stats.h"
 #include "formats/artefact.h"
 #include "formats/container.h"
 #include "formats/gguf.h"
+#include "formats/gguf_model.h"
 #include "formats/manifest.h"
 #include "schemes/scheme.h"
 
-/* ggml type <-> lmq encoding, both ways. Q8_0 and Q4_0 are lmq's symmetric g32 rows, re-laid
- * out; the float and block types keep their bytes. */
-static const struct {
-    uint32_t ggml;
-    lmq_qparams q;
-} kept[] = {
-    { GGML_F32, { .dtype = LMQ_T_F32 } },
-    { GGML_F16, { .dtype = LMQ_T_F16 } },
-    { GGML_BF16, { .dtype = LMQ_T_BF16 } },
-    { GGML_Q8_0, { .dtype = LMQ_T_INT8, .gran = LMQ_GRAN_GROUP, .group = 32 } },
-    { GGML_Q4_0, { .dtype = LMQ_T_INT4, .gran = LMQ_GRAN_GROUP, .group = 32 } },
-    { GGML_Q4_1, { .dtype = LMQ_T_Q4_1 } },
-    { GGML_Q5_0, { .dtype = LMQ_T_Q5_0 } },
-    { GGML_Q5_1, { .dtype = LMQ_T_Q5_1 } },
-    { GGML_Q4_K, { .dtype = LMQ_T_Q4_K } },
-    { GGML_Q5_K, { .dtype = LMQ_T_Q5_K } },
-    { GGML_Q6_K, { .dtype = LMQ_T_Q6_K } },
-    { GGML_Q8_0, { .dtype = LMQ_T_Q8_0 } }, /* the int rows' grid needs d >= 0: see gguf_blocks.h */
-    { GGML_Q4_0, { .dtype = LMQ_T_Q4_0 } },
-};
-
-/* Q8_0 / Q4_0 blocks as lmq's int8 / int4 symmetric g32 layout: the scales (each block's d),
- * then the codes packed along rows (Q8_0: qs + 128 as offset binary; Q4_0: the nibbles). */
-static void from_q8_0_or_q4_0(const lmq_layout *L, unsigned bits, const uint8_t *src, uint8_t *dst)
+/* The ggml types lmq imports, for messages: those lmq_gguf_encoding_of maps, in ggml's order. */
+static const char *importable(char *buf, size_t size)
 {
-    const unsigned bb = bits == 8 ? 34 : 18;
-    memset(dst, 0, L->bytes);
-    for (int64_t r = 0; r < L->rows; r++)
-        for (int64_t g = 0; g < L->groups_per_row; g++) {
-            const uint8_t *b = src + (size_t)(r * L->groups_per_row + g) * bb;
-            memcpy(dst + (size_t)(r * L->groups_per_row + g) * 2, b, 2);
-            const size_t e0 = (size_t)(r * L->cols + g * 32);
-            for (int j = 0; j < 32 && bits == 8; j++)
-                dst[L->code_offset + e0 + (size_t)j] = b[2 + j] ^ 0x80;
-            for (int j = 0; j < 32 && bits == 4; j++) {
-                const size_t e = e0 + (size_t)j;
-                const unsigned code = j < 16 ? b[2 + j] & 0xF : b[2 + j - 16] >> 4;
-                dst[L->code_offset + e / 2] |= (uint8_t)(code << (4 * (e & 1)));
-            }
-        }
-}
-
-int lmq_gguf_type_for(const lmq_qparams *q)
-{
-    for (size_t i = 0; i < sizeof kept / sizeof kept[0]; i++)
-        if (!memcmp(&kept[i].q, q, sizeof *q))
-            return (int)kept[i].ggml;
-    return -1;
-}
-
-/* Whether every block of a Q8_0 / Q4_0 tensor has a scale d (its first half) with the sign bit
- * clear: then lmq's int8 / int4 symmetric g32 row holds it exactly. */
-static int scales_nonneg(const gf_tensor *gt)
-{
-    const unsigned bb = gf_type_of(gt->type)->block_bytes;
-    for (uint64_t b = 0; b < gt->size / bb; b++)
-        if (gt->data[b * bb + 1] & 0x80)
-            return 0;
-    return 1;
-}
-
-/* The encoding gt is imported as: the table's first row for its type, passing over lmq's int
- * rows when a block scale is negative. */
-static const lmq_qparams *import_encoding(const gf_tensor *gt)
-{
-    for (size_t i = 0; i < sizeof kept / sizeof kept[0]; i++)
-        if (kept[i].ggml == gt->type &&
-            ((kept[i].q.dtype != LMQ_T_INT8 && kept[i].q.dtype != LMQ_T_INT4) || scales_nonneg(gt)))
-            return &kept[i].q;
-    return NULL;
+    size_t n = 0;
+    buf[0] = '\0';
+    for (uint32_t t = 0; t < GGML_TYPE_LIMIT && n < size; t++)
+        if (lmq_encoding_of_ggml(t))
+            n += (size_t)snprintf(buf + n, size - n, "%s%s", n ? ", " : "", gf_type_of(t).name);
+    return buf;
 }
 
 /* Describes tensor gt in m: lmq's name, shape and the encoding it keeps; no bytes yet. */
 static lmq_code plan_tensor(lmq_model *m, const gf_file *f, const gf_tensor *gt, lmq_err *err)
 {
-    const gf_type_info *ti = gf_type_of(gt->type);
-    const lmq_qparams *q = import_encoding(gt);
-    if (!q)
-        return lmq_fail(err, LMQ_E_UNSUPPORTED, "%s: tensor %s: ggml type %s is not one lmq imports (f32, f16, bf16, "
-                        "q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k)", f->path, gt->name, ti->name);
+    lmq_qparams q;
+    char types[256];
+    if (!lmq_gguf_encoding_of(f, gt, &q))
+        return lmq_fail(err, LMQ_E_UNSUPPORTED, "%s: tensor %s: ggml type %s is not one lmq imports (%s)", f->path,
+                        gt->name, gf_type_of(gt->type).name, importable(types, sizeof types));
     for (uint32_t d = 2; d < gt->n_dims; d++)
         if (gt->ne[d] != 1)
             return lmq_fail(err, LMQ_E_UNSUPPORTED, "%s: tensor %s: %" PRIu32 " dimensions (lmq takes matrices and "
@@ -105,10 +47,10 @@ static lmq_code plan_tensor(lmq_model *m, const gf_file *f, const gf_tensor *gt,
     const int64_t rows = (int64_t)gt->ne[1], cols = (int64_t)gt->ne[0];
     const int64_t shape[2] = { ndim == 2 ? rows : cols, cols };
     lmq_layout L;
-    lmq_code rc = lmq_layout_of(q, rows, cols, &L, err);
+    lmq_code rc = lmq_layout_of(&q, rows, cols, &L, err);
     if (rc)
         return lmq_err_prefix(err, "%s: tensor %s: ", f->path, gt->name);
-    return lmq_model_add_view(m, name, ndim, shape, *q, NULL, L.bytes, NULL, NULL, err);
+    return lmq_model_add_view(m, name, ndim, shape, q, NULL, L.bytes, NULL, NULL, err);
 }
 
 /* The stored bytes of t (t->raw_size of them) from GGUF tensor gt into out, checked as a loader
@@ -118,10 +60,8 @@ static lmq_code produce(const gf_file *f, const gf_tensor *gt, const lmq_tensor 
     const int64_t rows = (int64_t)gt->ne[1], cols = (int64_t)gt->ne[0];
     lmq_layout L;
     lmq_code rc = lmq_layout_of(&t->q, rows, cols, &L, err);
-    if (!rc && (t->q.dtype == LMQ_T_INT8 || t->q.dtype == LMQ_T_INT4))
-        from_q8_0_or_q4_0(&L, t->q.dtype == LMQ_T_INT8 ? 8 : 4, gt->data, out);
-    else if (!rc)
-        memcpy(out, gt->data, L.bytes); /* the same bytes: row-major floats, or GGUF blocks */
+    if (!rc)
+        lmq_gguf_repack(&t->q, &L, 0, gt->data, out);
     if (rc || (rc = q_validate(&t->q, out, L.bytes, rows, cols, err)))
         lmq_err_prefix(err, "%s: tensor %s: ", f->path, gt->name);
     return rc;
@@ -129,25 +69,33 @@ static lmq_code produce(const gf_file *f, const gf_tensor *gt, const lmq_tensor 
 
 /* ---- hyperparameters ------------------------------------------------------------------------ */
 
-static lmq_code get_i(const gf_file *f, const char *arch, const char *key, int optional, int *out, lmq_err *err)
+/* The file's key for `field` of its architecture into *out, left as it is when the architecture
+ * has no such key (or, `optional`, when the file has none). */
+static lmq_code get_i(const gf_file *f, const lmq_gguf_arch *ga, lmq_gguf_field field, int optional, int *out,
+                      lmq_err *err)
 {
     char k[128];
-    snprintf(k, sizeof k, "%s.%s", arch, key);
+    if (!lmq_gguf_key_name(ga, field, k, sizeof k))
+        return LMQ_OK;
     int64_t v = *out;
     lmq_code rc = gf_get_int(f, k, optional, &v, err);
-    if (!rc && (v < 0 || v > 1 << 30))
-        rc = lmq_fail(err, LMQ_E_FORMAT, "%s: key %s: %" PRId64 " is out of range", f->path, k, v);
+    if (!rc && (v < 1 || v > 1 << 30)) /* every count: a block_count of 0 is no model */
+        rc = lmq_fail(err, LMQ_E_FORMAT, "%s: key %s: %" PRId64 " is out of range 1..2^30", f->path, k, v);
     if (!rc)
         *out = (int)v;
     return rc;
 }
 
-static lmq_code get_f(const gf_file *f, const char *arch, const char *key, int optional, float *out, lmq_err *err)
+static lmq_code get_f(const gf_file *f, const lmq_gguf_arch *ga, lmq_gguf_field field, int optional, float *out,
+                      lmq_err *err)
 {
     char k[128];
-    snprintf(k, sizeof k, "%s.%s", arch, key);
+    if (!lmq_gguf_key_name(ga, field, k, sizeof k))
+        return LMQ_OK;
     double v = *out;
     lmq_code rc = gf_get_float(f, k, optional, &v, err);
+    if (!rc && (!((float)v > 0.0f) || !isfinite((float)v))) /* an epsilon, a rope base */
+        rc = lmq_fail(err, LMQ_E_FORMAT, "%s: key %s: %g is not a finite number > 0", f->path, k, v);
     if (!rc)
         *out = (float)v;
     return rc;
@@ -160,32 +108,39 @@ static lmq_code read_arch(const gf_file *f, lmq_model *m, lmq_err *err)
     lmq_code rc = gf_get_str(f, "general.architecture", 0, &s, err);
     if (rc)
         return rc;
-    const int llama = gf_str_eq(s, "llama");
-    if (!llama && !gf_str_eq(s, "gpt2"))
+    const lmq_gguf_arch *ga = lmq_gguf_arch_named(s);
+    if (!ga)
         return lmq_fail(err, LMQ_E_UNSUPPORTED, "%s: general.architecture '%.*s': lmq imports llama and gpt2", f->path,
                         (int)(s.len > 40 ? 40 : s.len), s.p);
-    const char *arch = llama ? "llama" : "gpt2";
-    a->family = llama ? LMQ_FAMILY_LLAMA : LMQ_FAMILY_GPT2;
+    const int llama = ga->family == LMQ_FAMILY_LLAMA;
+    a->family = ga->family;
     a->rope = llama ? LMQ_ROPE_INTERLEAVED : LMQ_ROPE_NONE; /* GGUF's llama order (Meta's) */
     a->tokenizer = llama ? LMQ_TOK_LLAMA2C : LMQ_TOK_GPT2;
     a->norm_eps = 1e-5f;
     a->rope_theta = llama ? 10000.0f : 0.0f; /* no rope in gpt2 */
     a->bos_id = a->eos_id = -1;
     int64_t bos = -1, eos = -1;
-    if ((rc = get_i(f, arch, "embedding_length", 0, &a->dim, err)) ||
-        (rc = get_i(f, arch, "feed_forward_length", 0, &a->hidden_dim, err)) ||
-        (rc = get_i(f, arch, "block_count", 0, &a->n_layers, err)) ||
-        (rc = get_i(f, arch, "attention.head_count", 0, &a->n_heads, err)) ||
-        (rc = get_i(f, arch, "context_length", 0, &a->max_seq, err)) ||
-        (rc = get_f(f, arch, llama ? "attention.layer_norm_rms_epsilon" : "attention.layer_norm_epsilon", 0,
-                    &a->norm_eps, err)) ||
-        (llama && (rc = get_f(f, arch, "rope.freq_base", 1, &a->rope_theta, err))) ||
+    if ((rc = get_i(f, ga, LMQ_GK_DIM, 0, &a->dim, err)) ||
+        (rc = get_i(f, ga, LMQ_GK_HIDDEN_DIM, 0, &a->hidden_dim, err)) ||
+        (rc = get_i(f, ga, LMQ_GK_N_LAYERS, 0, &a->n_layers, err)) ||
+        (rc = get_i(f, ga, LMQ_GK_N_HEADS, 0, &a->n_heads, err)) ||
+        (rc = get_i(f, ga, LMQ_GK_MAX_SEQ, 0, &a->max_seq, err)) ||
+        (rc = get_f(f, ga, LMQ_GK_NORM_EPS, 0, &a->norm_eps, err)) ||
+        (rc = get_f(f, ga, LMQ_GK_ROPE_THETA, 1, &a->rope_theta, err)) ||
         (rc = gf_get_int(f, "tokenizer.ggml.bos_token_id", 1, &bos, err)) ||
         (rc = gf_get_int(f, "tokenizer.ggml.eos_token_id", 1, &eos, err)))
         return rc;
     a->n_kv_heads = a->n_heads;
-    if (llama && (rc = get_i(f, arch, "attention.head_count_kv", 1, &a->n_kv_heads, err)))
+    int rope_dims = a->dim / a->n_heads; /* lmq rotates whole heads: a file that says otherwise is refused */
+    if ((rc = get_i(f, ga, LMQ_GK_N_KV_HEADS, 1, &a->n_kv_heads, err)) ||
+        (rc = get_i(f, ga, LMQ_GK_ROPE_DIMS, 1, &rope_dims, err)))
         return rc;
+    if (rope_dims != a->dim / a->n_heads) {
+        char k[128];
+        lmq_gguf_key_name(ga, LMQ_GK_ROPE_DIMS, k, sizeof k);
+        return lmq_fail(err, LMQ_E_UNSUPPORTED, "%s: key %s: %d, but the head size (embedding_length / head_count) "
+                        "is %d: lmq rotates whole heads", f->path, k, rope_dims, a->dim / a->n_heads);
+    }
     const gf_tensor *emb = gf_find_tensor(f, "token_embd.weight");
     if (!emb || emb->n_dims != 2)
         return lmq_fail(err, LMQ_E_FORMAT, "%s: no 2-D token_embd.weight", f->path);
@@ -226,12 +181,6 @@ static lmq_code mem_close(mem_out *o, lmq_model *m, const char *name, lmq_code r
     return lmq_model_add_file(m, name, (uint8_t *)o->p, o->n, err);
 }
 
-static void put_le32(FILE *fp, uint32_t v)
-{
-    const uint8_t le[4] = { (uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24) };
-    fwrite(le, 1, 4, fp);
-}
-
 /* A token's length with each U+2581 (3 bytes) as one space. */
 static uint64_t spaced_len(gf_str s)
 {
@@ -267,15 +216,12 @@ static lmq_code llama_tokenizer(const gf_file *f, lmq_model *m, lmq_err *err)
     lmq_code rc = mem_open(&o, err);
     if (rc)
         return rc;
-    put_le32(o.fp, (uint32_t)longest);
+    lmq_write_le32(o.fp, (uint32_t)longest);
     pos = tok->val;
     for (uint64_t i = 0; i < tok->n; i++) {
         const gf_str s = gf_arr_next_str(&pos);
-        float score = (float)gf_arr_float(sc, i);
-        uint32_t bits;
-        memcpy(&bits, &score, 4);
-        put_le32(o.fp, bits);
-        put_le32(o.fp, (uint32_t)spaced_len(s));
+        lmq_write_le32(o.fp, lmq_f32_bits((float)gf_arr_float(sc, i)));
+        lmq_write_le32(o.fp, (uint32_t)spaced_len(s));
         for (uint64_t k = 0; k < s.len; k++)
             if (s.len - k >= 3 && !memcmp(s.p + k, LMQ_SPM_SPACE, 3)) {
                 fputc(' ', o.fp);
@@ -450,13 +396,8 @@ lmq_code lmq_gguf_convert(const char *src, const char *out_path, int zstd, lmq_m
         if (!(rc = produce(&f, &f.tensors[i], t, buf, err)) && !(rc = describe(&man, t, buf, vals, err)))
             rc = lmq_writer_add(w, t->name, t->q, t->ndim, t->shape, buf, t->raw_size, codec, err);
     }
-    for (int i = 0; i < m.n_files && !rc; i++) {
-        char name[LMQ_NAME_MAX + LMQ_FILE_PREFIX_LEN];
-        snprintf(name, sizeof name, LMQ_FILE_PREFIX "%s", m.files[i].name);
-        const int64_t shape[1] = { (int64_t)m.files[i].size };
-        rc = lmq_writer_add(w, name, (lmq_qparams){ .dtype = LMQ_T_BYTES }, 1, shape, m.files[i].data,
-                            m.files[i].size, codec, err);
-    }
+    for (int i = 0; i < m.n_files && !rc; i++)
+        rc = lmq_writer_add_file(w, m.files[i].name, m.files[i].data, m.files[i].size, codec, err);
     if (rc)
         lmq_writer_abort(w);
     else

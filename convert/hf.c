@@ -1,6 +1,7 @@
 /* Hugging Face checkpoints (config.json + safetensors, single or sharded) to an lmq_plan.
- * Tensor names go through one table per architecture (Hugging Face pattern → canonical name,
- * how to copy it); config.json goes through one reader per architecture. */
+ * Tensor names go through the architecture's table (formats/hf_model.h: Hugging Face pattern →
+ * canonical name, how to copy it); config.json goes through one reader per kind of architecture,
+ * over the table's keys. */
 #include "convert/convert.h"
 
 #include <dirent.h>
@@ -14,15 +15,8 @@
 
 #include "common/file.h"
 #include "convert/paths.h"
+#include "formats/hf_model.h"
 #include "formats/safetensors.h"
-
-
-typedef enum {
-    MAP_COPY,       /* same layout */
-    MAP_TRANSPOSE,  /* GPT-2 Conv1D: stored [in, out], canonical [out, in] */
-    MAP_IGNORE,     /* a buffer, not a weight */
-    MAP_CLASSIFIER, /* lm_head: output.weight unless it merely repeats the tied embedding */
-} map_kind;
 
 /* Fused tensors stored as lmq's canonical row blocks: rows stacked in the source, cut apart at
  * convert (the runtime has no fused Llama rows). */
@@ -35,66 +29,6 @@ static const struct {
 } SPLITS[] = {
     [SPLIT_QKV] = { "attn_qkv", { "attn_q", "attn_k", "attn_v" }, 3 }, /* rows: heads·hd, kv_heads·hd twice */
     [SPLIT_GATE_UP] = { "ffn_gate_up", { "ffn_gate", "ffn_up" }, 2 }, /* rows: hidden twice (gate first) */
-};
-
-/* When a family's fused tensors are split: GPT-2 keeps c_attn fused unless --split-qkv asks. */
-typedef enum { FUSED_NONE = 0, FUSED_ON_REQUEST, FUSED_SPLIT } fused_mode;
-
-/* "{L}" in a pattern stands for the layer index. */
-typedef struct {
-    const char *hf, *canon;
-    map_kind kind;
-} name_row;
-
-static const name_row GPT2_NAMES[] = {
-    { "wte.weight", "tok_embd.weight", MAP_COPY },
-    { "wpe.weight", "pos_embd.weight", MAP_COPY },
-    { "h.{L}.ln_1.weight", "blk.{L}.attn_norm.weight", MAP_COPY },
-    { "h.{L}.ln_1.bias", "blk.{L}.attn_norm.bias", MAP_COPY },
-    { "h.{L}.attn.c_attn.weight", "blk.{L}.attn_qkv.weight", MAP_TRANSPOSE },
-    { "h.{L}.attn.c_attn.bias", "blk.{L}.attn_qkv.bias", MAP_COPY },
-    { "h.{L}.attn.c_proj.weight", "blk.{L}.attn_out.weight", MAP_TRANSPOSE },
-    { "h.{L}.attn.c_proj.bias", "blk.{L}.attn_out.bias", MAP_COPY },
-    { "h.{L}.ln_2.weight", "blk.{L}.ffn_norm.weight", MAP_COPY },
-    { "h.{L}.ln_2.bias", "blk.{L}.ffn_norm.bias", MAP_COPY },
-    { "h.{L}.mlp.c_fc.weight", "blk.{L}.ffn_up.weight", MAP_TRANSPOSE },
-    { "h.{L}.mlp.c_fc.bias", "blk.{L}.ffn_up.bias", MAP_COPY },
-    { "h.{L}.mlp.c_proj.weight", "blk.{L}.ffn_down.weight", MAP_TRANSPOSE },
-    { "h.{L}.mlp.c_proj.bias", "blk.{L}.ffn_down.bias", MAP_COPY },
-    { "ln_f.weight", "out_norm.weight", MAP_COPY },
-    { "ln_f.bias", "out_norm.bias", MAP_COPY },
-    { "lm_head.weight", "output.weight", MAP_CLASSIFIER },
-    { "h.{L}.attn.bias", NULL, MAP_IGNORE },        /* causal mask */
-    { "h.{L}.attn.masked_bias", NULL, MAP_IGNORE }, /* mask fill value */
-};
-
-/* Llama's, shared by Mistral, Qwen2 and Phi-3 (which add QWEN2_NAMES, PHI3_NAMES). */
-static const name_row LLAMA_NAMES[] = {
-    { "embed_tokens.weight", "tok_embd.weight", MAP_COPY },
-    { "layers.{L}.input_layernorm.weight", "blk.{L}.attn_norm.weight", MAP_COPY },
-    { "layers.{L}.self_attn.q_proj.weight", "blk.{L}.attn_q.weight", MAP_COPY },
-    { "layers.{L}.self_attn.k_proj.weight", "blk.{L}.attn_k.weight", MAP_COPY },
-    { "layers.{L}.self_attn.v_proj.weight", "blk.{L}.attn_v.weight", MAP_COPY },
-    { "layers.{L}.self_attn.o_proj.weight", "blk.{L}.attn_out.weight", MAP_COPY },
-    { "layers.{L}.post_attention_layernorm.weight", "blk.{L}.ffn_norm.weight", MAP_COPY },
-    { "layers.{L}.mlp.gate_proj.weight", "blk.{L}.ffn_gate.weight", MAP_COPY },
-    { "layers.{L}.mlp.up_proj.weight", "blk.{L}.ffn_up.weight", MAP_COPY },
-    { "layers.{L}.mlp.down_proj.weight", "blk.{L}.ffn_down.weight", MAP_COPY },
-    { "norm.weight", "out_norm.weight", MAP_COPY },
-    { "lm_head.weight", "output.weight", MAP_CLASSIFIER },
-    { "layers.{L}.self_attn.rotary_emb.inv_freq", NULL, MAP_IGNORE }, /* recomputed from rope_theta */
-};
-
-static const name_row QWEN2_NAMES[] = {
-    { "layers.{L}.self_attn.q_proj.bias", "blk.{L}.attn_q.bias", MAP_COPY },
-    { "layers.{L}.self_attn.k_proj.bias", "blk.{L}.attn_k.bias", MAP_COPY },
-    { "layers.{L}.self_attn.v_proj.bias", "blk.{L}.attn_v.bias", MAP_COPY },
-};
-
-/* Phi-3: Llama's layout with q|k|v and gate|up each fused into one matrix. */
-static const name_row PHI3_NAMES[] = {
-    { "layers.{L}.self_attn.qkv_proj.weight", "blk.{L}.attn_qkv.weight", MAP_COPY },
-    { "layers.{L}.mlp.gate_up_proj.weight", "blk.{L}.ffn_gate_up.weight", MAP_COPY },
 };
 
 /* ---- config.json ---------------------------------------------------------------------- */
@@ -143,6 +77,12 @@ static lmq_code cfg_bool(json_t *cfg, const char *key, int def, int *out, lmq_er
     return LMQ_OK;
 }
 
+/* Family f's key for field k. */
+static const char *key(const lmq_hf_family *f, lmq_hf_field k)
+{
+    return lmq_hf_key_of(f, k)->key;
+}
+
 /* A string field that must equal want when present (want is also the default). */
 static lmq_code cfg_expect(json_t *cfg, const char *key, const char *want, lmq_err *err)
 {
@@ -174,33 +114,33 @@ static lmq_code cfg_token(json_t *cfg, const char *key, int def, int *out, lmq_e
     return LMQ_OK;
 }
 
-static lmq_code gpt2_config(json_t *cfg, lmq_arch *a, lmq_err *err)
+static lmq_code gpt2_config(json_t *cfg, const lmq_hf_family *f, lmq_arch *a, lmq_err *err)
 {
     lmq_code c;
     int ctx; /* older configs name the context n_ctx; n_positions wins when both are given */
     a->family = LMQ_FAMILY_GPT2;
     a->rope = LMQ_ROPE_NONE;
-    if ((c = cfg_int(cfg, "n_embd", CFG_REQUIRED, &a->dim, err)) ||
-        (c = cfg_int(cfg, "n_layer", CFG_REQUIRED, &a->n_layers, err)) ||
-        (c = cfg_int(cfg, "n_head", CFG_REQUIRED, &a->n_heads, err)) ||
-        (c = cfg_int(cfg, "vocab_size", CFG_REQUIRED, &a->vocab_size, err)) ||
-        (c = cfg_int(cfg, "n_ctx", 0, &ctx, err)) ||
-        (c = cfg_int(cfg, "n_positions", ctx ? ctx : CFG_REQUIRED, &a->max_seq, err)) ||
-        (c = cfg_int(cfg, "n_inner", 4 * a->dim, &a->hidden_dim, err)) ||
-        (c = cfg_num(cfg, "layer_norm_epsilon", 1e-5, &a->norm_eps, err)) ||
-        (c = cfg_bool(cfg, "tie_word_embeddings", 1, &a->tied_embedding, err)) ||
-        (c = cfg_expect(cfg, "activation_function", "gelu_new", err)) ||
-        (c = cfg_token(cfg, "bos_token_id", 50256, &a->bos_id, err)) ||
-        (c = cfg_token(cfg, "eos_token_id", 50256, &a->eos_id, err)))
+    if ((c = cfg_int(cfg, key(f, LMQ_HK_DIM), CFG_REQUIRED, &a->dim, err)) ||
+        (c = cfg_int(cfg, key(f, LMQ_HK_N_LAYERS), CFG_REQUIRED, &a->n_layers, err)) ||
+        (c = cfg_int(cfg, key(f, LMQ_HK_N_HEADS), CFG_REQUIRED, &a->n_heads, err)) ||
+        (c = cfg_int(cfg, key(f, LMQ_HK_VOCAB_SIZE), CFG_REQUIRED, &a->vocab_size, err)) ||
+        (c = cfg_int(cfg, key(f, LMQ_HK_MAX_SEQ_OLD), 0, &ctx, err)) ||
+        (c = cfg_int(cfg, key(f, LMQ_HK_MAX_SEQ), ctx ? ctx : CFG_REQUIRED, &a->max_seq, err)) ||
+        (c = cfg_int(cfg, key(f, LMQ_HK_HIDDEN_DIM), 4 * a->dim, &a->hidden_dim, err)) ||
+        (c = cfg_num(cfg, key(f, LMQ_HK_NORM_EPS), 1e-5, &a->norm_eps, err)) ||
+        (c = cfg_bool(cfg, key(f, LMQ_HK_TIED), 1, &a->tied_embedding, err)) ||
+        (c = cfg_expect(cfg, key(f, LMQ_HK_ACTIVATION), lmq_hf_key_of(f, LMQ_HK_ACTIVATION)->value, err)) ||
+        (c = cfg_token(cfg, key(f, LMQ_HK_BOS), 50256, &a->bos_id, err)) ||
+        (c = cfg_token(cfg, key(f, LMQ_HK_EOS), 50256, &a->eos_id, err)))
         return c;
     a->n_kv_heads = a->n_heads;
     return LMQ_OK;
 }
 
 /* Options that change the computation and that the runtime does not implement. */
-static lmq_code llama_unsupported(json_t *cfg, const lmq_arch *a, lmq_err *err)
+static lmq_code llama_unsupported(json_t *cfg, const lmq_hf_family *f, const lmq_arch *a, lmq_err *err)
 {
-    static const char *flags[] = { "attention_bias", "mlp_bias" };
+    const char *flags[] = { key(f, LMQ_HK_ATTN_BIAS), key(f, LMQ_HK_MLP_BIAS) };
     for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
         if (json_is_true(json_object_get(cfg, flags[i])))
             return lmq_fail(err, LMQ_E_UNSUPPORTED, "config.json: %s = true is not supported", flags[i]);
@@ -230,73 +170,44 @@ static lmq_code sliding_window(json_t *cfg, lmq_arch *a, int enabled, char *note
     return LMQ_OK;
 }
 
-static lmq_code llama_config(json_t *cfg, lmq_arch *a, lmq_err *err)
+static lmq_code llama_config(json_t *cfg, const lmq_hf_family *f, lmq_arch *a, lmq_err *err)
 {
     lmq_code c;
     a->family = LMQ_FAMILY_LLAMA;
     a->rope = LMQ_ROPE_HALF; /* HF Llama rotates (i, i + hd/2) pairs: rotate_half */
-    if ((c = cfg_int(cfg, "hidden_size", CFG_REQUIRED, &a->dim, err)) ||
-        (c = cfg_int(cfg, "intermediate_size", CFG_REQUIRED, &a->hidden_dim, err)) ||
-        (c = cfg_int(cfg, "num_hidden_layers", CFG_REQUIRED, &a->n_layers, err)) ||
-        (c = cfg_int(cfg, "num_attention_heads", CFG_REQUIRED, &a->n_heads, err)) ||
-        (c = cfg_int(cfg, "num_key_value_heads", a->n_heads, &a->n_kv_heads, err)) ||
-        (c = cfg_int(cfg, "vocab_size", CFG_REQUIRED, &a->vocab_size, err)) ||
-        (c = cfg_int(cfg, "max_position_embeddings", CFG_REQUIRED, &a->max_seq, err)) ||
-        (c = cfg_num(cfg, "rms_norm_eps", 1e-6, &a->norm_eps, err)) ||
-        (c = cfg_num(cfg, "rope_theta", 10000.0, &a->rope_theta, err)) ||
-        (c = cfg_bool(cfg, "tie_word_embeddings", 0, &a->tied_embedding, err)) ||
-        (c = cfg_expect(cfg, "hidden_act", "silu", err)) ||
-        (c = cfg_token(cfg, "bos_token_id", 1, &a->bos_id, err)) ||
-        (c = cfg_token(cfg, "eos_token_id", 2, &a->eos_id, err)))
+    if ((c = cfg_int(cfg, key(f, LMQ_HK_DIM), CFG_REQUIRED, &a->dim, err)) ||
+        (c = cfg_int(cfg, key(f, LMQ_HK_HIDDEN_DIM), CFG_REQUIRED, &a->hidden_dim, err)) ||
+        (c = cfg_int(cfg, key(f, LMQ_HK_N_LAYERS), CFG_REQUIRED, &a->n_layers, err)) ||
+        (c = cfg_int(cfg, key(f, LMQ_HK_N_HEADS), CFG_REQUIRED, &a->n_heads, err)) ||
+        (c = cfg_int(cfg, key(f, LMQ_HK_N_KV_HEADS), a->n_heads, &a->n_kv_heads, err)) ||
+        (c = cfg_int(cfg, key(f, LMQ_HK_VOCAB_SIZE), CFG_REQUIRED, &a->vocab_size, err)) ||
+        (c = cfg_int(cfg, key(f, LMQ_HK_MAX_SEQ), CFG_REQUIRED, &a->max_seq, err)) ||
+        (c = cfg_num(cfg, key(f, LMQ_HK_NORM_EPS), 1e-6, &a->norm_eps, err)) ||
+        (c = cfg_num(cfg, key(f, LMQ_HK_ROPE_THETA), 10000.0, &a->rope_theta, err)) ||
+        (c = cfg_bool(cfg, key(f, LMQ_HK_TIED), 0, &a->tied_embedding, err)) ||
+        (c = cfg_expect(cfg, key(f, LMQ_HK_ACTIVATION), lmq_hf_key_of(f, LMQ_HK_ACTIVATION)->value, err)) ||
+        (c = cfg_token(cfg, key(f, LMQ_HK_BOS), 1, &a->bos_id, err)) ||
+        (c = cfg_token(cfg, key(f, LMQ_HK_EOS), 2, &a->eos_id, err)))
         return c;
-    return llama_unsupported(cfg, a, err);
+    return llama_unsupported(cfg, f, a, err);
 }
 
-/* Llama's config plus what the Llama-like families add: `window` names the flag that turns
+/* Llama's config plus what the Llama-like families add: f->window names the flag that turns
  * their sliding window on ("": always on; NULL: the family has none). */
-static lmq_code llama_like_config(json_t *cfg, const char *window, lmq_arch *a, char *note, size_t cap,
+static lmq_code llama_like_config(json_t *cfg, const lmq_hf_family *f, lmq_arch *a, char *note, size_t cap,
                                   lmq_err *err)
 {
     json_t *prf = json_object_get(cfg, "partial_rotary_factor");
     if (prf && !json_is_null(prf) && !(json_is_number(prf) && json_number_value(prf) == 1.0))
         return lmq_fail(err, LMQ_E_UNSUPPORTED, "config.json: partial_rotary_factor other than 1 is not supported");
-    lmq_code c = llama_config(cfg, a, err);
+    lmq_code c = llama_config(cfg, f, a, err);
     int enabled = 0;
-    if (!c && window)
-        c = window[0] ? cfg_bool(cfg, window, 0, &enabled, err) : (enabled = 1, LMQ_OK);
+    if (!c && f->window)
+        c = f->window[0] ? cfg_bool(cfg, f->window, 0, &enabled, err) : (enabled = 1, LMQ_OK);
     return c ? c : sliding_window(cfg, a, enabled, note, cap, err);
 }
 
-typedef struct {
-    const char *model_type, *architecture, *prefix;
-    const name_row *names[2]; /* the family's table rows: the base table and its additions */
-    size_t n_names[2];
-    int llama_like;           /* config read by llama_like_config (else gpt2_config) */
-    const char *window;       /* llama_like_config's sliding-window flag */
-    const char *notes;
-    fused_mode fused; /* what happens to SPLITS' fused stems */
-} hf_family;
-
-#define N_OF(t) (sizeof t / sizeof t[0])
-static const hf_family FAMILIES[] = {
-    { "gpt2", "GPT2LMHeadModel", "transformer.", { GPT2_NAMES }, { N_OF(GPT2_NAMES) }, 0, NULL,
-      "gpt2 Conv1D weights (c_attn, attn.c_proj, c_fc, mlp.c_proj) transposed to [out, in]", FUSED_ON_REQUEST },
-    { "llama", "LlamaForCausalLM", "model.", { LLAMA_NAMES }, { N_OF(LLAMA_NAMES) }, 1, NULL,
-      "rope: half (HF rotate_half), q/k rows kept as stored", FUSED_NONE },
-    { "mistral", "MistralForCausalLM", "model.", { LLAMA_NAMES }, { N_OF(LLAMA_NAMES) }, 1, "",
-      "mistral: Llama layout; rope: half (HF rotate_half), q/k rows kept as stored", FUSED_NONE },
-    { "qwen2", "Qwen2ForCausalLM", "model.", { LLAMA_NAMES, QWEN2_NAMES }, { N_OF(LLAMA_NAMES), N_OF(QWEN2_NAMES) },
-      1, "use_sliding_window", "qwen2: Llama layout with q/k/v biases; rope: half (HF rotate_half)", FUSED_NONE },
-    { "phi3", "Phi3ForCausalLM", "model.", { LLAMA_NAMES, PHI3_NAMES }, { N_OF(LLAMA_NAMES), N_OF(PHI3_NAMES) }, 1,
-      "",
-      "phi3: fused qkv_proj split by rows into attn_q, attn_k, attn_v and gate_up_proj into ffn_gate, ffn_up; "
-      "rope: half (HF rotate_half)",
-      FUSED_SPLIT },
-};
-#undef N_OF
-#define N_FAMILIES (sizeof FAMILIES / sizeof FAMILIES[0])
-
-static lmq_code pick_family(json_t *cfg, const hf_family **out, lmq_err *err)
+static lmq_code pick_family(json_t *cfg, const lmq_hf_family **out, lmq_err *err)
 {
     json_t *mt = json_object_get(cfg, "model_type"), *archs = json_object_get(cfg, "architectures");
     const char *arch = json_string_value(json_array_get(archs, 0));
@@ -304,8 +215,8 @@ static lmq_code pick_family(json_t *cfg, const hf_family **out, lmq_err *err)
         return lmq_fail(err, LMQ_E_FORMAT, "config.json: model_type is not a string");
     if (!mt && !arch)
         return lmq_fail(err, LMQ_E_FORMAT, "config.json: neither model_type nor architectures is given");
-    for (size_t i = 0; i < N_FAMILIES; i++) {
-        const hf_family *f = &FAMILIES[i];
+    for (size_t i = 0; i < lmq_hf_n_families; i++) {
+        const lmq_hf_family *f = &lmq_hf_families[i];
         if (mt ? strcmp(json_string_value(mt), f->model_type) : strcmp(arch, f->architecture))
             continue;
         if (arch && strcmp(arch, f->architecture))
@@ -316,43 +227,11 @@ static lmq_code pick_family(json_t *cfg, const hf_family **out, lmq_err *err)
         return LMQ_OK;
     }
     char known[256] = "";
-    for (size_t i = 0; i < N_FAMILIES; i++)
+    for (size_t i = 0; i < lmq_hf_n_families; i++)
         snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s / %s", i ? ", " : "",
-                 FAMILIES[i].model_type, FAMILIES[i].architecture);
+                 lmq_hf_families[i].model_type, lmq_hf_families[i].architecture);
     return lmq_fail(err, LMQ_E_UNSUPPORTED, "config.json: unsupported %s \"%s\" (lmq reads %s)",
                     mt ? "model_type" : "architecture", mt ? json_string_value(mt) : arch, known);
-}
-
-/* ---- name patterns ------------------------------------------------------------------------ */
-
-/* Matches name against pattern; *layer gets the "{L}" value (-1 when the pattern has none). */
-static int pattern_match(const char *pat, const char *name, int *layer)
-{
-    const char *ph = strstr(pat, "{L}");
-    *layer = -1;
-    if (!ph)
-        return !strcmp(pat, name);
-    size_t pre = (size_t)(ph - pat);
-    if (strncmp(pat, name, pre))
-        return 0;
-    const char *d = name + pre;
-    long v = 0;
-    int n = 0;
-    while (d[n] >= '0' && d[n] <= '9' && n < 7)
-        v = v * 10 + (d[n++] - '0');
-    if (n == 0 || (n > 1 && d[0] == '0') || strcmp(d + n, ph + 3))
-        return 0;
-    *layer = (int)v;
-    return 1;
-}
-
-static void pattern_expand(const char *pat, int layer, char *out, size_t cap)
-{
-    const char *ph = strstr(pat, "{L}");
-    if (ph)
-        snprintf(out, cap, "%.*s%d%s", (int)(ph - pat), pat, layer, ph + 3);
-    else
-        snprintf(out, cap, "%s", pat);
 }
 
 /* ---- the import ------------------------------------------------------------------------ */
@@ -360,7 +239,7 @@ static void pattern_expand(const char *pat, int layer, char *out, size_t cap)
 typedef struct {
     const char *src;
     int split_qkv; /* --split-qkv */
-    const hf_family *fam;
+    const lmq_hf_family *fam;
     char dir[PATH_CAP];    /* where config.json, the index and the shards are */
     char index[PATH_CAP];  /* empty for a single file */
     lmq_blob config, index_blob;
@@ -513,24 +392,12 @@ static lmq_code read_config(hf_ctx *x, lmq_model *m, lmq_err *err)
     else if (!json_is_object(cfg))
         c = lmq_fail(err, LMQ_E_FORMAT, "config.json: not a JSON object");
     else if (!(c = pick_family(cfg, &x->fam, err)))
-        c = x->fam->llama_like ? llama_like_config(cfg, x->fam->window, &m->arch, note, sizeof note, err)
-                               : gpt2_config(cfg, &m->arch, err);
+        c = x->fam->family == LMQ_FAMILY_LLAMA ? llama_like_config(cfg, x->fam, &m->arch, note, sizeof note, err)
+                                               : gpt2_config(cfg, x->fam, &m->arch, err);
     json_decref(cfg);
     if (!c && note[0])
         cv_note(m, "%s", note);
     return c ? lmq_err_prefix(err, "%s: ", x->dir) : LMQ_OK;
-}
-
-/* The table row for a source tensor name (family prefix optional), or NULL. */
-static const name_row *lookup(const hf_ctx *x, const char *name, int *layer)
-{
-    size_t plen = strlen(x->fam->prefix);
-    const char *bare = strncmp(name, x->fam->prefix, plen) ? name : name + plen;
-    for (int t = 0; t < 2; t++)
-        for (size_t i = 0; i < x->fam->n_names[t]; i++)
-            if (pattern_match(x->fam->names[t][i].hf, bare, layer))
-                return &x->fam->names[t][i];
-    return NULL;
 }
 
 /* Describes t as fp32 in canonical orientation: a new plan tensor named canon. */
@@ -618,7 +485,7 @@ static lmq_code load_weights(hf_ctx *x, lmq_plan *p, lmq_err *err)
         for (int i = 0; i < f->n_tensors; i++) {
             const st_tensor *t = &f->tensors[i];
             int layer;
-            const name_row *row = lookup(x, t->name, &layer);
+            const lmq_hf_name_row *row = lmq_hf_lookup(x->fam, t->name, &layer);
             if (!row)
                 return lmq_fail(err, LMQ_E_FORMAT, "%s: unexpected tensor %s (not part of %s)", f->path, t->name,
                                 x->fam->architecture);
@@ -626,11 +493,11 @@ static lmq_code load_weights(hf_ctx *x, lmq_plan *p, lmq_err *err)
                 return lmq_fail(err, LMQ_E_FORMAT, "%s: unexpected tensor %s: layer %d, but config.json has %d",
                                 f->path, t->name, layer, m->arch.n_layers);
             x->prefixed |= !strncmp(t->name, x->fam->prefix, strlen(x->fam->prefix));
-            if (row->kind == MAP_IGNORE) {
+            if (row->kind == LMQ_HF_IGNORE) {
                 ignored++;
                 continue;
             }
-            if (row->kind == MAP_CLASSIFIER) {
+            if (row->kind == LMQ_HF_CLASSIFIER) {
                 if (ct)
                     return lmq_fail(err, LMQ_E_FORMAT, "%s: tensors %s and %s are both the classifier", f->path,
                                     ct->name, t->name);
@@ -639,13 +506,13 @@ static lmq_code load_weights(hf_ctx *x, lmq_plan *p, lmq_err *err)
                 continue;
             }
             char canon[LMQ_NAME_MAX];
-            pattern_expand(row->canon, layer, canon, sizeof canon);
-            lmq_code c = load_tensor(x, p, f, t, canon, row->kind == MAP_TRANSPOSE, err);
+            lmq_hf_expand(row->canon, layer, canon, sizeof canon);
+            lmq_code c = load_tensor(x, p, f, t, canon, row->kind == LMQ_HF_TRANSPOSE, err);
             for (int k = 0; !c && k < SPLIT_KINDS; k++) {
                 char fused[LMQ_NAME_MAX];
                 const int n = snprintf(fused, sizeof fused, "blk.%d.%s.", layer, SPLITS[k].fused);
                 if (!strncmp(canon, fused, (size_t)n) &&
-                    (x->fam->fused == FUSED_SPLIT || (x->fam->fused == FUSED_ON_REQUEST && x->split_qkv)))
+                    (x->fam->fused == LMQ_HF_FUSED_SPLIT || (x->fam->fused == LMQ_HF_FUSED_ON_REQUEST && x->split_qkv)))
                     c = split_rows(p, layer, (split_kind)k, canon + n, err);
             }
             if (c)
@@ -662,66 +529,6 @@ static lmq_code load_weights(hf_ctx *x, lmq_plan *p, lmq_err *err)
     return LMQ_OK;
 }
 
-/* The checkpoint name of canonical tensor canon in family f (family prefix when prefixed; never
- * on the classifier, which HF keeps outside the base model); its row, or NULL (out untouched). */
-static const name_row *hf_reverse(const hf_family *f, const char *canon, int prefixed, char *out, size_t cap)
-{
-    for (int t = 0; t < 2; t++)
-        for (size_t i = 0; i < f->n_names[t]; i++) {
-            int layer;
-            const name_row *r = &f->names[t][i];
-            if (r->canon && pattern_match(r->canon, canon, &layer)) {
-                char bare[LMQ_NAME_MAX];
-                pattern_expand(r->hf, layer, bare, sizeof bare);
-                snprintf(out, cap, "%s%s", prefixed && r->kind != MAP_CLASSIFIER ? f->prefix : "", bare);
-                return r;
-            }
-        }
-    return NULL;
-}
-
-static const hf_family *family_of(lmq_family family)
-{
-    /* Each family's config reader sets arch.family: the model_type names it. */
-    static const struct {
-        lmq_family family;
-        const char *model_type;
-    } by_family[] = { { LMQ_FAMILY_GPT2, "gpt2" }, { LMQ_FAMILY_LLAMA, "llama" } };
-    for (size_t i = 0; i < sizeof by_family / sizeof by_family[0]; i++)
-        for (size_t k = 0; by_family[i].family == family && k < N_FAMILIES; k++)
-            if (!strcmp(FAMILIES[k].model_type, by_family[i].model_type))
-                return &FAMILIES[k];
-    return NULL;
-}
-
-const char *lmq_hf_architecture(lmq_family family, const char **model_type)
-{
-    const hf_family *f = family_of(family);
-    if (model_type)
-        *model_type = f ? f->model_type : NULL;
-    return f ? f->architecture : NULL;
-}
-
-lmq_code lmq_hf_name(lmq_family family, const char *canon, char *out, size_t cap, int *transpose, lmq_err *err)
-{
-    const hf_family *f = family_of(family);
-    const name_row *r = f ? hf_reverse(f, canon, 1, out, cap) : NULL;
-    if (!r)
-        return lmq_fail(err, LMQ_E_UNSUPPORTED, "tensor %s has no Hugging Face %s name", canon,
-                        f ? f->architecture : "(unknown family)");
-    *transpose = r->kind == MAP_TRANSPOSE;
-    return LMQ_OK;
-}
-
-int lmq_hf_name_of(const char *canon, int family, int prefixed, char *out, size_t cap)
-{
-    if (family < 0 || (size_t)family >= N_FAMILIES)
-        return -1;
-    char name[2 * LMQ_NAME_MAX];
-    return hf_reverse(&FAMILIES[family], canon, prefixed, name, sizeof name) &&
-           snprintf(out, cap, "%s", name) < (int)cap;
-}
-
 /* Adds the source tensor's name to a validation error about a canonical tensor. */
 static void name_origin(const hf_ctx *x, const lmq_plan *p, lmq_err *err)
 {
@@ -734,7 +541,7 @@ static void name_origin(const hf_ctx *x, const lmq_plan *p, lmq_err *err)
         if (!strcmp(m->tensors[i].name, canon))
             snprintf(hf, sizeof hf, "%s", p->sources[i].origin);
     if (!hf[0])
-        hf_reverse(x->fam, canon, x->prefixed, hf, sizeof hf);
+        lmq_hf_reverse(x->fam, canon, x->prefixed, hf, sizeof hf);
     if (hf[0]) {
         size_t n = strlen(err->msg);
         snprintf(err->msg + n, sizeof err->msg - n, " (checkpoint tensor %s)", hf);
@@ -776,12 +583,12 @@ lmq_code lmq_convert_hf(const char *src, const lmq_convert_opts *opts, lmq_plan 
     lmq_code c;
     if ((c = open_source(&x, err)) || (c = read_config(&x, out, err)))
         goto done;
-    if (x.split_qkv && x.fam->fused != FUSED_ON_REQUEST) {
+    if (x.split_qkv && x.fam->fused != LMQ_HF_FUSED_ON_REQUEST) {
         c = lmq_fail(err, LMQ_E_ARG, "%s: --split-qkv: nothing to split: q, k, v are separate already", src);
         goto done;
     }
     cv_note(out, "%s", x.fam->notes);
-    if (x.fam->fused == FUSED_ON_REQUEST)
+    if (x.fam->fused == LMQ_HF_FUSED_ON_REQUEST)
         cv_note(out, "%s",
                 x.split_qkv ? "fused c_attn split by rows into attn_q, attn_k, attn_v (--split-qkv)"
                             : "fused c_attn kept as attn_qkv (q|k|v rows)");
@@ -815,50 +622,3 @@ done:
     return c;
 }
 
-/* ---- Hugging Face names in recipes ---------------------------------------------------- */
-
-/* The layer part of a recipe pattern: an index, or wildcards standing for one. */
-static int layer_part_ok(const char *s, size_t n)
-{
-    if (!n)
-        return 0;
-    for (size_t i = 0; i < n; i++)
-        if (!((s[i] >= '0' && s[i] <= '9') || s[i] == '*' || s[i] == '?'))
-            return 0;
-    return 1;
-}
-
-int lmq_hf_canonical(const char *hf, char *out, size_t cap)
-{
-    for (size_t f = 0; f < N_FAMILIES; f++) {
-        const hf_family *fam = &FAMILIES[f];
-        const size_t plen = strlen(fam->prefix);
-        const char *bare = strncmp(hf, fam->prefix, plen) ? hf : hf + plen;
-        size_t n = strlen(bare);
-        const int has_kind = (n > 7 && !strcmp(bare + n - 7, ".weight")) || (n > 5 && !strcmp(bare + n - 5, ".bias"));
-        char name[2 * LMQ_NAME_MAX];
-        if (snprintf(name, sizeof name, "%s%s", bare, has_kind ? "" : ".weight") >= (int)sizeof name)
-            return 0;
-        n = strlen(name);
-        for (int k = 0; k < 2; k++)
-            for (size_t i = 0; i < fam->n_names[k]; i++) {
-                const name_row *r = &fam->names[k][i];
-                const char *ph = strstr(r->hf, "{L}");
-                if (!r->canon)
-                    continue;
-                if (!ph) {
-                    if (!strcmp(r->hf, name))
-                        return snprintf(out, cap, "%s", r->canon) < (int)cap;
-                    continue;
-                }
-                const size_t pre = (size_t)(ph - r->hf), suf = strlen(ph + 3);
-                if (n > pre + suf && !strncmp(name, r->hf, pre) && !strcmp(name + n - suf, ph + 3) &&
-                    layer_part_ok(name + pre, n - pre - suf)) {
-                    const char *cph = strstr(r->canon, "{L}");
-                    return snprintf(out, cap, "%.*s%.*s%s", (int)(cph - r->canon), r->canon,
-                                    (int)(n - pre - suf), name + pre, cph + 3) < (int)cap;
-                }
-            }
-    }
-    return 0;
-}

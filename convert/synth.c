@@ -11,23 +11,26 @@
 #include <sys/stat.h>
 
 #include "common/file.h"
+#include "common/le.h"
 #include "convert/paths.h"
+#include "formats/hf_model.h"
 #include "formats/safetensors.h"
 
-const cv_synth_shape cv_synth_shapes[] = {
+/* What --shape takes. */
+static const cv_synth_shape shapes[] = {
     { "gpt2-124m", LMQ_FAMILY_GPT2, 12, 768, 3072, 12, 12, 50257, 1024, 1 },
     { "llama-1b", LMQ_FAMILY_LLAMA, 16, 2048, 8192, 32, 8, 32000, 2048, 0 },
     { "llama-7b", LMQ_FAMILY_LLAMA, 32, 4096, 11008, 32, 32, 32000, 4096, 0 },
     { "tiny-gpt2", LMQ_FAMILY_GPT2, 2, 64, 256, 4, 4, 512, 128, 1 },
     { "tiny-llama", LMQ_FAMILY_LLAMA, 2, 64, 176, 4, 2, 512, 256, 0 },
 };
-const int cv_synth_n_shapes = sizeof cv_synth_shapes / sizeof cv_synth_shapes[0];
+#define N_SHAPES (int)(sizeof shapes / sizeof shapes[0])
 
 const cv_synth_shape *cv_synth_find(const char *name)
 {
-    for (int i = 0; i < cv_synth_n_shapes; i++)
-        if (!strcmp(cv_synth_shapes[i].name, name))
-            return &cv_synth_shapes[i];
+    for (int i = 0; i < N_SHAPES; i++)
+        if (!strcmp(shapes[i].name, name))
+            return &shapes[i];
     return NULL;
 }
 
@@ -35,8 +38,8 @@ char *cv_synth_names(char *buf, size_t size)
 {
     size_t n = 0;
     buf[0] = '\0';
-    for (int i = 0; i < cv_synth_n_shapes && n < size; i++)
-        n += (size_t)snprintf(buf + n, size - n, "%s%s", n ? ", " : "", cv_synth_shapes[i].name);
+    for (int i = 0; i < N_SHAPES && n < size; i++)
+        n += (size_t)snprintf(buf + n, size - n, "%s%s", n ? ", " : "", shapes[i].name);
     return buf;
 }
 
@@ -50,8 +53,9 @@ typedef enum {
     INIT_BIAS,     /* std 0.01 */
 } synth_init;
 
-/* A tensor by its Hugging Face name ("{L}": one per layer) and dimensions by letter: v vocab,
- * p positions, d dim, h hidden, k the k/v width, q 3·dim, 0 none. */
+/* A tensor by its canonical name ("{L}": one per layer; written under the Hugging Face name the
+ * family's table gives it, formats/hf_model.h) and dimensions by letter: v vocab, p positions,
+ * d dim, h hidden, k the k/v width, q 3·dim, 0 none. */
 typedef struct {
     const char *name;
     char d0, d1;
@@ -61,38 +65,38 @@ typedef struct {
 
 /* GPT-2's Conv1D weights are stored [in, out]. */
 static const synth_row GPT2_ROWS[] = {
-    { "transformer.wte.weight", 'v', 'd', INIT_MATRIX, 0 },
-    { "transformer.wpe.weight", 'p', 'd', INIT_POSITION, 0 },
-    { "transformer.h.{L}.ln_1.weight", 'd', 0, INIT_NORM, 0 },
-    { "transformer.h.{L}.ln_1.bias", 'd', 0, INIT_BIAS, 0 },
-    { "transformer.h.{L}.attn.c_attn.weight", 'd', 'q', INIT_MATRIX, 0 },
-    { "transformer.h.{L}.attn.c_attn.bias", 'q', 0, INIT_BIAS, 0 },
-    { "transformer.h.{L}.attn.c_proj.weight", 'd', 'd', INIT_RESIDUAL, 0 },
-    { "transformer.h.{L}.attn.c_proj.bias", 'd', 0, INIT_BIAS, 0 },
-    { "transformer.h.{L}.ln_2.weight", 'd', 0, INIT_NORM, 0 },
-    { "transformer.h.{L}.ln_2.bias", 'd', 0, INIT_BIAS, 0 },
-    { "transformer.h.{L}.mlp.c_fc.weight", 'd', 'h', INIT_MATRIX, 0 },
-    { "transformer.h.{L}.mlp.c_fc.bias", 'h', 0, INIT_BIAS, 0 },
-    { "transformer.h.{L}.mlp.c_proj.weight", 'h', 'd', INIT_RESIDUAL, 0 },
-    { "transformer.h.{L}.mlp.c_proj.bias", 'd', 0, INIT_BIAS, 0 },
-    { "transformer.ln_f.weight", 'd', 0, INIT_NORM, 0 },
-    { "transformer.ln_f.bias", 'd', 0, INIT_BIAS, 0 },
-    { "lm_head.weight", 'v', 'd', INIT_MATRIX, 1 },
+    { "tok_embd.weight", 'v', 'd', INIT_MATRIX, 0 },
+    { "pos_embd.weight", 'p', 'd', INIT_POSITION, 0 },
+    { "blk.{L}.attn_norm.weight", 'd', 0, INIT_NORM, 0 },
+    { "blk.{L}.attn_norm.bias", 'd', 0, INIT_BIAS, 0 },
+    { "blk.{L}.attn_qkv.weight", 'd', 'q', INIT_MATRIX, 0 },
+    { "blk.{L}.attn_qkv.bias", 'q', 0, INIT_BIAS, 0 },
+    { "blk.{L}.attn_out.weight", 'd', 'd', INIT_RESIDUAL, 0 },
+    { "blk.{L}.attn_out.bias", 'd', 0, INIT_BIAS, 0 },
+    { "blk.{L}.ffn_norm.weight", 'd', 0, INIT_NORM, 0 },
+    { "blk.{L}.ffn_norm.bias", 'd', 0, INIT_BIAS, 0 },
+    { "blk.{L}.ffn_up.weight", 'd', 'h', INIT_MATRIX, 0 },
+    { "blk.{L}.ffn_up.bias", 'h', 0, INIT_BIAS, 0 },
+    { "blk.{L}.ffn_down.weight", 'h', 'd', INIT_RESIDUAL, 0 },
+    { "blk.{L}.ffn_down.bias", 'd', 0, INIT_BIAS, 0 },
+    { "out_norm.weight", 'd', 0, INIT_NORM, 0 },
+    { "out_norm.bias", 'd', 0, INIT_BIAS, 0 },
+    { "output.weight", 'v', 'd', INIT_MATRIX, 1 },
 };
 
 static const synth_row LLAMA_ROWS[] = {
-    { "model.embed_tokens.weight", 'v', 'd', INIT_MATRIX, 0 },
-    { "model.layers.{L}.input_layernorm.weight", 'd', 0, INIT_NORM, 0 },
-    { "model.layers.{L}.self_attn.q_proj.weight", 'd', 'd', INIT_MATRIX, 0 },
-    { "model.layers.{L}.self_attn.k_proj.weight", 'k', 'd', INIT_MATRIX, 0 },
-    { "model.layers.{L}.self_attn.v_proj.weight", 'k', 'd', INIT_MATRIX, 0 },
-    { "model.layers.{L}.self_attn.o_proj.weight", 'd', 'd', INIT_RESIDUAL, 0 },
-    { "model.layers.{L}.post_attention_layernorm.weight", 'd', 0, INIT_NORM, 0 },
-    { "model.layers.{L}.mlp.gate_proj.weight", 'h', 'd', INIT_MATRIX, 0 },
-    { "model.layers.{L}.mlp.up_proj.weight", 'h', 'd', INIT_MATRIX, 0 },
-    { "model.layers.{L}.mlp.down_proj.weight", 'd', 'h', INIT_RESIDUAL, 0 },
-    { "model.norm.weight", 'd', 0, INIT_NORM, 0 },
-    { "lm_head.weight", 'v', 'd', INIT_MATRIX, 1 },
+    { "tok_embd.weight", 'v', 'd', INIT_MATRIX, 0 },
+    { "blk.{L}.attn_norm.weight", 'd', 0, INIT_NORM, 0 },
+    { "blk.{L}.attn_q.weight", 'd', 'd', INIT_MATRIX, 0 },
+    { "blk.{L}.attn_k.weight", 'k', 'd', INIT_MATRIX, 0 },
+    { "blk.{L}.attn_v.weight", 'k', 'd', INIT_MATRIX, 0 },
+    { "blk.{L}.attn_out.weight", 'd', 'd', INIT_RESIDUAL, 0 },
+    { "blk.{L}.ffn_norm.weight", 'd', 0, INIT_NORM, 0 },
+    { "blk.{L}.ffn_gate.weight", 'h', 'd', INIT_MATRIX, 0 },
+    { "blk.{L}.ffn_up.weight", 'h', 'd', INIT_MATRIX, 0 },
+    { "blk.{L}.ffn_down.weight", 'd', 'h', INIT_RESIDUAL, 0 },
+    { "out_norm.weight", 'd', 0, INIT_NORM, 0 },
+    { "output.weight", 'v', 'd', INIT_MATRIX, 1 },
 };
 
 typedef struct {
@@ -113,15 +117,6 @@ static int64_t dim_of(const cv_synth_shape *s, char letter)
     }
 }
 
-static void expand_name(const char *pattern, int layer, char *out, size_t cap)
-{
-    const char *l = strstr(pattern, "{L}");
-    if (l)
-        snprintf(out, cap, "%.*s%d%s", (int)(l - pattern), pattern, layer, l + 3);
-    else
-        snprintf(out, cap, "%s", pattern);
-}
-
 /* Appends row r (for layer) to t[*n], or only counts it when t is NULL. */
 static void add_tensor(const cv_synth_shape *s, const synth_row *r, int layer, synth_tensor *t, int *n)
 {
@@ -130,7 +125,9 @@ static void add_tensor(const cv_synth_shape *s, const synth_row *r, int layer, s
         return;
     }
     synth_tensor *x = &t[(*n)++];
-    expand_name(r->name, layer, x->name, sizeof x->name);
+    char canon[LMQ_NAME_MAX];
+    lmq_hf_expand(r->name, layer, canon, sizeof canon);
+    lmq_hf_reverse(lmq_hf_family_of(s->family), canon, 1, x->name, sizeof x->name);
     x->shape[0] = dim_of(s, r->d0);
     x->shape[1] = r->d1 ? dim_of(s, r->d1) : 0;
     x->init = r->init;
@@ -284,41 +281,43 @@ static lmq_code write_config(const cv_synth_shape *s, const char *dir, uint64_t 
     snprintf(seed_s, sizeof seed_s, "%llu", (unsigned long long)seed);
     json_object_set_new(origin, "shape", json_string(s->name));
     json_object_set_new(origin, "seed", json_string(seed_s));
+    /* The keys of the family's row of formats/hf_model.h, in an order of their own. */
+    const lmq_hf_family *f = lmq_hf_family_of(s->family);
 #define SET(key, value) json_object_set_new(j, key, value)
+#define KEY(field) lmq_hf_key_of(f, LMQ_HK_##field)->key
+    SET("architectures", json_pack("[s]", f->architecture));
+    SET("model_type", json_string(f->model_type));
     if (s->family == LMQ_FAMILY_GPT2) {
-        SET("architectures", json_pack("[s]", "GPT2LMHeadModel"));
-        SET("model_type", json_string("gpt2"));
-        SET("vocab_size", json_integer(s->vocab_size));
-        SET("n_positions", json_integer(s->max_seq));
-        SET("n_ctx", json_integer(s->max_seq));
-        SET("n_embd", json_integer(s->dim));
-        SET("n_layer", json_integer(s->n_layers));
-        SET("n_head", json_integer(s->n_heads));
-        SET("n_inner", json_integer(s->hidden_dim));
-        SET("activation_function", json_string("gelu_new"));
-        SET("layer_norm_epsilon", json_real(1e-5));
+        SET(KEY(VOCAB_SIZE), json_integer(s->vocab_size));
+        SET(KEY(MAX_SEQ), json_integer(s->max_seq));
+        SET(KEY(MAX_SEQ_OLD), json_integer(s->max_seq));
+        SET(KEY(DIM), json_integer(s->dim));
+        SET(KEY(N_LAYERS), json_integer(s->n_layers));
+        SET(KEY(N_HEADS), json_integer(s->n_heads));
+        SET(KEY(HIDDEN_DIM), json_integer(s->hidden_dim));
+        SET(KEY(ACTIVATION), json_string(lmq_hf_key_of(f, LMQ_HK_ACTIVATION)->value));
+        SET(KEY(NORM_EPS), json_real(1e-5));
         SET("initializer_range", json_real(0.02));
-        SET("bos_token_id", json_integer(s->vocab_size - 1)); /* <|endoftext|>, the last token */
-        SET("eos_token_id", json_integer(s->vocab_size - 1));
+        SET(KEY(BOS), json_integer(s->vocab_size - 1)); /* <|endoftext|>, the last token */
+        SET(KEY(EOS), json_integer(s->vocab_size - 1));
     } else {
-        SET("architectures", json_pack("[s]", "LlamaForCausalLM"));
-        SET("model_type", json_string("llama"));
-        SET("hidden_size", json_integer(s->dim));
-        SET("intermediate_size", json_integer(s->hidden_dim));
-        SET("num_hidden_layers", json_integer(s->n_layers));
-        SET("num_attention_heads", json_integer(s->n_heads));
-        SET("num_key_value_heads", json_integer(s->n_kv_heads));
-        SET("vocab_size", json_integer(s->vocab_size));
-        SET("max_position_embeddings", json_integer(s->max_seq));
-        SET("rms_norm_eps", json_real(1e-5));
-        SET("rope_theta", json_real(10000.0));
-        SET("hidden_act", json_string("silu"));
-        SET("bos_token_id", json_integer(1));
-        SET("eos_token_id", json_integer(2));
+        SET(KEY(DIM), json_integer(s->dim));
+        SET(KEY(HIDDEN_DIM), json_integer(s->hidden_dim));
+        SET(KEY(N_LAYERS), json_integer(s->n_layers));
+        SET(KEY(N_HEADS), json_integer(s->n_heads));
+        SET(KEY(N_KV_HEADS), json_integer(s->n_kv_heads));
+        SET(KEY(VOCAB_SIZE), json_integer(s->vocab_size));
+        SET(KEY(MAX_SEQ), json_integer(s->max_seq));
+        SET(KEY(NORM_EPS), json_real(1e-5));
+        SET(KEY(ROPE_THETA), json_real(10000.0));
+        SET(KEY(ACTIVATION), json_string(lmq_hf_key_of(f, LMQ_HK_ACTIVATION)->value));
+        SET(KEY(BOS), json_integer(1));
+        SET(KEY(EOS), json_integer(2));
     }
-    SET("tie_word_embeddings", json_boolean(s->tied));
+    SET(KEY(TIED), json_boolean(s->tied));
     SET("torch_dtype", json_string("float32"));
     SET("lmq_synth", origin);
+#undef KEY
 #undef SET
     char *text = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6));
     json_decref(j);
@@ -408,18 +407,10 @@ static lmq_code write_gpt2_tokenizer(const cv_synth_shape *s, const char *dir, l
     return c;
 }
 
-static void put_le32(FILE *f, uint32_t x)
-{
-    const uint8_t b[4] = { (uint8_t)x, (uint8_t)(x >> 8), (uint8_t)(x >> 16), (uint8_t)(x >> 24) };
-    fwrite(b, 1, 4, f);
-}
-
 static void put_piece(FILE *f, float score, const char *text)
 {
-    uint32_t bits;
-    memcpy(&bits, &score, sizeof bits);
-    put_le32(f, bits);
-    put_le32(f, (uint32_t)strlen(text));
+    lmq_write_le32(f, lmq_f32_bits(score));
+    lmq_write_le32(f, (uint32_t)strlen(text));
     fputs(text, f);
 }
 
@@ -439,7 +430,7 @@ static lmq_code write_llama_tokenizer(const cv_synth_shape *s, const char *dir, 
     lmq_code c = open_out(&a, dir, "tokenizer.bin", err);
     if (c)
         return c;
-    put_le32(a.fp, max_len);
+    lmq_write_le32(a.fp, max_len);
     put_piece(a.fp, 0, "<unk>");
     put_piece(a.fp, 0, "\n<s>\n");
     put_piece(a.fp, 0, "\n</s>\n");

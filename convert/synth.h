@@ -1,7 +1,7 @@
 /* Synthetic checkpoints with the shapes of real models, for speed benchmarks where the real
  * weights are not at hand: a Hugging Face directory that lmq convert reads like any other.
  *
- *   config.json          the keys convert/hf.c reads for the family
+ *   config.json          the keys convert/hf.c reads for the family (formats/hf_model.h)
  *   model.safetensors    F32 weights, pseudo-random from the seed (normal-ish, std 0.02 for
  *                        matrices, norms near 1, small biases), written tensor by tensor
  *   vocab.json, merges.txt   GPT-2 shapes: a byte-level BPE with exactly vocab_size tokens
@@ -25,9 +25,6 @@ typedef struct {
     int n_layers, dim, hidden_dim, n_heads, n_kv_heads, vocab_size, max_seq;
     int tied; /* the classifier is the token embedding (no lm_head.weight) */
 } cv_synth_shape;
-
-extern const cv_synth_shape cv_synth_shapes[];
-extern const int cv_synth_n_shapes;
 
 /* The shape called name, or NULL. */
 const cv_synth_shape *cv_synth_find(const char *name);

@@ -5,11 +5,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/file.h"
-#include "convert/convert.h"
+#include "common/le.h"
+#include "formats/artefact.h"
 #include "formats/encoding.h"
+#include "formats/hf_model.h"
 #include "formats/model.h"
 #include "formats/safetensors.h"
 #include "runtime/artefact.h"
@@ -17,11 +23,23 @@
 #include "schemes/scheme.h"
 
 #define HF_NAME_MAX (2 * LMQ_NAME_MAX)
+/* The compressed-tensors release whose config.json layout this export follows (version,
+ * sparsity_config and transform_config beside quantization_config's own keys). */
+#define CT_VERSION "0.11.0"
 
-/* One scheme of config_groups: a weight encoding and the activations of the layer reading it. */
+/* How a config group's weights are stored: pack-quantized for 4 and 8 bits, int-quantized for
+ * W8A8, naive-quantized (one int8 per weight) for the other widths. */
+typedef enum { FMT_PACK, FMT_INT, FMT_NAIVE } ct_format;
+static const char *const FORMAT_NAMES[] = { "pack-quantized", "int-quantized", "naive-quantized" };
+#define FMT_MIXED "mixed-precision" /* the top-level format when the groups' differ */
+
+/* One scheme of config_groups: a weight encoding, how its codes were chosen (act-order) and the
+ * activations of the layer reading it; the format follows from them. */
 typedef struct {
     lmq_qparams q;
     lmq_act act;
+    int act_order;
+    ct_format format;
 } ct_scheme;
 
 /* One tensor of the artefact as it is written. */
@@ -31,11 +49,12 @@ typedef struct {
     int transpose;        /* float Conv1D weight: written [in, out] */
     int rope_heads;       /* > 0: q/k rows go from interleaved to rotate_half order, per head */
     int group;            /* config group, -1 when written as floats */
+    int act_order;        /* GPTQ act-order (the manifest's), which compressed-tensors calls "weight" */
     lmq_layout L;
 } ct_item;
 
 /* What each safetensors entry holds, and the function that produces its bytes. */
-typedef enum { E_FLOAT, E_PACKED, E_INT8, E_SCALE, E_ZERO, E_SHAPE } ct_entry_kind;
+typedef enum { E_FLOAT, E_PACKED, E_INT8, E_SCALE, E_ZERO, E_ZERO8, E_SHAPE } ct_entry_kind;
 
 typedef struct {
     ct_entry_kind kind;
@@ -50,7 +69,8 @@ typedef struct {
     int n_items;
     ct_scheme schemes[16];
     int n_schemes;
-    int w8a8; /* int-quantized: the quantised modules have int8 activations */
+    const char *format; /* the top-level format: the groups' own, or FMT_MIXED */
+    lmq_manifest man;   /* the artefact's: act-order per tensor */
     ct_entry *entries;
     int n_entries;
 } ct_ctx;
@@ -81,21 +101,10 @@ static int64_t scale_cols(const ct_item *it)
     return it->t->q.gran == LMQ_GRAN_TENSOR ? 1 : it->L.groups_per_row;
 }
 
-static uint16_t le16(const uint8_t *p)
-{
-    return (uint16_t)(p[0] | p[1] << 8);
-}
-
-static void put_le32(uint8_t *p, uint32_t v)
-{
-    for (int k = 0; k < 4; k++)
-        p[k] = (uint8_t)(v >> 8 * k);
-}
-
 /* The stored zero point of scale group g of row r (asymmetric tensors). */
 static int zero_at(const ct_item *it, int64_t r, int64_t g)
 {
-    return (int16_t)le16(it->t->raw + it->L.zero_offset + 2 * (size_t)(r * it->L.groups_per_row + g));
+    return (int16_t)lmq_le16(it->t->raw + it->L.zero_offset + 2 * (size_t)(r * it->L.groups_per_row + g));
 }
 
 /* ---- planning: names, schemes, what cannot be written ------------------------------------ */
@@ -105,12 +114,19 @@ static int is_linear(const lmq_tensor *t)
     return t->ndim == 2 && strcmp(t->name, "tok_embd.weight") && strcmp(t->name, "pos_embd.weight");
 }
 
-static int scheme_index(ct_ctx *x, const lmq_tensor *t, lmq_err *err)
+static ct_format format_of(const lmq_tensor *t)
 {
-    const ct_scheme s = { t->q, t->act };
+    const unsigned bits = lmq_encoding_of(t->q.dtype)->bits;
+    return t->act.scheme != LMQ_ACT_NONE ? FMT_INT : bits == 4 || bits == 8 ? FMT_PACK : FMT_NAIVE;
+}
+
+static int scheme_index(ct_ctx *x, const ct_item *it, lmq_err *err)
+{
+    const lmq_tensor *t = it->t;
+    const ct_scheme s = { t->q, t->act, it->act_order, format_of(t) };
     for (int i = 0; i < x->n_schemes; i++)
         if (!memcmp(&x->schemes[i].q, &s.q, sizeof s.q) && x->schemes[i].act.scheme == s.act.scheme &&
-            x->schemes[i].act.gran == s.act.gran)
+            x->schemes[i].act.gran == s.act.gran && x->schemes[i].act_order == s.act_order)
             return i;
     if (x->n_schemes == (int)(sizeof x->schemes / sizeof x->schemes[0])) {
         lmq_fail(err, LMQ_E_UNSUPPORTED, "tensor %s: more than %d distinct schemes", t->name, x->n_schemes);
@@ -138,6 +154,12 @@ static lmq_code check_quantised(const ct_item *it, lmq_err *err)
     if (t->act.scheme != LMQ_ACT_NONE && (t->q.dtype != LMQ_T_INT8 || t->q.asym))
         return lmq_fail(err, LMQ_E_UNSUPPORTED, "tensor %s is %s with int8 activations: int-quantized holds "
                         "symmetric int8 weights only", t->name, d);
+    /* vLLM's kernels read whole groups; the format defines no padding of a short last one. */
+    if (t->q.gran == LMQ_GRAN_GROUP && it->L.cols % t->q.group)
+        return lmq_fail(err, LMQ_E_UNSUPPORTED, "tensor %s is %s: its %lld columns are not a whole number of "
+                        "groups of %u, which compressed-tensors (and vLLM's kernels) need; choose a group that "
+                        "divides %lld, or per-channel scales", t->name, d, (long long)it->L.cols, t->q.group,
+                        (long long)it->L.cols);
     if (!t->q.asym)
         return LMQ_OK;
     /* lmq stores int16 zero points; the format packs them in `bits` bits, offset like the codes. */
@@ -186,7 +208,9 @@ static lmq_code plan_item(ct_ctx *x, const lmq_tensor *t, ct_item *it, lmq_err *
     if ((c = check_quantised(it, err)))
         return c;
     it->hf[strlen(it->hf) - strlen(".weight")] = '\0'; /* the module */
-    it->group = scheme_index(x, t, err);
+    const lmq_manifest_tensor *mt = lmq_manifest_find(&x->man, t->name);
+    it->act_order = mt && mt->calib.method == LMQ_METHOD_GPTQ && mt->calib.act_order;
+    it->group = scheme_index(x, it, err);
     return it->group < 0 ? LMQ_E_UNSUPPORTED : LMQ_OK;
 }
 
@@ -224,18 +248,24 @@ static void put_packed(const ct_item *it, uint8_t *out, uint32_t *codes)
             uint32_t v = 0;
             for (int64_t c = w * pf; c < cols && c < (w + 1) * pf; c++)
                 v |= codes[c] << (bits * (unsigned)(c - w * pf));
-            put_le32(out + 4 * (size_t)(r * words + w), v);
+            lmq_put_le32(out + 4 * (size_t)(r * words + w), v);
         }
     }
 }
 
-/* int-quantized weight: int8 two's complement, lmq's offset-binary code XOR 0x80. */
+/* A stored code or zero point (offset by 2^(bits-1)) as the signed int8 it stands for. */
+static uint8_t signed8(const ct_item *it, int code)
+{
+    return (uint8_t)(int8_t)(code - (1 << (code_bits(it) - 1)));
+}
+
+/* int-quantized and naive-quantized weight: one int8 (two's complement q) per weight. */
 static void put_int8(const ct_item *it, uint8_t *out, uint32_t *codes)
 {
     for (int64_t r = 0; r < it->L.rows; r++) {
         row_codes(it, r, codes);
         for (int64_t c = 0; c < it->L.cols; c++)
-            out[r * it->L.cols + c] = (uint8_t)(codes[c] ^ 0x80u);
+            out[r * it->L.cols + c] = signed8(it, (int)codes[c]);
     }
 }
 
@@ -258,18 +288,26 @@ static void put_zero(const ct_item *it, uint8_t *out, uint32_t *codes)
     for (int64_t r = 0; r < it->L.rows; r++)
         for (int64_t g = 0; g < groups; g++) {
             uint8_t *w = out + 4 * (size_t)((r / pf) * groups + g);
-            const uint32_t v = (uint32_t)w[0] | (uint32_t)w[1] << 8 | (uint32_t)w[2] << 16 | (uint32_t)w[3] << 24;
-            put_le32(w, v | (uint32_t)zero_at(it, src_row(it, r), g) << (bits * (unsigned)(r % pf)));
+            lmq_put_le32(w, lmq_le32(w) | (uint32_t)zero_at(it, src_row(it, r), g) << (bits * (unsigned)(r % pf)));
         }
+}
+
+/* naive-quantized weight_zero_point: one int8 (signed z) per scale. */
+static void put_zero8(const ct_item *it, uint8_t *out, uint32_t *codes)
+{
+    (void)codes;
+    const int64_t groups = it->L.groups_per_row;
+    for (int64_t r = 0; r < it->L.rows; r++)
+        for (int64_t g = 0; g < groups; g++)
+            out[r * groups + g] = signed8(it, zero_at(it, src_row(it, r), g));
 }
 
 /* weight_shape: [out, in] as little-endian int64. */
 static void put_shape(const ct_item *it, uint8_t *out, uint32_t *codes)
 {
     (void)codes;
-    const int64_t dims[2] = { it->L.rows, it->L.cols };
-    for (int k = 0; k < 16; k++)
-        out[k] = (uint8_t)((uint64_t)dims[k / 8] >> 8 * (k % 8));
+    lmq_put_le(out, (uint64_t)it->L.rows, 8);
+    lmq_put_le(out + 8, (uint64_t)it->L.cols, 8);
 }
 
 /* Each kind of entry: its name after the module's, its dtype (floats keep the tensor's), and
@@ -284,6 +322,7 @@ static const struct {
     [E_INT8] = { ".weight", ST_I8, put_int8 },
     [E_SCALE] = { ".weight_scale", ST_F16, put_scale },
     [E_ZERO] = { ".weight_zero_point", ST_I32, put_zero },
+    [E_ZERO8] = { ".weight_zero_point", ST_I8, put_zero8 },
     [E_SHAPE] = { ".weight_shape", ST_I64, put_shape },
 };
 
@@ -318,14 +357,17 @@ static lmq_code plan_entries(ct_ctx *x, st_out **outs, lmq_err *err)
             continue;
         }
         const int64_t rows = it->L.rows, cols = it->L.cols, pf = pack_factor(it);
-        if (x->w8a8)
-            add_entry(x, E_INT8, i, rows, cols);
-        else
+        const int packed = x->schemes[it->group].format == FMT_PACK;
+        if (packed)
             add_entry(x, E_PACKED, i, rows, (cols + pf - 1) / pf);
+        else
+            add_entry(x, E_INT8, i, rows, cols);
         add_entry(x, E_SCALE, i, t->q.gran == LMQ_GRAN_TENSOR ? 1 : rows, scale_cols(it));
-        if (t->q.asym)
+        if (t->q.asym && packed)
             add_entry(x, E_ZERO, i, (rows + pf - 1) / pf, scale_cols(it));
-        if (!x->w8a8)
+        else if (t->q.asym)
+            add_entry(x, E_ZERO8, i, rows, scale_cols(it));
+        if (packed)
             add_entry(x, E_SHAPE, i, 2, 0);
     }
     for (int k = 0; k < x->n_entries; k++) {
@@ -408,7 +450,7 @@ static json_t *quant_args(const ct_scheme *s)
     json_object_set_new(w, "strategy", json_string(strategy[s->q.gran]));
     json_object_set_new(w, "group_size", s->q.gran == LMQ_GRAN_GROUP ? json_integer(s->q.group) : json_null());
     json_object_set_new(w, "dynamic", json_false());
-    json_object_set_new(w, "actorder", json_null());
+    json_object_set_new(w, "actorder", s->act_order ? json_string("weight") : json_null());
     json_object_set_new(w, "observer", json_string("minmax"));
     return w;
 }
@@ -441,6 +483,7 @@ static json_t *quantization_config(const ct_ctx *x)
         json_object_set_new(grp, "input_activations",
                             x->schemes[g].act.scheme == LMQ_ACT_NONE ? json_null() : act_args(x->schemes[g].act));
         json_object_set_new(grp, "output_activations", json_null());
+        json_object_set_new(grp, "format", json_string(FORMAT_NAMES[x->schemes[g].format]));
         char key[32];
         snprintf(key, sizeof key, "group_%d", g);
         json_object_set_new(groups, key, grp);
@@ -455,48 +498,59 @@ static json_t *quantization_config(const ct_ctx *x)
     if (x->m.arch.tied_embedding) /* lm_head is the float embedding */
         json_array_append_new(ignore, json_string("lm_head"));
     json_object_set_new(qc, "quant_method", json_string("compressed-tensors"));
-    json_object_set_new(qc, "format", json_string(x->w8a8 ? "int-quantized" : "pack-quantized"));
+    json_object_set_new(qc, "format", json_string(x->format));
     json_object_set_new(qc, "quantization_status", json_string("compressed"));
     json_object_set_new(qc, "config_groups", groups);
     json_object_set_new(qc, "ignore", ignore);
     json_object_set_new(qc, "kv_cache_scheme", json_null());
+    /* Informational: the quantised modules' weights at 16 bits over the bits stored for them
+     * (codes, scales, zero points). */
+    double dense = 0, stored = 0;
+    for (int i = 0; i < x->n_items; i++)
+        if (x->items[i].group >= 0) {
+            dense += 16.0 * (double)x->items[i].L.rows * (double)x->items[i].L.cols;
+            stored += (double)x->items[i].L.bits;
+        }
+    json_object_set_new(qc, "global_compression_ratio", json_real(dense / stored));
+    json_object_set_new(qc, "sparsity_config", json_object()); /* no sparsity */
+    json_object_set_new(qc, "transform_config", json_object()); /* no transforms */
+    json_object_set_new(qc, "version", json_string(CT_VERSION));
     return qc;
+}
+
+/* The value of config.json key k for a model of arch a. */
+static json_t *config_value(const lmq_hf_key *k, const lmq_arch *a)
+{
+    switch (k->field) {
+    case LMQ_HK_VOCAB_SIZE: return json_integer(a->vocab_size);
+    case LMQ_HK_DIM: return json_integer(a->dim);
+    case LMQ_HK_HIDDEN_DIM: return json_integer(a->hidden_dim);
+    case LMQ_HK_N_LAYERS: return json_integer(a->n_layers);
+    case LMQ_HK_N_HEADS: return json_integer(a->n_heads);
+    case LMQ_HK_N_KV_HEADS: return json_integer(a->n_kv_heads);
+    case LMQ_HK_MAX_SEQ:
+    case LMQ_HK_MAX_SEQ_OLD: return json_integer(a->max_seq);
+    case LMQ_HK_NORM_EPS: return json_float(a->norm_eps);
+    case LMQ_HK_ROPE_THETA: return json_float(a->rope_theta);
+    case LMQ_HK_ACTIVATION: return json_string(k->value);
+    case LMQ_HK_ATTN_BIAS:
+    case LMQ_HK_MLP_BIAS: return json_false();
+    case LMQ_HK_TIED: return json_boolean(a->tied_embedding);
+    case LMQ_HK_BOS: return json_token(a->bos_id);
+    case LMQ_HK_EOS: return json_token(a->eos_id);
+    }
+    return json_null();
 }
 
 static json_t *config_json(const ct_ctx *x)
 {
     const lmq_arch *a = &x->m.arch;
-    const char *model_type;
-    const char *arch = lmq_hf_architecture(a->family, &model_type);
+    const lmq_hf_family *f = lmq_hf_family_of(a->family);
     json_t *cfg = json_object();
-    json_object_set_new(cfg, "architectures", json_pack("[s]", arch));
-    json_object_set_new(cfg, "model_type", json_string(model_type));
-    json_object_set_new(cfg, "vocab_size", json_integer(a->vocab_size));
-    if (a->family == LMQ_FAMILY_GPT2) {
-        json_object_set_new(cfg, "n_embd", json_integer(a->dim));
-        json_object_set_new(cfg, "n_layer", json_integer(a->n_layers));
-        json_object_set_new(cfg, "n_head", json_integer(a->n_heads));
-        json_object_set_new(cfg, "n_inner", json_integer(a->hidden_dim));
-        json_object_set_new(cfg, "n_positions", json_integer(a->max_seq));
-        json_object_set_new(cfg, "n_ctx", json_integer(a->max_seq));
-        json_object_set_new(cfg, "activation_function", json_string("gelu_new"));
-        json_object_set_new(cfg, "layer_norm_epsilon", json_float(a->norm_eps));
-    } else {
-        json_object_set_new(cfg, "hidden_size", json_integer(a->dim));
-        json_object_set_new(cfg, "intermediate_size", json_integer(a->hidden_dim));
-        json_object_set_new(cfg, "num_hidden_layers", json_integer(a->n_layers));
-        json_object_set_new(cfg, "num_attention_heads", json_integer(a->n_heads));
-        json_object_set_new(cfg, "num_key_value_heads", json_integer(a->n_kv_heads));
-        json_object_set_new(cfg, "max_position_embeddings", json_integer(a->max_seq));
-        json_object_set_new(cfg, "rms_norm_eps", json_float(a->norm_eps));
-        json_object_set_new(cfg, "rope_theta", json_float(a->rope_theta));
-        json_object_set_new(cfg, "hidden_act", json_string("silu"));
-        json_object_set_new(cfg, "attention_bias", json_false());
-        json_object_set_new(cfg, "mlp_bias", json_false());
-    }
-    json_object_set_new(cfg, "tie_word_embeddings", json_boolean(a->tied_embedding));
-    json_object_set_new(cfg, "bos_token_id", json_token(a->bos_id));
-    json_object_set_new(cfg, "eos_token_id", json_token(a->eos_id));
+    json_object_set_new(cfg, "architectures", json_pack("[s]", f->architecture));
+    json_object_set_new(cfg, "model_type", json_string(f->model_type));
+    for (size_t i = 0; i < f->n_keys; i++)
+        json_object_set_new(cfg, f->keys[i].key, config_value(&f->keys[i], a));
     /* The dtype a loader computes in: the scales' (fp16) when quantised, else the first
      * matrix's. */
     lmq_dtype dtype = LMQ_T_F16;
@@ -538,26 +592,21 @@ static lmq_code write_config(const ct_ctx *x, const char *path, lmq_err *err)
 
 static lmq_code plan(ct_ctx *x, lmq_err *err)
 {
-    if (!lmq_hf_architecture(x->m.arch.family, NULL))
+    if (!lmq_hf_family_of(x->m.arch.family))
         return lmq_fail(err, LMQ_E_UNSUPPORTED, "no Hugging Face architecture for this model family");
     x->items = calloc((size_t)x->m.n_tensors + 1, sizeof *x->items);
     if (!x->items)
         return lmq_fail(err, LMQ_E_NOMEM, "out of memory");
-    int acts = 0;
     for (int i = 0; i < x->m.n_tensors; i++) {
         lmq_code c = plan_item(x, &x->m.tensors[i], &x->items[x->n_items], err);
         if (c)
             return c;
-        acts += x->items[x->n_items].group >= 0 && x->m.tensors[i].act.scheme != LMQ_ACT_NONE;
         x->n_items++;
     }
-    int quantised = 0;
-    for (int i = 0; i < x->n_items; i++)
-        quantised += x->items[i].group >= 0;
-    if (acts && acts != quantised)
-        return lmq_fail(err, LMQ_E_UNSUPPORTED, "%d of %d quantised modules have int8 activations: one file holds "
-                        "one format (int-quantized for W8A8, pack-quantized for weight-only)", acts, quantised);
-    x->w8a8 = acts > 0;
+    /* One format for the file, or mixed-precision with each config group's own. */
+    for (int g = 0; g < x->n_schemes; g++)
+        x->format = !g || x->format == FORMAT_NAMES[x->schemes[g].format] ? FORMAT_NAMES[x->schemes[g].format]
+                                                                           : FMT_MIXED;
     return LMQ_OK;
 }
 
@@ -568,46 +617,132 @@ static lmq_code join(char *out, size_t cap, const char *dir, const char *name, l
     return LMQ_OK;
 }
 
-static lmq_code export_dir(ct_ctx *x, const char *in_path, const char *out_dir, lmq_err *err)
+/* Removes the directory at dir (in the directory fd at) and everything below it, following no
+ * link; 0, or -1 with errno. */
+static int remove_tree(int at, const char *dir)
+{
+    const int fd = openat(at, dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+    DIR *d = fd < 0 ? NULL : fdopendir(fd);
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    int rc = 0;
+    for (struct dirent *e; !rc && (e = readdir(d));) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        struct stat st;
+        rc = fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW);
+        if (!rc)
+            rc = S_ISDIR(st.st_mode) ? remove_tree(fd, e->d_name) : unlinkat(fd, e->d_name, 0);
+    }
+    closedir(d);
+    return rc ? rc : unlinkat(at, dir, AT_REMOVEDIR);
+}
+
+static int dir_is_empty(const char *dir)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d));)
+        n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    if (d)
+        closedir(d);
+    return d && !n;
+}
+
+/* Where out_dir may be written: absent, an empty directory, or (force) a directory that does
+ * not hold the artefact being read; never a link or another kind of file. */
+static lmq_code check_target(const char *in_path, const char *out_dir, int force, int *exists, lmq_err *err)
+{
+    struct stat st;
+    *exists = !lstat(out_dir, &st);
+    if (!*exists)
+        return errno == ENOENT ? LMQ_OK : lmq_fail(err, LMQ_E_IO, "%s: %s", out_dir, strerror(errno));
+    if (S_ISLNK(st.st_mode))
+        return lmq_fail(err, LMQ_E_ARG, "%s: is a symbolic link: give the directory itself", out_dir);
+    if (!S_ISDIR(st.st_mode))
+        return lmq_fail(err, LMQ_E_ARG, "%s: exists and is not a directory", out_dir);
+    if (dir_is_empty(out_dir))
+        return LMQ_OK;
+    if (!force)
+        return lmq_fail(err, LMQ_E_ARG, "%s: not empty (a previous export?): --force replaces the directory whole",
+                        out_dir);
+    char in_real[PATH_MAX], out_real[PATH_MAX];
+    const size_t n = realpath(out_dir, out_real) ? strlen(out_real) : 0;
+    if (n && realpath(in_path, in_real) && !strncmp(in_real, out_real, n) && in_real[n] == '/')
+        return lmq_fail(err, LMQ_E_ARG, "%s: holds %s, the artefact being exported: --force would remove it", out_dir,
+                        in_path);
+    return LMQ_OK;
+}
+
+/* The export is written whole into a new directory beside out_dir, then put in its place: a
+ * reader sees the old directory or the new one, never a mix of the two, and an old export's
+ * other files do not stay beside the new one's. */
+static lmq_code export_dir(ct_ctx *x, const char *in_path, const char *out_dir, int force, lmq_err *err)
 {
     st_out *outs = NULL;
-    char path[4096];
+    char path[4096], tmp[4096], old[4096];
+    int exists = 0, made = 0;
     lmq_code c = plan(x, err);
     if (!c)
         c = plan_entries(x, &outs, err);
-    if (!c && mkdir(out_dir, 0777) && errno != EEXIST)
-        c = lmq_fail(err, LMQ_E_IO, "%s: cannot create the directory: %s", out_dir, strerror(errno));
-    /* Nothing written may replace the artefact being read. */
-    if (!c && !(c = join(path, sizeof path, out_dir, "model.safetensors", err)) &&
-        !(c = lmq_output_check(path, &in_path, 1, err)))
+    if (!c)
+        c = check_target(in_path, out_dir, force, &exists, err);
+    if (!c && ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", out_dir) >= sizeof tmp ||
+               (size_t)snprintf(old, sizeof old, "%s.old.XXXXXX", out_dir) >= sizeof old))
+        c = lmq_fail(err, LMQ_E_ARG, "%s: path too long", out_dir);
+    if (!c && !(made = mkdtemp(tmp) != NULL))
+        c = lmq_fail(err, LMQ_E_IO, "%s: cannot create a directory beside it: %s", out_dir, strerror(errno));
+    if (!c && !(c = join(path, sizeof path, tmp, "model.safetensors", err)))
         c = write_weights(x, outs, path, err);
-    if (!c && !(c = join(path, sizeof path, out_dir, "config.json", err)) &&
-        !(c = lmq_output_check(path, &in_path, 1, err)))
+    if (!c && !(c = join(path, sizeof path, tmp, "config.json", err)))
         c = write_config(x, path, err);
     for (int i = 0; i < x->m.n_files && !c; i++)
-        if (!(c = join(path, sizeof path, out_dir, x->m.files[i].name, err)) &&
-            !(c = lmq_output_check(path, &in_path, 1, err)))
+        if (!(c = join(path, sizeof path, tmp, x->m.files[i].name, err)))
             c = write_bytes(path, x->m.files[i].data, x->m.files[i].size, err);
+    /* An empty directory is replaced by rename itself; a full one moves aside first and goes after. */
+    const int aside = !c && exists && !dir_is_empty(out_dir);
+    if (aside && (!mkdtemp(old) || rename(out_dir, old)))
+        c = lmq_fail(err, LMQ_E_IO, "%s: cannot move it aside: %s", out_dir, strerror(errno));
+    if (!c && rename(tmp, out_dir)) {
+        c = lmq_fail(err, LMQ_E_IO, "%s: cannot put the export in place: %s", out_dir, strerror(errno));
+        if (aside)
+            rename(old, out_dir);
+    }
+    if (!c)
+        made = 0;
+    if (!c && aside && remove_tree(AT_FDCWD, old))
+        fprintf(stderr, "lmq export: note: %s (the replaced export) could not be removed: %s\n", old, strerror(errno));
+    if (made)
+        remove_tree(AT_FDCWD, tmp);
     free(outs);
     return c;
 }
 
-lmq_code ct_export(const char *in_path, const char *out_dir, ct_summary *sum, lmq_err *err)
+lmq_code ct_export(const char *in_path, const char *out_dir, int force, ct_summary *sum, lmq_err *err)
 {
     ct_ctx x;
     memset(&x, 0, sizeof x);
-    lmq_code c = rt_load_artefact(in_path, &x.m, err);
+    lmq_container in;
+    lmq_code c = lmq_container_open_manifest(&in, &x.man, in_path, err);
     if (c)
         return c;
-    c = export_dir(&x, in_path, out_dir, err);
+    lmq_container_close(&in);
+    if ((c = rt_load_artefact(in_path, &x.m, err))) {
+        lmq_manifest_free(&x.man);
+        return c;
+    }
+    c = export_dir(&x, in_path, out_dir, force, err);
     if (!c && sum) {
-        *sum = (ct_summary){ .groups = x.n_schemes,
-                             .format = !x.n_schemes ? NULL : x.w8a8 ? "int-quantized" : "pack-quantized" };
+        *sum = (ct_summary){ .groups = x.n_schemes, .format = x.format };
         for (int i = 0; i < x.n_items; i++)
             *(x.items[i].group >= 0 ? &sum->quantized : &sum->plain) += 1;
     }
     free(x.items);
     free(x.entries);
     lmq_model_free(&x.m);
+    lmq_manifest_free(&x.man);
     return c ? lmq_err_prefix(err, "%s: ", in_path) : LMQ_OK;
 }

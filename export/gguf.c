@@ -8,57 +8,14 @@
 #include <string.h>
 
 #include "common/file.h"
-#include "convert/gguf.h"
+#include "common/le.h"
 #include "formats/gguf.h"
+#include "formats/gguf_model.h"
 #include "runtime/artefact.h"
 #include "schemes/scheme.h"
-
-/* Names that differ between lmq and GGUF (llama.cpp's LLM_TENSOR_NAMES); the rest agree. */
-static const struct {
-    const char *lmq, *gguf;
-} renames[] = {
-    { "tok_embd.", "token_embd." },
-    { "pos_embd.", "position_embd." },
-    { "out_norm.", "output_norm." },
-    { ".attn_out.", ".attn_output." },
-};
-
-void lmq_gguf_name(const char *name, int to_gguf, char *out)
-{
-    snprintf(out, LMQ_NAME_MAX, "%s", name);
-    for (size_t i = 0; i < sizeof renames / sizeof renames[0]; i++) {
-        const char *from = to_gguf ? renames[i].lmq : renames[i].gguf, *to = to_gguf ? renames[i].gguf : renames[i].lmq;
-        const char *at = strstr(name, from);
-        if (at && (from[0] == '.' || at == name)) {
-            snprintf(out, LMQ_NAME_MAX, "%.*s%s%s", (int)(at - name), name, to, at + strlen(from));
-            return;
-        }
-    }
-}
+#include "tokenizer/tokenizer.h"
 
 /* ---- tensors ------------------------------------------------------------------------------- */
-
-/* lmq's int8 / int4 symmetric g32 bytes as Q8_0 / Q4_0 blocks: per group, d = the stored fp16
- * scale; Q8_0 qs = code - 128 (two's complement = offset binary XOR 0x80), Q4_0 nibble j (low)
- * and j + 16 (high) = the codes themselves (q + 8 both ways). */
-static void to_q8_0_or_q4_0(const lmq_layout *L, unsigned bits, const uint8_t *src, uint8_t *dst)
-{
-    const unsigned bb = bits == 8 ? 34 : 18;
-    for (int64_t r = 0; r < L->rows; r++)
-        for (int64_t g = 0; g < L->groups_per_row; g++) {
-            uint8_t *b = dst + (size_t)(r * L->groups_per_row + g) * bb;
-            memcpy(b, src + (size_t)(r * L->groups_per_row + g) * 2, 2);
-            const size_t e0 = (size_t)(r * L->cols + g * 32);
-            for (int j = 0; j < 32 && bits == 8; j++)
-                b[2 + j] = src[L->code_offset + e0 + (size_t)j] ^ 0x80;
-            for (int j = 0; j < 16 && bits == 4; j++) {
-                const size_t lo = e0 + (size_t)j, hi = lo + 16;
-                const unsigned cl = src[L->code_offset + lo / 2] >> (4 * (lo & 1)) & 0xF,
-                               ch = src[L->code_offset + hi / 2] >> (4 * (hi & 1)) & 0xF;
-                b[2 + j] = (uint8_t)(cl | ch << 4);
-            }
-        }
-}
 
 /* The GGUF type lmq's encoding q maps onto exactly for a [rows, cols] tensor, or -1: 1-D
  * tensors go as F32 (llama.cpp wants its norms so), and a row must be whole blocks. */
@@ -67,7 +24,7 @@ static int exact_type(const lmq_qparams *q, int ndim, int64_t cols)
     const int t = lmq_gguf_type_for(q);
     if (t < 0 || (ndim == 1 && t != GGML_F32))
         return -1;
-    return cols % gf_type_of((uint32_t)t)->block ? -1 : t;
+    return cols % gf_type_of((uint32_t)t).block ? -1 : t;
 }
 
 /* One tensor's GGUF bytes (*out, malloc'd, *size) as type *type. */
@@ -122,16 +79,13 @@ static lmq_code tensor_bytes(const lmq_tensor *t, int allow_requantize, int *typ
         src = q8_bytes;
         src_q = &q8;
     }
-    const gf_type_info *ti = gf_type_of((uint32_t)*type);
-    *size = (size_t)(n / ti->block * ti->block_bytes);
+    const gf_type_info ti = gf_type_of((uint32_t)*type);
+    *size = (size_t)(n / ti.block * ti.block_bytes);
     if (!(*out = malloc(*size ? *size : 1))) {
         free(q8_bytes);
         return lmq_fail(err, LMQ_E_NOMEM, "tensor %s: out of memory", t->name);
     }
-    if (src_q->dtype == LMQ_T_INT8 || src_q->dtype == LMQ_T_INT4)
-        to_q8_0_or_q4_0(&L, src_q->dtype == LMQ_T_INT8 ? 8 : 4, src, *out);
-    else
-        memcpy(*out, src, *size); /* float rows and GGUF blocks: the same bytes */
+    lmq_gguf_repack(src_q, &L, 1, src, *out);
     free(q8_bytes);
     return LMQ_OK;
 }
@@ -156,7 +110,7 @@ static lmq_code permute_rope(uint8_t *data, size_t size, int64_t rows, int hd, c
 /* ---- tokenizer ----------------------------------------------------------------------------- */
 
 /* llama.cpp's token types (llama_token_type). */
-enum { TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_BYTE = 6 };
+enum { TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_USER_DEFINED = 4, TT_BYTE = 6 };
 
 typedef struct {
     char **s;
@@ -219,9 +173,9 @@ static lmq_code llama2c_tokens(const lmq_file *f, int vocab, const lmq_arch *a, 
     size_t pos = 4;
     for (int i = 0; i < vocab && !rc; i++) {
         uint32_t len;
-        if (f->size < pos + 8 || (memcpy(&len, f->data + pos + 4, 4), len > f->size - pos - 8))
+        if (f->size < pos + 8 || (len = lmq_le32(f->data + pos + 4)) > f->size - pos - 8)
             return lmq_fail(err, LMQ_E_FORMAT, "tokenizer.bin: token %d is truncated", i);
-        memcpy(&t->score[i], f->data + pos, 4);
+        t->score[i] = lmq_le_f32(f->data + pos);
         if (!(t->s[i] = replaced((const char *)f->data + pos + 8, len, " ", LMQ_SPM_SPACE, &t->len[i])))
             return lmq_fail(err, LMQ_E_NOMEM, "tokenizer: out of memory");
         t->type[i] = i == 0 ? TT_UNKNOWN : i == a->bos_id || i == a->eos_id ? TT_CONTROL
@@ -288,14 +242,97 @@ static lmq_code gpt2_merges(const lmq_file *f, token_list *m, lmq_err *err)
     return LMQ_OK;
 }
 
+/* Token i of a list being filled: s, once; false when i is out of range or taken. */
+static int token_set(token_list *t, json_int_t i, const char *s, int32_t type)
+{
+    if (i < 0 || (uint64_t)i >= t->n || t->s[i] || !(t->s[i] = strdup(s)))
+        return 0;
+    t->len[i] = strlen(s);
+    t->type[i] = type;
+    return 1;
+}
+
+/* A byte-level BPE tokenizer.json (its model.vocab, added_tokens and model.merges: "a b"
+ * strings or [a, b] pairs) as GGUF's "gpt2" vocabulary: the ids 0..n-1 each once, the added
+ * tokens CONTROL when special, else USER_DEFINED. */
+static lmq_code hf_json_tokens(const lmq_file *f, token_list *t, token_list *merges, lmq_err *err)
+{
+    json_error_t je;
+    json_t *root = json_loadb((const char *)f->data, f->size, 0, &je);
+    json_t *model = json_object_get(root, "model"), *vocab = json_object_get(model, "vocab");
+    json_t *mg = json_object_get(model, "merges"), *added = json_object_get(root, "added_tokens");
+    lmq_code rc = LMQ_OK;
+    if (!json_is_object(vocab) || !json_is_array(mg) || (added && !json_is_array(added)))
+        rc = lmq_fail(err, LMQ_E_FORMAT, "tokenizer.json: no model.vocab object and model.merges list (%s)", je.text);
+    json_int_t n = 0;
+    const char *k;
+    json_t *v;
+    size_t i;
+    json_object_foreach(vocab, k, v)
+        n = json_is_integer(v) && json_integer_value(v) >= n ? json_integer_value(v) + 1 : n;
+    json_array_foreach(added, i, v)
+        n = json_is_integer(json_object_get(v, "id")) && json_integer_value(json_object_get(v, "id")) >= n
+                ? json_integer_value(json_object_get(v, "id")) + 1 : n;
+    if (!rc)
+        rc = tokens_alloc(t, (uint64_t)n, err);
+    json_array_foreach(added, i, v)
+    {
+        const char *s = json_string_value(json_object_get(v, "content"));
+        if (!rc && (!s || !token_set(t, json_integer_value(json_object_get(v, "id")), s,
+                                     json_is_true(json_object_get(v, "special")) ? TT_CONTROL : TT_USER_DEFINED)))
+            rc = lmq_fail(err, LMQ_E_FORMAT, "tokenizer.json: added_tokens[%zu] has no content or an id taken", i);
+    }
+    json_object_foreach(vocab, k, v)
+    {
+        json_int_t id = json_is_integer(v) ? json_integer_value(v) : -1;
+        if (!rc && !token_set(t, id, k, TT_NORMAL) && !(id >= 0 && id < n && t->s[id] && !strcmp(t->s[id], k)))
+            rc = lmq_fail(err, LMQ_E_FORMAT, "tokenizer.json: token '%s' has id %lld, not free", k, (long long)id);
+    }
+    for (json_int_t id = 0; id < n && !rc; id++)
+        if (!t->s[id])
+            rc = lmq_fail(err, LMQ_E_FORMAT, "tokenizer.json: no token has id %lld (ids must be 0..%lld)",
+                          (long long)id, (long long)n - 1);
+    if (!rc)
+        rc = tokens_alloc(merges, json_array_size(mg), err);
+    json_array_foreach(mg, i, v)
+    {
+        const char *a = json_is_string(v) ? json_string_value(v) : json_string_value(json_array_get(v, 0));
+        const char *b = json_is_string(v) ? NULL : json_string_value(json_array_get(v, 1));
+        if (rc)
+            break;
+        if (!a || (!json_is_string(v) && (!b || json_array_size(v) != 2)))
+            rc = lmq_fail(err, LMQ_E_FORMAT, "tokenizer.json: model.merges[%zu] is not \"a b\" or [a, b]", i);
+        else if (!(merges->s[i] = malloc(strlen(a) + (b ? strlen(b) + 2 : 1))))
+            rc = lmq_fail(err, LMQ_E_NOMEM, "tokenizer: out of memory");
+        else
+            merges->len[i] = (uint64_t)sprintf(merges->s[i], b ? "%s %s" : "%s", a, b);
+    }
+    json_decref(root);
+    return rc;
+}
+
 static lmq_code tokenizer_meta(gf_writer *w, const lmq_model *m, lmq_err *err)
 {
     const lmq_arch *a = &m->arch;
     token_list t = { 0 }, merges = { 0 };
     lmq_code rc;
     const lmq_file *tb = lmq_model_find_file(m, "tokenizer.bin"), *vj = lmq_model_find_file(m, "vocab.json"),
-                   *mt = lmq_model_find_file(m, "merges.txt");
-    if (a->tokenizer == LMQ_TOK_LLAMA2C && tb) {
+                   *mt = lmq_model_find_file(m, "merges.txt"), *tj = lmq_model_find_file(m, "tokenizer.json");
+    tok_tokenizer *tok = NULL;
+    if (a->tokenizer == LMQ_TOK_HF_JSON && tj) {
+        /* lmq's reading of it says which pipeline it is: byte-level BPE has a pre-tokenizer
+         * llama.cpp names; a SentencePiece-style one is not written (yet) */
+        if ((rc = tok_open_model(m, &tok, err)))
+            return lmq_err_prefix(err, "tokenizer.json: ");
+        const char *pre = tok_ggml_pre(tok);
+        tok_free(tok);
+        if (!pre)
+            return lmq_fail(err, LMQ_E_UNSUPPORTED, "tokenizer.json: a SentencePiece-style BPE (Llama-2's kind) has no "
+                            "GGUF form lmq writes; byte-level BPE tokenizer.json files (GPT-2, Llama-3, Qwen2) do");
+        gf_w_str(w, "tokenizer.ggml.model", "gpt2");
+        gf_w_str(w, "tokenizer.ggml.pre", pre);
+        rc = hf_json_tokens(tj, &t, &merges, err);
+    } else if (a->tokenizer == LMQ_TOK_LLAMA2C && tb) {
         gf_w_str(w, "tokenizer.ggml.model", "llama");
         rc = llama2c_tokens(tb, a->vocab_size, a, &t, err);
     } else if (a->tokenizer == LMQ_TOK_GPT2 && vj && mt) {
@@ -305,15 +342,15 @@ static lmq_code tokenizer_meta(gf_writer *w, const lmq_model *m, lmq_err *err)
             rc = gpt2_merges(mt, &merges, err);
     } else {
         return lmq_fail(err, LMQ_E_UNSUPPORTED, "the artefact's tokenizer (%s) has no GGUF form lmq writes "
-                        "(a llama2.c tokenizer.bin, or vocab.json + merges.txt)",
-                        a->tokenizer == LMQ_TOK_HF_JSON ? "tokenizer.json" : "none");
+                        "(a llama2.c tokenizer.bin, vocab.json + merges.txt, or a byte-level BPE tokenizer.json)",
+                        a->tokenizer == LMQ_TOK_SPM ? "tokenizer.model" : "none");
     }
     if (!rc) {
         gf_w_arr_str(w, "tokenizer.ggml.tokens", t.n, (const char *const *)t.s, t.len);
         if (a->tokenizer == LMQ_TOK_LLAMA2C)
             gf_w_arr_f32(w, "tokenizer.ggml.scores", t.n, t.score);
         gf_w_arr_i32(w, "tokenizer.ggml.token_type", t.n, t.type);
-        if (merges.n)
+        if (a->tokenizer != LMQ_TOK_LLAMA2C) /* byte-level BPE, even when empty: its vocabulary has the key */
             gf_w_arr_str(w, "tokenizer.ggml.merges", merges.n, (const char *const *)merges.s, merges.len);
         if (a->bos_id >= 0)
             gf_w_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)a->bos_id);
@@ -327,28 +364,28 @@ static lmq_code tokenizer_meta(gf_writer *w, const lmq_model *m, lmq_err *err)
 
 /* ---- the file ------------------------------------------------------------------------------ */
 
+/* general.architecture and its <arch>.* keys, in the table's order. */
 static void arch_meta(gf_writer *w, const lmq_arch *a)
 {
-    const char *arch = a->family == LMQ_FAMILY_LLAMA ? "llama" : "gpt2";
-    char k[96];
-#define KEY(s) (snprintf(k, sizeof k, "%s." s, arch), k)
-    gf_w_str(w, "general.architecture", arch);
+    const lmq_gguf_arch *ga = lmq_gguf_arch_of(a->family);
+    gf_w_str(w, "general.architecture", ga->name);
     gf_w_str(w, "general.name", "lmq export");
-    gf_w_u32(w, KEY("context_length"), (uint32_t)a->max_seq);
-    gf_w_u32(w, KEY("embedding_length"), (uint32_t)a->dim);
-    gf_w_u32(w, KEY("block_count"), (uint32_t)a->n_layers);
-    gf_w_u32(w, KEY("feed_forward_length"), (uint32_t)a->hidden_dim);
-    gf_w_u32(w, KEY("attention.head_count"), (uint32_t)a->n_heads);
-    if (a->family == LMQ_FAMILY_LLAMA) {
-        gf_w_u32(w, KEY("attention.head_count_kv"), (uint32_t)a->n_kv_heads);
-        gf_w_f32(w, KEY("attention.layer_norm_rms_epsilon"), a->norm_eps);
-        gf_w_f32(w, KEY("rope.freq_base"), a->rope_theta);
-        gf_w_u32(w, KEY("rope.dimension_count"), (uint32_t)(a->dim / a->n_heads));
-        gf_w_u32(w, KEY("vocab_size"), (uint32_t)a->vocab_size);
-    } else {
-        gf_w_f32(w, KEY("attention.layer_norm_epsilon"), a->norm_eps);
+    for (size_t i = 0; i < ga->n_keys; i++) {
+        char k[96];
+        snprintf(k, sizeof k, "%s.%s", ga->name, ga->keys[i].key);
+        switch (ga->keys[i].field) {
+        case LMQ_GK_MAX_SEQ: gf_w_u32(w, k, (uint32_t)a->max_seq); break;
+        case LMQ_GK_DIM: gf_w_u32(w, k, (uint32_t)a->dim); break;
+        case LMQ_GK_N_LAYERS: gf_w_u32(w, k, (uint32_t)a->n_layers); break;
+        case LMQ_GK_HIDDEN_DIM: gf_w_u32(w, k, (uint32_t)a->hidden_dim); break;
+        case LMQ_GK_N_HEADS: gf_w_u32(w, k, (uint32_t)a->n_heads); break;
+        case LMQ_GK_N_KV_HEADS: gf_w_u32(w, k, (uint32_t)a->n_kv_heads); break;
+        case LMQ_GK_NORM_EPS: gf_w_f32(w, k, a->norm_eps); break;
+        case LMQ_GK_ROPE_THETA: gf_w_f32(w, k, a->rope_theta); break;
+        case LMQ_GK_ROPE_DIMS: gf_w_u32(w, k, (uint32_t)(a->dim / a->n_heads)); break;
+        case LMQ_GK_VOCAB_SIZE: gf_w_u32(w, k, (uint32_t)a->vocab_size); break;
+        }
     }
-#undef KEY
 }
 
 static int is_rope_tensor(const char *name)
@@ -367,6 +404,10 @@ typedef struct {
     size_t log_len, log_cap;
     int *src;      /* src[k]: the lmq tensor GGUF tensor k is made from */
     int quantized; /* a block-quantised tensor was declared */
+    int n_of_type[GGML_TYPE_LIMIT]; /* matrices declared, by GGUF type */
+    int dominant;                   /* the type with the most of them (the first to reach it), or -1 */
+    char (*rows)[LMQ_NAME_MAX + 8]; /* the GGUF names LMQ_GGUF_BLOCK_ROWS lists */
+    int n_rows;
 } exporter;
 
 /* Records one re-quantised tensor in the report's log. */
@@ -411,6 +452,26 @@ static lmq_code requantized_meta(exporter *x, lmq_err *err)
     return LMQ_OK;
 }
 
+/* LMQ_GGUF_BLOCK_ROWS: the tensors held in lmq's q8_0 / q4_0 rows, so that import keeps them so. */
+static lmq_code rows_meta(exporter *x, lmq_err *err)
+{
+    const char **s = malloc((size_t)x->n_rows * sizeof *s);
+    uint64_t *len = malloc((size_t)x->n_rows * sizeof *len);
+    if (!s || !len) {
+        free(s);
+        free(len);
+        return lmq_fail(err, LMQ_E_NOMEM, "out of memory");
+    }
+    for (int i = 0; i < x->n_rows; i++) {
+        s[i] = x->rows[i];
+        len[i] = strlen(x->rows[i]);
+    }
+    gf_w_arr_str(x->w, LMQ_GGUF_BLOCK_ROWS, (uint64_t)x->n_rows, s, len);
+    free(s);
+    free(len);
+    return LMQ_OK;
+}
+
 /* The GGUF tensor that lmq tensor t becomes: its bytes (malloc'd), type, rows and elements;
  * *bytes NULL for nothing. A GPT-2 artefact converted with --split-qkv holds q, k and v apart,
  * where llama.cpp wants the fused attn_qkv (rows q|k|v, as lmq's own fused tensor): at attn_q the
@@ -447,8 +508,8 @@ static lmq_code tensor_out(exporter *x, const lmq_tensor *t, int record, uint8_t
             break;
         if (type[k] != type[0])
             rc = lmq_fail(err, LMQ_E_UNSUPPORTED, "tensors %s and %s go to GGUF types %s and %s: llama.cpp's fused "
-                          "attn_qkv holds one", part[0]->name, part[k]->name, gf_type_of((uint32_t)type[0])->name,
-                          gf_type_of((uint32_t)type[k])->name);
+                          "attn_qkv holds one", part[0]->name, part[k]->name, gf_type_of((uint32_t)type[0]).name,
+                          gf_type_of((uint32_t)type[k]).name);
         *rows += part[k]->ndim > 1 ? part[k]->shape[0] : 1;
         *elems += lmq_tensor_numel(part[k]);
         *total += size[k];
@@ -495,7 +556,11 @@ static lmq_code declare_tensor(exporter *x, int i, lmq_err *err)
     gf_w_tensor(x->w, name, (uint32_t)type, t->ndim > 1 ? 2 : 1, t->ndim > 1 ? ne : (const uint64_t[1]){ (uint64_t)elems },
                 NULL, size);
     x->src[x->rep->tensors++] = i;
-    x->quantized |= gf_type_of((uint32_t)type)->block > 1;
+    if (lmq_gguf_names_row(&t->q))
+        memcpy(x->rows[x->n_rows++], name, sizeof name);
+    x->quantized |= gf_type_of((uint32_t)type).block > 1;
+    if (t->ndim > 1 && ++x->n_of_type[type] > (x->dominant < 0 ? 0 : x->n_of_type[x->dominant]))
+        x->dominant = type;
     return LMQ_OK;
 }
 
@@ -521,8 +586,9 @@ lmq_code lmq_gguf_export(const char *in, const char *out, int allow_requantize, 
     /* Two passes, so that memory holds one tensor's GGUF bytes at a time: every tensor is made
      * once to learn its type and size (and record re-quantisations), then again as the file is
      * written. */
-    exporter x = { .m = &m, .allow_requantize = allow_requantize, .rep = rep };
-    if (!(x.src = malloc((size_t)(m.n_tensors ? m.n_tensors : 1) * sizeof *x.src)))
+    exporter x = { .m = &m, .allow_requantize = allow_requantize, .rep = rep, .dominant = -1 };
+    if (!(x.src = malloc((size_t)(m.n_tensors ? m.n_tensors : 1) * sizeof *x.src)) ||
+        !(x.rows = malloc((size_t)(m.n_tensors ? m.n_tensors : 1) * sizeof *x.rows)))
         rc = lmq_fail(err, LMQ_E_NOMEM, "out of memory");
     if (!rc && !(rc = gf_writer_new(&x.w, err))) {
         arch_meta(x.w, &m.arch);
@@ -530,14 +596,21 @@ lmq_code lmq_gguf_export(const char *in, const char *out, int allow_requantize, 
     }
     for (int i = 0; i < m.n_tensors && !rc; i++)
         rc = declare_tensor(&x, i, err);
+    /* general.file_type: the matrices' most frequent type as llama.cpp numbers it (1-D tensors
+     * stay F32 in every llama.cpp type, "except 1d tensors"). */
+    if (!rc && x.dominant >= 0 && lmq_gguf_file_type((uint32_t)x.dominant) >= 0)
+        gf_w_u32(x.w, "general.file_type", (uint32_t)lmq_gguf_file_type((uint32_t)x.dominant));
     if (!rc && x.quantized) /* the spec's must (docs/gguf.md, general metadata) */
         gf_w_u32(x.w, "general.quantization_version", GGUF_QNT_VERSION);
     if (!rc && rep->requantized)
         rc = requantized_meta(&x, err);
+    if (!rc && x.n_rows)
+        rc = rows_meta(&x, err);
     if (!rc)
         rc = gf_writer_write(x.w, out, fill_tensor, &x, err);
     gf_writer_free(x.w);
     free(x.src);
+    free(x.rows);
     lmq_model_free(&m);
     if (rep == &own)
         free(own.log);

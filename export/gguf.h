@@ -1,4 +1,5 @@
-/* GGUF export (formats/gguf.h has the file format, convert/gguf.h the import).
+/* GGUF export (formats/gguf.h has the file format, formats/gguf_model.h the mapping import and
+ * export share, convert/gguf.h the import).
  *
  * Export writes an lmq artefact of the llama or GPT-2 family as a GGUF file llama.cpp loads:
  * its tensor names (token_embd, position_embd, blk.N.attn_output, output_norm, ...), the

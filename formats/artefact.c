@@ -66,13 +66,8 @@ static lmq_code write_model(const char *path, const lmq_model *m, const lmq_mani
                                 codec, err);
     }
     free(buf);
-    for (int i = 0; i < m->n_files && !rc; i++) {
-        const lmq_file *f = &m->files[i];
-        char name[LMQ_NAME_MAX + 8];
-        snprintf(name, sizeof name, LMQ_FILE_PREFIX "%s", f->name);
-        int64_t shape[1] = { (int64_t)f->size };
-        rc = lmq_writer_add(w, name, (lmq_qparams){ .dtype = LMQ_T_BYTES }, 1, shape, f->data, f->size, codec, err);
-    }
+    for (int i = 0; i < m->n_files && !rc; i++)
+        rc = lmq_writer_add_file(w, m->files[i].name, m->files[i].data, m->files[i].size, codec, err);
     if (!rc && !man)
         rc = lmq_manifest_describe(&own, m, err);
     if (rc)
@@ -109,12 +104,26 @@ static lmq_code copy_str(char *dst, size_t n, const char *s, const char *what, c
     return LMQ_OK;
 }
 
+lmq_code lmq_artefact_check(const lmq_container *c, const lmq_manifest *man, lmq_err *err)
+{
+    lmq_err first = { 0 };
+    int bad = lmq_manifest_check(man, c->tensors, c->n_tensors, c->version, first_issue, &first);
+    if (bad)
+        return lmq_fail(err, LMQ_E_FORMAT, "manifest: %s%s", first.msg,
+                        bad > 1 ? " (the first of several problems: lmq audit lists them)" : "");
+    return lmq_manifest_check_tensors(man, c->tensors, c->n_tensors, err);
+}
+
 lmq_code lmq_container_open_manifest(lmq_container *c, lmq_manifest *man, const char *path, lmq_err *err)
 {
     lmq_code rc = lmq_container_open(c, path, err);
     if (rc)
         return rc;
-    if ((rc = lmq_manifest_parse(c->manifest, c->manifest_size, man, err))) {
+    /* A manifest that fails to parse is freed by the parser; one that parses but fails the checks, here. */
+    if (!(rc = lmq_manifest_parse(c->manifest, c->manifest_size, man, err)) &&
+        (rc = lmq_artefact_check(c, man, err)))
+        lmq_manifest_free(man);
+    if (rc) {
         lmq_container_close(c);
         lmq_err_prefix(err, "%s: ", path);
     }
@@ -139,9 +148,9 @@ lmq_code lmq_container_read_model(const char *path, lmq_check_fn check, lmq_mode
         const void *raw;
         void *owned;
         lmq_tensor *added = NULL;
-        if (t->q.dtype == LMQ_T_BYTES && lmq_is_file_name(t->name)) {
+        if (lmq_entry_is_file(t)) {
             if (!(rc = lmq_container_read_alloc(&c, t, &owned, err)) &&
-                (rc = lmq_model_add_file(out, t->name + LMQ_FILE_PREFIX_LEN, owned, t->raw_size, err)))
+                (rc = lmq_model_add_file(out, lmq_entry_file_name(t), owned, t->raw_size, err)))
                 lmq_err_prefix(err, "%s: ", path);
         } else if (t->q.dtype != LMQ_T_F32 && !check) {
             rc = lmq_fail(err, LMQ_E_UNSUPPORTED, "%s: tensor %s is %s (granularity %s), not fp32, and no checker "

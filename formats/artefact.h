@@ -17,7 +17,7 @@ lmq_code lmq_writer_finish(lmq_writer *w, const lmq_manifest *man, lmq_err *err)
 
 /* ---- whole models (fp32 artefacts) ---- */
 
-/* Every tensor as fp32 (gran none), every carried file as bytes named "file:<name>"; the
+/* Every tensor as fp32 (gran none), every carried file as a file entry ("file:<name>"); the
  * manifest is built from the model (lmq_manifest_from_model) when man is NULL. */
 lmq_code lmq_container_write_model(const char *path, const lmq_model *m, const lmq_manifest *man,
                                    lmq_err *err);
@@ -45,7 +45,13 @@ typedef lmq_code (*lmq_check_fn)(const lmq_tensor_entry *t, const void *raw, lmq
  * only fp32 tensors are accepted: others are LMQ_E_UNSUPPORTED, naming the tensor. */
 lmq_code lmq_container_read_model(const char *path, lmq_check_fn check, lmq_model *out, lmq_err *err);
 
-/* Opens path and parses its manifest (lmq_manifest_free it; on failure nothing stays open). */
+/* What every reader of an artefact relies on, checked as lmq audit checks it: the manifest against
+ * the index (lmq_manifest_check) and the architecture against the tensors stored
+ * (lmq_manifest_check_tensors). The first problem, naming the key, field or tensor. */
+lmq_code lmq_artefact_check(const lmq_container *c, const lmq_manifest *man, lmq_err *err);
+
+/* Opens path, parses its manifest and checks it (lmq_artefact_check); lmq_manifest_free it; on
+ * failure nothing stays open. */
 lmq_code lmq_container_open_manifest(lmq_container *c, lmq_manifest *man, const char *path, lmq_err *err);
 
 #endif

@@ -8,6 +8,7 @@
 #include <xxhash.h>
 #include <zstd.h>
 
+#include "common/le.h"
 
 /* Tensor bytes go to disk as they are in memory, and the format is little-endian. */
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -20,25 +21,15 @@
 #define MAX_NUMEL ((uint64_t)1 << 40)
 #define MAX_TENSORS (1 << 24)
 #define ZSTD_MAX_RATIO 32768 /* a zstd block of at most 128 KiB costs at least 4 bytes */
+/* On disk a carried file is the entry whose dtype field holds 9, a number no encoding takes
+ * (formats/dtype.h); in memory it is an entry of kind LMQ_ENTRY_FILE with q all zero. */
+#define FILE_DTYPE 9
+#define FILE_PREFIX_LEN (sizeof LMQ_FILE_PREFIX - 1)
 
 static const char MAGIC[4] = { 'L', 'M', 'Q', '1' };
 static const char END_MAGIC[8] = "LMQ1END";
 
 const char *const lmq_codec_names[LMQ_CODEC_COUNT] = { "none", "zstd" };
-
-static uint64_t get_le(const uint8_t *p, int n)
-{
-    uint64_t v = 0;
-    for (int i = n - 1; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-
-static void put_le(uint8_t *p, uint64_t v, int n)
-{
-    for (int i = 0; i < n; i++, v >>= 8)
-        p[i] = (uint8_t)v;
-}
 
 static uint64_t align_up(uint64_t x, uint64_t a)
 {
@@ -65,9 +56,14 @@ static lmq_code check_name(const uint8_t *s, size_t len, const char *what, lmq_e
     return LMQ_OK;
 }
 
-int lmq_is_file_name(const char *name)
+int lmq_entry_is_file(const lmq_tensor_entry *t)
 {
-    return !strncmp(name, LMQ_FILE_PREFIX, LMQ_FILE_PREFIX_LEN);
+    return t->kind == LMQ_ENTRY_FILE;
+}
+
+const char *lmq_entry_file_name(const lmq_tensor_entry *t)
+{
+    return lmq_entry_is_file(t) ? t->name + FILE_PREFIX_LEN : NULL;
 }
 
 /* The per-entry rules of CONTAINER.md, shared by the writer and the reader. */
@@ -75,30 +71,38 @@ static lmq_code check_entry(const lmq_tensor_entry *t, lmq_err *err)
 {
     const char *nm = t->name;
     const lmq_qparams q = t->q;
-    if (q.dtype >= LMQ_T_COUNT)
+    const int file = lmq_entry_is_file(t);
+    const lmq_encoding *enc = lmq_encoding_of(q.dtype);
+    if (!file && !enc)
         return lmq_fail(err, LMQ_E_FORMAT, "tensor %s: unknown dtype %u", nm, (unsigned)q.dtype);
-    if (q.gran > LMQ_GRAN_GROUP || q.asym > 1 || (q.gran == LMQ_GRAN_GROUP) != (q.group != 0))
+    /* The name tells a file from a tensor, so the two must agree. */
+    if (file != !strncmp(nm, LMQ_FILE_PREFIX, FILE_PREFIX_LEN))
+        return file ? lmq_fail(err, LMQ_E_FORMAT, "tensor %s: stored as a carried file (dtype %d), whose names start "
+                               "with " LMQ_FILE_PREFIX, nm, FILE_DTYPE)
+                    : lmq_fail(err, LMQ_E_FORMAT, "tensor %s: named as a carried file (" LMQ_FILE_PREFIX "...) but "
+                               "stored as %s", nm, enc->name);
+    if (q.gran > LMQ_GRAN_GROUP || q.asym > 1 || (q.gran == LMQ_GRAN_GROUP) != (q.group != 0) ||
+        (file && (q.gran || q.asym)))
         return lmq_fail(err, LMQ_E_FORMAT, "tensor %s: bad quantisation parameters (granularity %u, asym %u, group %u)",
                         nm, (unsigned)q.gran, (unsigned)q.asym, (unsigned)q.group);
-    const lmq_encoding *enc = lmq_encoding_of(q.dtype);
-    if (!(enc->grans & (1u << q.gran)) || (q.asym && !enc->integer))
+    if (!file && (!(enc->grans & (1u << q.gran)) || (q.asym && !enc->integer)))
         return lmq_fail(err, LMQ_E_FORMAT, "tensor %s: %s cannot have granularity %s%s", nm, enc->name,
                         lmq_gran_names[q.gran], q.asym ? " (asymmetric)" : "");
     if (t->ndim < 1 || t->ndim > LMQ_MAX_DIMS)
         return lmq_fail(err, LMQ_E_FORMAT, "tensor %s: rank %d outside 1..%d", nm, t->ndim, LMQ_MAX_DIMS);
-    if (q.dtype == LMQ_T_BYTES && t->ndim != 1)
-        return lmq_fail(err, LMQ_E_FORMAT, "tensor %s: bytes must have rank 1", nm);
+    if (file && t->ndim != 1)
+        return lmq_fail(err, LMQ_E_FORMAT, "tensor %s: a carried file must have rank 1", nm);
     uint64_t numel = 1;
     for (int i = 0; i < LMQ_MAX_DIMS; i++) {
         int64_t d = t->shape[i];
-        if (i >= t->ndim ? d != 0 : d < (q.dtype == LMQ_T_BYTES ? 0 : 1) || (d && (uint64_t)d > MAX_NUMEL / numel))
+        if (i >= t->ndim ? d != 0 : d < (file ? 0 : 1) || (d && (uint64_t)d > MAX_NUMEL / numel))
             return lmq_fail(err, LMQ_E_FORMAT, "tensor %s: bad shape (dim %d is %lld)", nm, i, (long long)d);
         if (i < t->ndim)
             numel *= (uint64_t)d;
     }
-    /* The size the encoding's layout needs (an empty carried file is 0 bytes). */
+    /* The size the encoding's layout needs (a file is its bytes; an empty one is 0 bytes). */
     uint64_t need = numel;
-    if (q.dtype != LMQ_T_BYTES) {
+    if (!file) {
         lmq_layout L;
         lmq_err why;
         const int64_t rows = t->ndim > 1 ? t->shape[0] : 1;
@@ -108,7 +112,7 @@ static lmq_code check_entry(const lmq_tensor_entry *t, lmq_err *err)
     }
     if (t->raw_size != need)
         return lmq_fail(err, LMQ_E_FORMAT, "tensor %s: %" PRIu64 " raw bytes, %s of %" PRIu64 " elements needs %" PRIu64,
-                        nm, t->raw_size, enc->name, numel, need);
+                        nm, t->raw_size, file ? "a carried file" : enc->name, numel, need);
     if (t->codec >= LMQ_CODEC_COUNT)
         return lmq_fail(err, LMQ_E_FORMAT, "tensor %s: unknown codec %u", nm, (unsigned)t->codec);
     if (t->codec == LMQ_CODEC_NONE && t->stored_size != t->raw_size)
@@ -142,7 +146,7 @@ int lmq_container_check_files(const lmq_container *c, lmq_issue_fn fn, void *ctx
     for (int i = 0; i < c->n_tensors; i++) {
         const lmq_tensor_entry *t = &c->tensors[i];
         lmq_err e;
-        if (t->q.dtype == LMQ_T_BYTES && lmq_is_file_name(t->name) && lmq_file_name_check(t->name + LMQ_FILE_PREFIX_LEN, &e)) {
+        if (lmq_entry_is_file(t) && lmq_file_name_check(lmq_entry_file_name(t), &e)) {
             bad++;
             if (fn)
                 fn(ctx, t->name, e.code, e.msg);
@@ -153,7 +157,7 @@ int lmq_container_check_files(const lmq_container *c, lmq_issue_fn fn, void *ctx
 
 static lmq_code parse_index(lmq_container *c, const uint8_t *p, uint64_t size, lmq_err *err)
 {
-    uint64_t count = get_le(p, 8);
+    uint64_t count = lmq_le(p, 8);
     if (count > (size - 8) / ENTRY_SIZE || count > MAX_TENSORS)
         return lmq_fail(err, LMQ_E_FORMAT, "index: %" PRIu64 " entries do not fit in %" PRIu64 " bytes", count, size);
     c->tensors = calloc(count ? count : 1, sizeof *c->tensors);
@@ -167,31 +171,33 @@ static lmq_code parse_index(lmq_container *c, const uint8_t *p, uint64_t size, l
         lmq_tensor_entry *t = &c->tensors[i];
         char what[48];
         snprintf(what, sizeof what, "index entry %" PRIu64, i);
-        uint64_t len = get_le(e, 4);
+        uint64_t len = lmq_le(e, 4);
         if (len > names_size - pos)
             return lmq_fail(err, LMQ_E_FORMAT, "%s: name of %" PRIu64 " bytes runs past the index", what, len);
         if ((rc = check_name(names + pos, len, what, err)))
             return rc;
         memcpy(t->name, names + pos, len);
         pos += len;
-        t->q.dtype = (uint16_t)get_le(e + 4, 2);
+        const unsigned dtype = (unsigned)lmq_le(e + 4, 2);
+        t->kind = dtype == FILE_DTYPE ? LMQ_ENTRY_FILE : LMQ_ENTRY_TENSOR;
+        t->q.dtype = (uint16_t)(dtype == FILE_DTYPE ? 0 : dtype);
         t->q.gran = e[6];
         t->q.asym = e[7];
-        t->q.group = (uint32_t)get_le(e + 8, 4);
+        t->q.group = (uint32_t)lmq_le(e + 8, 4);
         t->ndim = e[12];
         t->codec = e[13];
-        if (get_le(e + 14, 2))
+        if (lmq_le(e + 14, 2))
             return lmq_fail(err, LMQ_E_FORMAT, "tensor %s: reserved index bytes are not zero", t->name);
         for (int d = 0; d < LMQ_MAX_DIMS; d++) {
-            uint64_t v = get_le(e + 16 + 8 * d, 8);
+            uint64_t v = lmq_le(e + 16 + 8 * d, 8);
             if (v > MAX_NUMEL)
                 return lmq_fail(err, LMQ_E_FORMAT, "tensor %s: dim %d is %" PRIu64, t->name, d, v);
             t->shape[d] = (int64_t)v;
         }
-        t->offset = get_le(e + 48, 8);
-        t->stored_size = get_le(e + 56, 8);
-        t->raw_size = get_le(e + 64, 8);
-        t->checksum = get_le(e + 72, 8);
+        t->offset = lmq_le(e + 48, 8);
+        t->stored_size = lmq_le(e + 56, 8);
+        t->raw_size = lmq_le(e + 64, 8);
+        t->checksum = lmq_le(e + 72, 8);
         if ((rc = check_entry(t, err)))
             return rc;
         if (i > 0 && strcmp(c->tensors[i - 1].name, t->name) >= 0)
@@ -254,11 +260,11 @@ static lmq_code parse(lmq_container *c, const uint8_t *d, size_t size, lmq_err *
     if (size < HEADER_SIZE + 8 + FOOTER_SIZE)
         return lmq_fail(err, LMQ_E_FORMAT, "truncated: %zu bytes, a container has at least %d", size,
                         HEADER_SIZE + 8 + FOOTER_SIZE);
-    c->version = (uint32_t)get_le(d + 4, 4);
+    c->version = (uint32_t)lmq_le(d + 4, 4);
     if (c->version != LMQ_CONTAINER_VERSION)
         return lmq_fail(err, LMQ_E_UNSUPPORTED, "format version %u is not supported (this build reads version %d)",
                         c->version, LMQ_CONTAINER_VERSION);
-    uint64_t hsize = get_le(d + 8, 4), align = get_le(d + 12, 4);
+    uint64_t hsize = lmq_le(d + 8, 4), align = lmq_le(d + 12, 4);
     if (hsize != HEADER_SIZE || align != LMQ_CONTAINER_ALIGN)
         return lmq_fail(err, LMQ_E_FORMAT, "header: size %" PRIu64 ", alignment %" PRIu64 " (version 1 has 64 and 64)",
                         hsize, align);
@@ -269,7 +275,7 @@ static lmq_code parse(lmq_container *c, const uint8_t *d, size_t size, lmq_err *
     if (memcmp(f + 56, END_MAGIC, sizeof END_MAGIC))
         return lmq_fail(err, LMQ_E_FORMAT, "truncated or damaged: no end marker");
     const uint64_t data_end = size - FOOTER_SIZE;
-    uint64_t io = get_le(f, 8), is = get_le(f + 8, 8), mo = get_le(f + 16, 8), ms = get_le(f + 24, 8);
+    uint64_t io = lmq_le(f, 8), is = lmq_le(f + 8, 8), mo = lmq_le(f + 16, 8), ms = lmq_le(f + 24, 8);
     if (io < HEADER_SIZE || io > data_end || io % align)
         return lmq_fail(err, LMQ_E_FORMAT, "footer: index offset %" PRIu64 " outside the file or unaligned", io);
     if (is < 8 || is > data_end - io)
@@ -277,16 +283,16 @@ static lmq_code parse(lmq_container *c, const uint8_t *d, size_t size, lmq_err *
     if (mo != io + is || ms != data_end - mo)
         return lmq_fail(err, LMQ_E_FORMAT, "footer: manifest [%" PRIu64 ", +%" PRIu64 ") does not sit between index and footer",
                         mo, ms);
-    if (XXH3_64bits(d + io, is) != get_le(f + 32, 8))
+    if (XXH3_64bits(d + io, is) != lmq_le(f + 32, 8))
         return lmq_fail(err, LMQ_E_CHECKSUM, "index checksum mismatch");
-    if (XXH3_64bits(d + mo, ms) != get_le(f + 40, 8))
+    if (XXH3_64bits(d + mo, ms) != lmq_le(f + 40, 8))
         return lmq_fail(err, LMQ_E_CHECKSUM, "manifest checksum mismatch");
     lmq_code rc;
     if ((rc = parse_index(c, d + io, is, err)) || (rc = check_layout(c, align, io, err)))
         return rc;
     c->manifest = (const char *)d + mo;
     c->manifest_size = ms;
-    c->file_checksum = get_le(f + 48, 8);
+    c->file_checksum = lmq_le(f + 48, 8);
     return LMQ_OK;
 }
 
@@ -458,7 +464,7 @@ lmq_code lmq_container_verify(const lmq_container *c, lmq_issue_fn fn, void *ctx
             if (hash_tensor(&h, c, t, &got, &e))
                 goto report;
         } else {
-            want = get_le(c->data + c->size - 16, 8);
+            want = lmq_le(c->data + c->size - 16, 8);
             got = XXH3_64bits(c->data, c->size - 16);
         }
         if (got == want)
@@ -543,9 +549,9 @@ lmq_code lmq_writer_open(lmq_writer **out, const char *path, lmq_err *err)
     }
     uint8_t h[HEADER_SIZE] = { 0 };
     memcpy(h, MAGIC, sizeof MAGIC);
-    put_le(h + 4, LMQ_CONTAINER_VERSION, 4);
-    put_le(h + 8, HEADER_SIZE, 4);
-    put_le(h + 12, LMQ_CONTAINER_ALIGN, 4);
+    lmq_put_le(h + 4, LMQ_CONTAINER_VERSION, 4);
+    lmq_put_le(h + 8, HEADER_SIZE, 4);
+    lmq_put_le(h + 12, LMQ_CONTAINER_ALIGN, 4);
     if ((rc = put(w, h, sizeof h, err))) {
         lmq_writer_abort(w);
         return rc;
@@ -560,8 +566,9 @@ static lmq_code writer_fail(lmq_writer *w, lmq_code rc)
     return rc;
 }
 
-lmq_code lmq_writer_add(lmq_writer *w, const char *name, lmq_qparams q, int ndim, const int64_t *shape,
-                        const void *data, size_t size, lmq_codec codec, lmq_err *err)
+/* Checks and writes entry t, whose kind, encoding and rank are set, as name and shape. */
+static lmq_code add(lmq_writer *w, const char *name, lmq_tensor_entry t, const int64_t *shape, const void *data,
+                    size_t size, lmq_codec codec, lmq_err *err)
 {
     if (w->failed)
         return lmq_fail(err, LMQ_E_ARG, "%s: writer used after an error", w->out.path);
@@ -570,16 +577,17 @@ lmq_code lmq_writer_add(lmq_writer *w, const char *name, lmq_qparams q, int ndim
     snprintf(what, sizeof what, "tensor %.100s", name);
     if ((rc = check_name((const uint8_t *)name, strlen(name), what, err)))
         return writer_fail(w, rc);
-    if (q.dtype == LMQ_T_BYTES && lmq_is_file_name(name) && (rc = lmq_file_name_check(name + LMQ_FILE_PREFIX_LEN, err)))
+    snprintf(t.name, sizeof t.name, "%s", name);
+    if (lmq_entry_is_file(&t) && (rc = lmq_file_name_check(lmq_entry_file_name(&t), err)))
         return writer_fail(w, rc);
     for (int i = 0; i < w->n; i++)
         if (!strcmp(w->entries[i].name, name))
             return writer_fail(w, lmq_fail(err, LMQ_E_ARG, "tensor %s: added twice", name));
-    if (ndim < 1 || ndim > LMQ_MAX_DIMS || (unsigned)codec >= LMQ_CODEC_COUNT)
-        return writer_fail(w, lmq_fail(err, LMQ_E_ARG, "tensor %s: rank %d or codec %d out of range", name, ndim, codec));
-    lmq_tensor_entry t = { .q = q, .ndim = ndim, .raw_size = size, .stored_size = size };
-    snprintf(t.name, sizeof t.name, "%s", name);
-    memcpy(t.shape, shape, (size_t)ndim * sizeof *shape);
+    if (t.ndim < 1 || t.ndim > LMQ_MAX_DIMS || (unsigned)codec >= LMQ_CODEC_COUNT)
+        return writer_fail(w, lmq_fail(err, LMQ_E_ARG, "tensor %s: rank %d or codec %d out of range", name, t.ndim,
+                                       codec));
+    t.raw_size = t.stored_size = size;
+    memcpy(t.shape, shape, (size_t)t.ndim * sizeof *shape);
     if ((rc = check_entry(&t, err)))
         return writer_fail(w, rc);
     if (w->n == w->cap) {
@@ -617,6 +625,23 @@ lmq_code lmq_writer_add(lmq_writer *w, const char *name, lmq_qparams q, int ndim
     return LMQ_OK;
 }
 
+lmq_code lmq_writer_add(lmq_writer *w, const char *name, lmq_qparams q, int ndim, const int64_t *shape,
+                        const void *data, size_t size, lmq_codec codec, lmq_err *err)
+{
+    return add(w, name, (lmq_tensor_entry){ .kind = LMQ_ENTRY_TENSOR, .q = q, .ndim = ndim }, shape, data, size, codec,
+               err);
+}
+
+lmq_code lmq_writer_add_file(lmq_writer *w, const char *name, const void *data, size_t size, lmq_codec codec,
+                             lmq_err *err)
+{
+    /* A name too long for an entry stays too long here: check_name refuses it. */
+    char entry[LMQ_NAME_MAX + FILE_PREFIX_LEN];
+    snprintf(entry, sizeof entry, LMQ_FILE_PREFIX "%s", name);
+    const int64_t shape[1] = { (int64_t)size };
+    return add(w, entry, (lmq_tensor_entry){ .kind = LMQ_ENTRY_FILE, .ndim = 1 }, shape, data, size, codec, err);
+}
+
 static int name_cmp(const void *a, const void *b)
 {
     return strcmp(((const lmq_tensor_entry *)a)->name, ((const lmq_tensor_entry *)b)->name);
@@ -639,40 +664,40 @@ lmq_code lmq_writer_finish_text(lmq_writer *w, const char *text, size_t len, lmq
         rc = lmq_fail(err, LMQ_E_NOMEM, "%s: out of memory", w->out.path);
         goto fail;
     }
-    put_le(idx, (uint64_t)w->n, 8);
+    lmq_put_le(idx, (uint64_t)w->n, 8);
     uint8_t *np = idx + 8 + (size_t)w->n * ENTRY_SIZE;
     for (int i = 0; i < w->n; i++) {
         const lmq_tensor_entry *t = &w->entries[i];
         uint8_t *e = idx + 8 + (size_t)i * ENTRY_SIZE;
         size_t nl = strlen(t->name);
-        put_le(e, nl, 4);
-        put_le(e + 4, t->q.dtype, 2);
+        lmq_put_le(e, nl, 4);
+        lmq_put_le(e + 4, lmq_entry_is_file(t) ? FILE_DTYPE : t->q.dtype, 2);
         e[6] = t->q.gran;
         e[7] = t->q.asym;
-        put_le(e + 8, t->q.group, 4);
+        lmq_put_le(e + 8, t->q.group, 4);
         e[12] = (uint8_t)t->ndim;
         e[13] = t->codec;
         for (int d = 0; d < LMQ_MAX_DIMS; d++)
-            put_le(e + 16 + 8 * d, (uint64_t)t->shape[d], 8);
-        put_le(e + 48, t->offset, 8);
-        put_le(e + 56, t->stored_size, 8);
-        put_le(e + 64, t->raw_size, 8);
-        put_le(e + 72, t->checksum, 8);
+            lmq_put_le(e + 16 + 8 * d, (uint64_t)t->shape[d], 8);
+        lmq_put_le(e + 48, t->offset, 8);
+        lmq_put_le(e + 56, t->stored_size, 8);
+        lmq_put_le(e + 64, t->raw_size, 8);
+        lmq_put_le(e + 72, t->checksum, 8);
         memcpy(np, t->name, nl);
         np += nl;
     }
     uint8_t f[FOOTER_SIZE] = { 0 };
     if ((rc = pad(w, err)))
         goto fail;
-    put_le(f, w->pos, 8);
-    put_le(f + 8, isize, 8);
-    put_le(f + 16, w->pos + isize, 8);
-    put_le(f + 24, len, 8);
-    put_le(f + 32, XXH3_64bits(idx, isize), 8);
-    put_le(f + 40, XXH3_64bits(text, len), 8);
+    lmq_put_le(f, w->pos, 8);
+    lmq_put_le(f + 8, isize, 8);
+    lmq_put_le(f + 16, w->pos + isize, 8);
+    lmq_put_le(f + 24, len, 8);
+    lmq_put_le(f + 32, XXH3_64bits(idx, isize), 8);
+    lmq_put_le(f + 40, XXH3_64bits(text, len), 8);
     if ((rc = put(w, idx, isize, err)) || (rc = put(w, text, len, err)) || (rc = put(w, f, 48, err)))
         goto fail;
-    put_le(f + 48, XXH3_64bits_digest(w->hash), 8);
+    lmq_put_le(f + 48, XXH3_64bits_digest(w->hash), 8);
     memcpy(f + 56, END_MAGIC, sizeof END_MAGIC);
     if ((rc = lmq_atomic_write(&w->out, f + 48, 16, err)))
         goto fail;

@@ -20,10 +20,15 @@
 
 typedef enum { LMQ_CODEC_NONE = 0, LMQ_CODEC_ZSTD = 1, LMQ_CODEC_COUNT } lmq_codec;
 
+/* What an index entry holds: a tensor in an encoding, or a carried file (a tokenizer's own file,
+ * kept byte for byte; named LMQ_FILE_PREFIX + its name, rank 1, its size the one dim). */
+typedef enum { LMQ_ENTRY_TENSOR = 0, LMQ_ENTRY_FILE = 1 } lmq_entry_kind;
+
 /* One index entry. */
 typedef struct {
     char name[LMQ_NAME_MAX];
-    lmq_qparams q;
+    uint8_t kind;  /* lmq_entry_kind: ask lmq_entry_is_file */
+    lmq_qparams q; /* a tensor's encoding; all zero for a file */
     int ndim;
     int64_t shape[LMQ_MAX_DIMS];
     uint8_t codec;        /* lmq_codec */
@@ -35,11 +40,13 @@ typedef struct {
 
 extern const char *const lmq_codec_names[LMQ_CODEC_COUNT];
 
-/* A carried file is a bytes entry named LMQ_FILE_PREFIX + its name (lmq_file_name_check). */
+/* A carried file's entry is named this + the file's name (lmq_file_name_check), and no other is. */
 #define LMQ_FILE_PREFIX "file:"
-#define LMQ_FILE_PREFIX_LEN 5
-/* Whether an index name is a carried file's (starts with LMQ_FILE_PREFIX). */
-int lmq_is_file_name(const char *name);
+
+/* Whether t is a carried file rather than a tensor. */
+int lmq_entry_is_file(const lmq_tensor_entry *t);
+/* A carried file's own name (its entry's, LMQ_FILE_PREFIX left off); NULL for a tensor. */
+const char *lmq_entry_file_name(const lmq_tensor_entry *t);
 
 int64_t lmq_entry_numel(const lmq_tensor_entry *t);
 
@@ -95,11 +102,14 @@ typedef struct lmq_writer lmq_writer;
 
 /* Starts "<path>.tmp.XXXXXX"; path is only replaced by a successful finish. */
 lmq_code lmq_writer_open(lmq_writer **out, const char *path, lmq_err *err);
-/* Validates and writes one tensor of size raw bytes (a carried file's name too). codec
- * LMQ_CODEC_ZSTD asks for zstd; the bytes are stored raw when zstd does not make them smaller.
- * After any error the writer only accepts abort (or finish, which then fails and cleans up). */
+/* Validates and writes one tensor of size raw bytes. codec LMQ_CODEC_ZSTD asks for zstd; the
+ * bytes are stored raw when zstd does not make them smaller. After any error the writer only
+ * accepts abort (or finish, which then fails and cleans up). */
 lmq_code lmq_writer_add(lmq_writer *w, const char *name, lmq_qparams q, int ndim, const int64_t *shape,
                         const void *data, size_t size, lmq_codec codec, lmq_err *err);
+/* The same for a carried file of size bytes, name its own (checked: lmq_file_name_check). */
+lmq_code lmq_writer_add_file(lmq_writer *w, const char *name, const void *data, size_t size, lmq_codec codec,
+                             lmq_err *err);
 /* Commits with the given manifest text as is: lmq_writer_finish (formats/artefact.h) checks and
  * emits a manifest first; tests of hostile input write any text. Always frees w. */
 lmq_code lmq_writer_finish_text(lmq_writer *w, const char *text, size_t len, lmq_err *err);

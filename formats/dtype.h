@@ -15,8 +15,9 @@ typedef enum {
     LMQ_T_INT4 = 6,
     LMQ_T_INT3 = 7,
     LMQ_T_INT2 = 8,
-    LMQ_T_BYTES = 9, /* opaque bytes: tokenizer files carried inside the artefact */
-    /* GGUF's block encodings, stored as GGUF's own block bytes (imported, never produced) */
+    /* 9 is taken: the container's dtype field says "carried file" with it (formats/container.c) */
+    /* GGUF's block encodings, stored as GGUF's own block bytes (imported, or quantised by
+     * schemes/gguf_quant.h) */
     LMQ_T_Q4_1 = 10,
     LMQ_T_Q5_0 = 11,
     LMQ_T_Q5_1 = 12,
@@ -25,6 +26,10 @@ typedef enum {
     LMQ_T_Q6_K = 15,
     LMQ_T_Q8_0 = 16, /* GGUF's Q8_0 / Q4_0 with a negative block scale (llama.cpp's Q4_0 rule */
     LMQ_T_Q4_0 = 17, /* d = max / -8 gives one in most blocks); otherwise int8 / int4 g32 */
+    LMQ_T_Q2_K = 18,
+    LMQ_T_Q3_K = 19,
+    LMQ_T_IQ4_NL = 20,
+    LMQ_T_IQ4_XS = 21,
     LMQ_T_COUNT
 } lmq_dtype;
 

@@ -4,37 +4,18 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "formats/gguf.h"
+
 /* Tensors beyond 2^48 weights are refused, so every bit count fits comfortably in 64 bits. */
 #define MAX_WEIGHTS (INT64_C(1) << 48)
 
 #define GRAN(g) (1u << LMQ_GRAN_##g)
 #define SCALED (GRAN(TENSOR) | GRAN(CHANNEL) | GRAN(GROUP))
-#define FLOAT_ROW(T, nm, b, sb, gr, mx) [T] = { T, nm, b, sb, gr, 0, mx, 0, 0 }
-#define INT_ROW(T, nm, b) [T] = { T, nm, b, 16, SCALED, 1, 0, 0, 0 }
-#define BLOCK_ROW(T, nm, blk, bytes) [T] = { T, nm, 0, 0, GRAN(NONE), 0, 0, blk, bytes }
+#define FLOAT_ROW(T, nm, b, sb, gr, mx, gg) [T] = { T, nm, b, sb, gr, 0, mx, 0, 0, gg },
+#define INT_ROW(T, nm, b) [T] = { T, nm, b, 16, SCALED, 1, 0, 0, 0, -1 },
+#define BLOCK_ROW(T, nm, blk, bytes, gg) [T] = { T, nm, 0, 0, GRAN(NONE), 0, 0, blk, bytes, gg },
 
-const lmq_encoding lmq_encodings[LMQ_T_COUNT] = {
-    FLOAT_ROW(LMQ_T_F32, "fp32", 32, 0, GRAN(NONE), 0x1.fffffep127f),
-    FLOAT_ROW(LMQ_T_F16, "fp16", 16, 0, GRAN(NONE), 65504.0f),
-    FLOAT_ROW(LMQ_T_BF16, "bf16", 16, 0, GRAN(NONE), 0x1.fep127f),
-    FLOAT_ROW(LMQ_T_F8_E4M3, "fp8_e4m3", 8, 32, GRAN(NONE) | SCALED, 448.0f),
-    FLOAT_ROW(LMQ_T_F8_E5M2, "fp8_e5m2", 8, 32, GRAN(NONE) | SCALED, 57344.0f),
-    INT_ROW(LMQ_T_INT8, "int8", 8),
-    INT_ROW(LMQ_T_INT4, "int4", 4),
-    INT_ROW(LMQ_T_INT3, "int3", 3),
-    INT_ROW(LMQ_T_INT2, "int2", 2),
-    /* Opaque bytes (carried tokenizer files): a layout, no numbers. */
-    FLOAT_ROW(LMQ_T_BYTES, "bytes", 8, 0, GRAN(NONE), 0),
-    /* GGUF blocks (ggml-common.h): 32 or 256 weights in the bytes of one block_<type> struct. */
-    BLOCK_ROW(LMQ_T_Q4_1, "q4_1", 32, 20),
-    BLOCK_ROW(LMQ_T_Q5_0, "q5_0", 32, 22),
-    BLOCK_ROW(LMQ_T_Q5_1, "q5_1", 32, 24),
-    BLOCK_ROW(LMQ_T_Q4_K, "q4_k", 256, 144),
-    BLOCK_ROW(LMQ_T_Q5_K, "q5_k", 256, 176),
-    BLOCK_ROW(LMQ_T_Q6_K, "q6_k", 256, 210),
-    BLOCK_ROW(LMQ_T_Q8_0, "q8_0", 32, 34),
-    BLOCK_ROW(LMQ_T_Q4_0, "q4_0", 32, 18),
-};
+const lmq_encoding lmq_encodings[LMQ_T_COUNT] = { LMQ_ENCODING_ROWS(FLOAT_ROW, INT_ROW, BLOCK_ROW) };
 
 const char *const lmq_gran_names[4] = { "none", "tensor", "channel", "group" };
 
@@ -51,25 +32,34 @@ void lmq_act_describe(lmq_act a, char *buf, size_t size)
     snprintf(buf, size, "a%u %s", lmq_encoding_find(lmq_act_scheme_names[a.scheme])->bits, lmq_act_gran_names[a.gran]);
 }
 
+/* The numbers between rows (9) have no name: they are no encoding. */
 const lmq_encoding *lmq_encoding_of(unsigned dtype)
 {
-    return dtype < LMQ_T_COUNT ? &lmq_encodings[dtype] : NULL;
+    return dtype < LMQ_T_COUNT && lmq_encodings[dtype].name ? &lmq_encodings[dtype] : NULL;
 }
 
 const lmq_encoding *lmq_encoding_find(const char *name)
 {
     for (unsigned t = 0; t < LMQ_T_COUNT; t++)
-        if (strcmp(lmq_encodings[t].name, name) == 0)
+        if (lmq_encoding_of(t) && strcmp(lmq_encodings[t].name, name) == 0)
             return &lmq_encodings[t];
     return NULL;
 }
 
-char *lmq_encoding_names(char *buf, size_t size, unsigned except)
+const lmq_encoding *lmq_encoding_of_ggml(uint32_t type)
+{
+    for (unsigned t = 0; t < LMQ_T_COUNT; t++)
+        if (lmq_encoding_of(t) && lmq_encodings[t].ggml >= 0 && (uint32_t)lmq_encodings[t].ggml == type)
+            return &lmq_encodings[t];
+    return NULL;
+}
+
+char *lmq_encoding_names(char *buf, size_t size)
 {
     size_t n = 0;
     buf[0] = '\0';
     for (unsigned t = 0; t < LMQ_T_COUNT && n < size; t++)
-        if (t != except && !lmq_encodings[t].block)
+        if (lmq_encoding_of(t) && !lmq_encodings[t].block)
             n += (size_t)snprintf(buf + n, size - n, "%s%s", n ? ", " : "", lmq_encodings[t].name);
     return buf;
 }

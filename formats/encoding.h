@@ -21,10 +21,15 @@
  * multiple of 8 (int4 with odd cols). runtime/cuda moves the codes to a 256-byte boundary on
  * upload and uses 16-byte loads only where every row starts on one.
  *
- * Block encodings (block != 0: GGUF's Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, and Q8_0 / Q4_0
- * whose block scales are not all >= 0, imported from GGUF files) store instead each row as cols / block blocks of
- * block_bytes bytes, exactly as ggml lays them out (scales and codes inside each block); cols must be a multiple of block,
- * granularity none. */
+ * Block encodings (block != 0: GGUF's Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K,
+ * IQ4_NL and IQ4_XS, imported from GGUF files, where Q8_0 / Q4_0 take these rows only when a block
+ * scale is negative, or quantised by schemes/gguf_quant.h) store instead each row as cols / block
+ * blocks of block_bytes bytes, exactly as ggml lays them out (scales and codes inside each block);
+ * cols must be a multiple of block, granularity none.
+ *
+ * An encoding whose stored bytes are exactly those of a ggml tensor type (the floats, the block
+ * encodings) names that type in `ggml`: the GGUF reader takes the type's sizes from the row, and
+ * GGUF import and export (formats/gguf_model.h) keep the bytes as they are. */
 #ifndef LMQ_ENCODING_H
 #define LMQ_ENCODING_H
 
@@ -44,17 +49,59 @@ typedef struct {
     float fmax;          /* float codes: the largest finite value */
     unsigned block;      /* block encodings: weights per block (0: scales-then-codes layout) */
     unsigned block_bytes;
+    int ggml;            /* the ggml type (ggml.h's enum ggml_type) with these bytes, or -1 */
 } lmq_encoding;
 
-/* The table, indexed by lmq_dtype. */
+/* The table's rows (formats/encoding.c makes lmq_encodings of them), one of three kinds each:
+ *   FLOAT_ROW(dtype, name, bits, scale_bits, granularities, fmax, ggml)  float codes;
+ *   INT_ROW(dtype, name, bits)          integer codes, fp16 scales, any scaled granularity, asym allowed;
+ *   BLOCK_ROW(dtype, name, block, block_bytes, ggml)  GGUF blocks.
+ * Granularities are GRAN(g) and SCALED (tensor, channel or group), which formats/encoding.c defines;
+ * ggml is a GGML_* type of formats/gguf.h, or -1. */
+#define LMQ_ENCODING_ROWS(FLOAT_ROW, INT_ROW, BLOCK_ROW)                                                   \
+    FLOAT_ROW(LMQ_T_F32, "fp32", 32, 0, GRAN(NONE), 0x1.fffffep127f, GGML_F32)                              \
+    FLOAT_ROW(LMQ_T_F16, "fp16", 16, 0, GRAN(NONE), 65504.0f, GGML_F16)                                     \
+    FLOAT_ROW(LMQ_T_BF16, "bf16", 16, 0, GRAN(NONE), 0x1.fep127f, GGML_BF16)                                \
+    FLOAT_ROW(LMQ_T_F8_E4M3, "fp8_e4m3", 8, 32, GRAN(NONE) | SCALED, 448.0f, -1)                            \
+    FLOAT_ROW(LMQ_T_F8_E5M2, "fp8_e5m2", 8, 32, GRAN(NONE) | SCALED, 57344.0f, -1)                          \
+    INT_ROW(LMQ_T_INT8, "int8", 8)                                                                          \
+    INT_ROW(LMQ_T_INT4, "int4", 4)                                                                          \
+    INT_ROW(LMQ_T_INT3, "int3", 3)                                                                          \
+    INT_ROW(LMQ_T_INT2, "int2", 2)                                                                          \
+    /* GGUF blocks (ggml-common.h): 32 or 256 weights in the bytes of one block_<type> struct. */           \
+    BLOCK_ROW(LMQ_T_Q4_1, "q4_1", 32, 20, GGML_Q4_1)                                                        \
+    BLOCK_ROW(LMQ_T_Q5_0, "q5_0", 32, 22, GGML_Q5_0)                                                        \
+    BLOCK_ROW(LMQ_T_Q5_1, "q5_1", 32, 24, GGML_Q5_1)                                                        \
+    BLOCK_ROW(LMQ_T_Q4_K, "q4_k", 256, 144, GGML_Q4_K)                                                      \
+    BLOCK_ROW(LMQ_T_Q5_K, "q5_k", 256, 176, GGML_Q5_K)                                                      \
+    BLOCK_ROW(LMQ_T_Q6_K, "q6_k", 256, 210, GGML_Q6_K)                                                      \
+    BLOCK_ROW(LMQ_T_Q8_0, "q8_0", 32, 34, GGML_Q8_0)                                                        \
+    BLOCK_ROW(LMQ_T_Q4_0, "q4_0", 32, 18, GGML_Q4_0)                                                        \
+    BLOCK_ROW(LMQ_T_Q2_K, "q2_k", 256, 84, GGML_Q2_K)                                                       \
+    BLOCK_ROW(LMQ_T_Q3_K, "q3_k", 256, 110, GGML_Q3_K)                                                      \
+    BLOCK_ROW(LMQ_T_IQ4_NL, "iq4_nl", 32, 18, GGML_IQ4_NL)                                                  \
+    BLOCK_ROW(LMQ_T_IQ4_XS, "iq4_xs", 256, 136, GGML_IQ4_XS)
+
+/* The table, indexed by lmq_dtype; a number no encoding takes (9) is a row without a name. */
 extern const lmq_encoding lmq_encodings[LMQ_T_COUNT];
-/* The row for dtype; NULL when dtype is not one. */
+/* Each row's bits as a constant from the same rows, LMQ_T_<dtype>_BITS (LMQ_T_INT4_BITS = 4; 0
+ * for block encodings): the CPU kernels are specialised on them (runtime/linear_impl.h). */
+#define LMQ_BITS_OF_FLOAT(T, nm, b, sb, gr, mx, gg) T##_BITS = b,
+#define LMQ_BITS_OF_INT(T, nm, b) T##_BITS = b,
+#define LMQ_BITS_OF_BLOCK(T, nm, blk, bytes, gg) T##_BITS = 0,
+enum { LMQ_ENCODING_ROWS(LMQ_BITS_OF_FLOAT, LMQ_BITS_OF_INT, LMQ_BITS_OF_BLOCK) };
+#undef LMQ_BITS_OF_FLOAT
+#undef LMQ_BITS_OF_INT
+#undef LMQ_BITS_OF_BLOCK
+/* The row for dtype; NULL when dtype is not an encoding. */
 const lmq_encoding *lmq_encoding_of(unsigned dtype);
 /* The row named `name`; NULL when none is. */
 const lmq_encoding *lmq_encoding_find(const char *name);
-/* Every row's name but `except`'s and the block encodings' (imported, never produced), joined
- * by ", ", into buf (for messages that list what can be asked for). Returns buf. */
-char *lmq_encoding_names(char *buf, size_t size, unsigned except);
+/* The row whose bytes are ggml type `type`'s; NULL when none is. */
+const lmq_encoding *lmq_encoding_of_ggml(uint32_t type);
+/* Every row's name but the block encodings' (which messages list apart), joined by ", ", into
+ * buf (for messages that list what can be asked for). Returns buf. */
+char *lmq_encoding_names(char *buf, size_t size);
 
 /* "none", "tensor", "channel", "group", indexed by lmq_gran. */
 extern const char *const lmq_gran_names[4];

@@ -6,25 +6,35 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/le.h"
+#include "formats/encoding.h"
+
 /* Tensors beyond 2^48 elements are refused (as lmq's own container does). */
 #define MAX_ELEMS (UINT64_C(1) << 48)
 #define DEFAULT_ALIGNMENT 32
 
 /* ---- ggml types ---------------------------------------------------------------------------- */
 
+/* The types no encoding row holds, with their sizes. A type a row holds (lmq_encoding.ggml)
+ * takes its sizes and its name from the row, but for a name ggml spells otherwise, given here
+ * without sizes. */
 static const gf_type_info gf_ggml_types[GGML_TYPE_LIMIT] = {
-    [GGML_F32] = { "f32", 1, 4 },       [GGML_F16] = { "f16", 1, 2 },       [GGML_Q4_0] = { "q4_0", 32, 18 },
-    [GGML_Q4_1] = { "q4_1", 32, 20 },   [GGML_Q5_0] = { "q5_0", 32, 22 },   [GGML_Q5_1] = { "q5_1", 32, 24 },
-    [GGML_Q8_0] = { "q8_0", 32, 34 },   [GGML_Q8_1] = { "q8_1", 32, 36 },   [GGML_Q2_K] = { "q2_k", 256, 84 },
-    [GGML_Q3_K] = { "q3_k", 256, 110 }, [GGML_Q4_K] = { "q4_k", 256, 144 }, [GGML_Q5_K] = { "q5_k", 256, 176 },
-    [GGML_Q6_K] = { "q6_k", 256, 210 }, [GGML_Q8_K] = { "q8_k", 256, 292 }, [GGML_I8] = { "i8", 1, 1 },
-    [GGML_I16] = { "i16", 1, 2 },       [GGML_I32] = { "i32", 1, 4 },       [GGML_I64] = { "i64", 1, 8 },
-    [GGML_F64] = { "f64", 1, 8 },       [GGML_BF16] = { "bf16", 1, 2 },
+    [GGML_F32] = { "f32", 0, 0 },       [GGML_F16] = { "f16", 0, 0 },       [GGML_Q8_1] = { "q8_1", 32, 36 },
+    [GGML_Q8_K] = { "q8_k", 256, 292 },
+    [GGML_I8] = { "i8", 1, 1 },         [GGML_I16] = { "i16", 1, 2 },       [GGML_I32] = { "i32", 1, 4 },
+    [GGML_I64] = { "i64", 1, 8 },       [GGML_F64] = { "f64", 1, 8 },
 };
 
-const gf_type_info *gf_type_of(uint32_t t)
+gf_type_info gf_type_of(uint32_t t)
 {
-    return t < GGML_TYPE_LIMIT && gf_ggml_types[t].name ? &gf_ggml_types[t] : NULL;
+    gf_type_info ti = t < GGML_TYPE_LIMIT ? gf_ggml_types[t] : (gf_type_info){ NULL, 0, 0 };
+    const lmq_encoding *e = lmq_encoding_of_ggml(t);
+    if (e) { /* a float row stores bits / 8 bytes a weight; a block row, block_bytes a block */
+        ti.name = ti.name ? ti.name : e->name;
+        ti.block = e->block ? e->block : 1;
+        ti.block_bytes = e->block ? e->block_bytes : e->bits / 8;
+    }
+    return ti;
 }
 
 /* Bytes of one scalar of each metadata type; 0 for string and array. */
@@ -37,14 +47,6 @@ static const char *const type_names[GGUF_TYPE_COUNT] = {
     "uint8", "int8", "uint16", "int16", "uint32", "int32", "float32", "bool", "string", "array", "uint64",
     "int64", "float64",
 };
-
-static uint64_t rd(const uint8_t *p, unsigned n)
-{
-    uint64_t v = 0;
-    for (unsigned i = 0; i < n; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
 
 /* ---- reading ------------------------------------------------------------------------------- */
 
@@ -81,7 +83,7 @@ static lmq_code read_u(cursor *c, unsigned n, uint64_t *v, const char *what)
     const uint8_t *p;
     if (!take(c, n, &p))
         return bad(c, "truncated at byte %" PRIu64 " reading %s", c->pos, what);
-    *v = rd(p, n);
+    *v = lmq_le(p, n);
     return LMQ_OK;
 }
 
@@ -236,13 +238,13 @@ static lmq_code read_tensor_info(cursor *c, gf_tensor *t, int64_t i)
     if ((rc = read_u(c, 4, &v, "the type")) || (rc = read_u(c, 8, &t->offset, "the offset")))
         return rc;
     t->type = (uint32_t)v;
-    const gf_type_info *ti = gf_type_of(t->type);
-    if (!ti)
+    const gf_type_info ti = gf_type_of(t->type);
+    if (!ti.name)
         return lmq_fail(c->err, LMQ_E_UNSUPPORTED, "%s: tensor %s: unknown ggml type %" PRIu64, c->f->path, t->name, v);
-    if (t->ne[0] % ti->block)
-        return bad(c, "%s rows of %" PRIu64 " elements are not a whole number of %u-element blocks", ti->name,
-                   t->ne[0], ti->block);
-    t->size = elems / ti->block * ti->block_bytes;
+    if (t->ne[0] % ti.block)
+        return bad(c, "%s rows of %" PRIu64 " elements are not a whole number of %u-element blocks", ti.name,
+                   t->ne[0], ti.block);
+    t->size = elems / ti.block * ti.block_bytes;
     c->where[0] = '\0';
     return LMQ_OK;
 }
@@ -315,7 +317,7 @@ lmq_code gf_open_mem(const void *data, size_t size, const char *name, gf_file *f
             rc = bad(&c, "key general.alignment: %s, not uint32", type_names[al->type]);
             goto fail;
         }
-        f->alignment = rd(al->val, 4);
+        f->alignment = lmq_le(al->val, 4);
         if (f->alignment == 0 || (f->alignment & (f->alignment - 1))) {
             rc = bad(&c, "key general.alignment: %" PRIu64 " is not a power of two", f->alignment);
             goto fail;
@@ -396,7 +398,7 @@ static int is_signed(uint32_t t)
 
 static int64_t int_at(uint32_t t, const uint8_t *p)
 {
-    uint64_t v = rd(p, scalar_size[t]);
+    uint64_t v = lmq_le(p, scalar_size[t]);
     unsigned bits = 8 * scalar_size[t];
     if (is_signed(t) && bits < 64 && (v >> (bits - 1)))
         v |= ~UINT64_C(0) << bits;
@@ -407,14 +409,10 @@ static int64_t int_at(uint32_t t, const uint8_t *p)
 
 static double float_at(uint32_t t, const uint8_t *p)
 {
-    if (t == GGUF_F32) {
-        uint32_t u = (uint32_t)rd(p, 4);
-        float x;
-        memcpy(&x, &u, sizeof x);
-        return x;
-    }
+    if (t == GGUF_F32)
+        return lmq_le_f32(p);
     if (t == GGUF_F64) {
-        uint64_t u = rd(p, 8);
+        uint64_t u = lmq_le(p, 8);
         double x;
         memcpy(&x, &u, sizeof x);
         return x;
@@ -446,8 +444,8 @@ lmq_code gf_get_int(const gf_file *f, const char *key, int optional, int64_t *ou
         return missing ? LMQ_E_FORMAT : LMQ_OK;
     if (!is_int(kv->type))
         return wrong_type(f, key, kv, "an integer", err);
-    if (kv->type == GGUF_U64 && rd(kv->val, 8) > INT64_MAX)
-        return lmq_fail(err, LMQ_E_FORMAT, "%s: key %s: %" PRIu64 " is too large", f->path, key, rd(kv->val, 8));
+    if (kv->type == GGUF_U64 && lmq_le(kv->val, 8) > INT64_MAX)
+        return lmq_fail(err, LMQ_E_FORMAT, "%s: key %s: %" PRIu64 " is too large", f->path, key, lmq_le(kv->val, 8));
     *out = int_at(kv->type, kv->val);
     return LMQ_OK;
 }
@@ -509,7 +507,7 @@ double gf_arr_float(const gf_kv *kv, uint64_t i)
 
 gf_str gf_arr_next_str(const uint8_t **pos)
 {
-    gf_str s = { (const char *)*pos + 8, rd(*pos, 8) };
+    gf_str s = { (const char *)*pos + 8, lmq_le(*pos, 8) };
     *pos += 8 + s.len;
     return s;
 }
@@ -560,8 +558,7 @@ static void put(gf_writer *w, buf *b, const void *p, size_t n)
 static void put_u(gf_writer *w, buf *b, uint64_t v, unsigned n)
 {
     uint8_t le[8];
-    for (unsigned i = 0; i < n; i++)
-        le[i] = (uint8_t)(v >> (8 * i));
+    lmq_put_le(le, v, n);
     put(w, b, le, n);
 }
 
@@ -576,13 +573,6 @@ static void key(gf_writer *w, const char *k, uint32_t type)
     put_str(w, &w->kv, k, strlen(k));
     put_u(w, &w->kv, type, 4);
     w->n_kv++;
-}
-
-static uint32_t f32_bits(float v)
-{
-    uint32_t u;
-    memcpy(&u, &v, sizeof u);
-    return u;
 }
 
 lmq_code gf_writer_new(gf_writer **out, lmq_err *err)
@@ -611,7 +601,7 @@ void gf_w_u32(gf_writer *w, const char *k, uint32_t v)
 void gf_w_f32(gf_writer *w, const char *k, float v)
 {
     key(w, k, GGUF_F32);
-    put_u(w, &w->kv, f32_bits(v), 4);
+    put_u(w, &w->kv, lmq_f32_bits(v), 4);
 }
 
 void gf_w_str(gf_writer *w, const char *k, const char *v)
@@ -638,7 +628,7 @@ void gf_w_arr_f32(gf_writer *w, const char *k, uint64_t n, const float *v)
 {
     array(w, k, GGUF_F32, n);
     for (uint64_t i = 0; i < n; i++)
-        put_u(w, &w->kv, f32_bits(v[i]), 4);
+        put_u(w, &w->kv, lmq_f32_bits(v[i]), 4);
 }
 
 void gf_w_arr_i32(gf_writer *w, const char *k, uint64_t n, const int32_t *v)
@@ -653,12 +643,12 @@ void gf_w_tensor(gf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
 {
     if (w->err.code)
         return;
-    const gf_type_info *ti = gf_type_of(type);
+    const gf_type_info ti = gf_type_of(type);
     uint64_t elems = 1;
     for (uint32_t d = 0; d < n_dims && d < GGUF_MAX_DIMS; d++)
         elems *= ne[d];
-    if (!ti || n_dims < 1 || n_dims > GGUF_MAX_DIMS || strlen(name) >= GGUF_NAME_MAX || ne[0] % ti->block ||
-        elems / ti->block * ti->block_bytes != size) {
+    if (!ti.name || n_dims < 1 || n_dims > GGUF_MAX_DIMS || strlen(name) >= GGUF_NAME_MAX || ne[0] % ti.block ||
+        elems / ti.block * ti.block_bytes != size) {
         lmq_fail(&w->err, LMQ_E_ARG, "GGUF writer: tensor %s: %zu bytes of type %" PRIu32 " do not fit its shape",
                  name, size, type);
         return;

@@ -12,7 +12,10 @@
  * tensors lie inside the data section without overlapping, and errors name the file and the key
  * or tensor. Values stay views into the mapping. The writer builds a file in memory and writes
  * it atomically (common/file.h). Names start gf_ (GGUF_ / GGML_ for constants): ggml's own
- * gguf_* API must link beside liblmq. */
+ * gguf_* API must link beside liblmq.
+ *
+ * This file knows bytes, not models: formats/gguf_model.h maps an lmq model onto a GGUF file
+ * (encodings, tensor names, <arch>.* keys), convert/gguf.h imports one, export/gguf.h writes one. */
 #ifndef LMQ_GGUF_H
 #define LMQ_GGUF_H
 
@@ -28,11 +31,12 @@ typedef enum {
     GGUF_TYPE_COUNT
 } gf_value_type;
 
-/* ggml tensor types (the numbers of ggml.h's enum ggml_type) this reader knows the size of. */
+/* ggml tensor types (the numbers of ggml.h's enum ggml_type) this reader knows the size of:
+ * those an encoding row holds (formats/encoding.h's ggml), and the others listed in gguf.c. */
 typedef enum {
     GGML_F32 = 0, GGML_F16 = 1, GGML_Q4_0 = 2, GGML_Q4_1 = 3, GGML_Q5_0 = 6, GGML_Q5_1 = 7, GGML_Q8_0 = 8,
     GGML_Q8_1 = 9, GGML_Q2_K = 10, GGML_Q3_K = 11, GGML_Q4_K = 12, GGML_Q5_K = 13, GGML_Q6_K = 14,
-    GGML_Q8_K = 15, GGML_I8 = 24, GGML_I16 = 25, GGML_I32 = 26, GGML_I64 = 27, GGML_F64 = 28, GGML_BF16 = 30,
+    GGML_Q8_K = 15, GGML_IQ4_NL = 20, GGML_IQ4_XS = 23, GGML_I8 = 24, GGML_I16 = 25, GGML_I32 = 26, GGML_I64 = 27, GGML_F64 = 28, GGML_BF16 = 30,
     GGML_TYPE_LIMIT = 31
 } gf_ggml_type;
 
@@ -45,8 +49,8 @@ typedef struct {
     unsigned block, block_bytes;
 } gf_type_info;
 
-/* The row of type t, or NULL when it is not one this file knows. */
-const gf_type_info *gf_type_of(uint32_t t);
+/* What type t is: its name and sizes (name NULL when it is not a type this file knows). */
+gf_type_info gf_type_of(uint32_t t);
 
 typedef struct {
     const char *p; /* not NUL-terminated */

@@ -6,6 +6,7 @@
 #include <xxhash.h>
 
 #include "common/file.h"
+#include "common/le.h"
 
 /* Describes `name` (one matrix per layer when per_layer) from the fp32 weight stream at *pos. */
 static lmq_code take(lmq_plan *p, const uint8_t *w, size_t *pos, const char *name, int per_layer, int64_t rows,
@@ -28,26 +29,31 @@ static lmq_code take(lmq_plan *p, const uint8_t *w, size_t *pos, const char *nam
     return LMQ_OK;
 }
 
+/* The header's seven int32 fields, as llama2.c's Config names them. */
+static const char *const header_fields[7] = { "dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads",
+                                              "vocab_size", "seq_len" };
+
 static lmq_code plan(const char *path, const lmq_blob *b, lmq_plan *p, lmq_err *err)
 {
     lmq_model *m = &p->model;
     int32_t h[7];
     if (b->size < sizeof h)
         return lmq_fail(err, LMQ_E_FORMAT, "truncated header (%zu bytes)", b->size);
-    memcpy(h, b->data, sizeof h);
+    for (int i = 0; i < 7; i++)
+        h[i] = lmq_le_i32(b->data + 4 * i);
     /* Bound every dimension first so the size arithmetic below cannot overflow (and abs() of
      * the vocabulary size is defined: not INT_MIN). */
     for (int i = 0; i < 7; i++)
         if (h[i] == 0 || h[i] > (1 << 20) || h[i] < (i == 5 ? -(1 << 20) : 1))
-            return lmq_fail(err, LMQ_E_FORMAT, "implausible header field %d = %d", i, (int)h[i]);
+            return lmq_fail(err, LMQ_E_FORMAT, "implausible header field %s = %d", header_fields[i], (int)h[i]);
     lmq_arch *a = &m->arch;
     *a = (lmq_arch){ .family = LMQ_FAMILY_LLAMA, .dim = h[0], .hidden_dim = h[1], .n_layers = h[2],
                      .n_heads = h[3], .n_kv_heads = h[4], .vocab_size = abs(h[5]), .max_seq = h[6],
                      .norm_eps = 1e-5f, .rope_theta = 10000.0f, .tied_embedding = h[5] > 0,
                      .rope = LMQ_ROPE_INTERLEAVED, .tokenizer = LMQ_TOK_LLAMA2C, .bos_id = 1, .eos_id = 2 };
-    if (a->dim % a->n_heads || a->n_heads % a->n_kv_heads || (a->dim / a->n_heads) % 2)
-        return lmq_fail(err, LMQ_E_FORMAT, "dim %d does not split into %d heads / %d kv heads", a->dim,
-                        a->n_heads, a->n_kv_heads);
+    lmq_code c = lmq_arch_validate(a, err);
+    if (c)
+        return c;
     const int64_t d = a->dim, hd = a->hidden_dim, L = a->n_layers, V = a->vocab_size;
     const int64_t kv = d / a->n_heads * a->n_kv_heads, rope = (int64_t)a->max_seq * (d / a->n_heads);
     const int64_t want = V * d + L * (2 * d + 2 * d * d + 2 * kv * d + 3 * hd * d) + d + rope +
@@ -63,7 +69,6 @@ static lmq_code plan(const char *path, const lmq_blob *b, lmq_plan *p, lmq_err *
         { "ffn_up.weight", 1, hd, d },   { "out_norm.weight", 0, d, 0 },
     };
     size_t pos = 0;
-    lmq_code c = LMQ_OK;
     for (size_t i = 0; i < sizeof order / sizeof order[0] && !c; i++)
         c = take(p, b->data + sizeof h, &pos, order[i].name, order[i].per_layer, order[i].rows, order[i].cols, err);
     pos += (size_t)rope;

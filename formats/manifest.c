@@ -94,7 +94,7 @@ static const lmq_yf_field stats_fields[] = {
 };
 static const lmq_yf_table stats_table = YF_TABLE(stats_fields);
 
-const char *const lmq_method_names[LMQ_METHOD_COUNT] = { "rtn", "gptq", "awq" };
+const char *const lmq_method_names[LMQ_METHOD_COUNT] = { "rtn", "gptq", "awq", "imatrix" };
 static const lmq_yf_field tensor_calib_fields[] = {
     YF_KEY("method", YF_ENUM, lmq_manifest_calib, method, .names = lmq_method_names, .n_names = LMQ_METHOD_COUNT),
     YF_KEY("damp", YF_REAL, lmq_manifest_calib, damp, .flags = YF_OPTIONAL),
@@ -360,7 +360,7 @@ lmq_manifest_totals lmq_manifest_totals_of(const lmq_manifest *m, const lmq_tens
     uint64_t linear_bits = 0;
     for (int i = 0; i < n; i++) {
         const lmq_tensor_entry *e = &index[i];
-        if (e->q.dtype == LMQ_T_BYTES)
+        if (lmq_entry_is_file(e))
             continue;
         uint64_t numel = (uint64_t)lmq_entry_numel(e);
         t.params += numel;
@@ -385,25 +385,27 @@ static int find_entry(const lmq_tensor_entry *index, int n, const char *name)
 
 static void check_arch(issues *is, const lmq_arch *a)
 {
-    const int *pos[] = { &a->dim, &a->hidden_dim, &a->n_layers, &a->n_heads, &a->n_kv_heads, &a->vocab_size,
-                         &a->max_seq };
-    const char *names[] = { "dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads", "vocab_size", "max_seq" };
-    for (size_t i = 0; i < YF_LEN(pos); i++)
-        if (*pos[i] <= 0)
-            issue(is, NULL, "architecture.%s is %d, must be positive", names[i], *pos[i]);
-    if (!known(family_names, YF_LEN(family_names), (unsigned)a->family) ||
-        !known(rope_names, YF_LEN(rope_names), (unsigned)a->rope) ||
-        !known(tok_names, YF_LEN(tok_names), (unsigned)a->tokenizer))
-        issue(is, NULL, "architecture: unknown family, rope or tokenizer (%d, %d, %d)", (int)a->family, (int)a->rope,
-              (int)a->tokenizer);
-    if (a->n_heads > 0 && a->n_kv_heads > 0 && (a->dim % a->n_heads || a->n_heads % a->n_kv_heads))
-        issue(is, NULL, "architecture: dim %d, n_heads %d, n_kv_heads %d do not divide", a->dim, a->n_heads,
-              a->n_kv_heads);
-    if (!(a->norm_eps > 0) || !isfinite(a->norm_eps) || !(a->rope_theta >= 0) || !isfinite(a->rope_theta))
-        issue(is, NULL, "architecture: norm_eps must be positive and rope_theta non-negative");
-    if (a->bos_id < -1 || a->eos_id < -1 || (a->vocab_size > 0 && (a->bos_id >= a->vocab_size ||
-                                                                   a->eos_id >= a->vocab_size)))
-        issue(is, NULL, "architecture: bos_id %d / eos_id %d outside the vocabulary", a->bos_id, a->eos_id);
+    lmq_err e;
+    if (lmq_arch_validate(a, &e))
+        issue(is, NULL, "%s", e.msg);
+}
+
+lmq_code lmq_manifest_check_tensors(const lmq_manifest *m, const lmq_tensor_entry *index, int n, lmq_err *err)
+{
+    if (m->kind != LMQ_KIND_MODEL)
+        return lmq_arch_validate(&m->arch, err);
+    lmq_model d; /* the stored tensors' names and shapes, without values */
+    lmq_model_init(&d);
+    d.arch = m->arch;
+    lmq_code c = LMQ_OK;
+    for (int k = 0; k < n && !c; k++)
+        if (!lmq_entry_is_file(&index[k]))
+            c = lmq_model_add_view(&d, index[k].name, index[k].ndim, index[k].shape, index[k].q, NULL,
+                                   index[k].raw_size, NULL, NULL, err);
+    if (!c)
+        c = lmq_model_validate(&d, err);
+    lmq_model_free(&d);
+    return c;
 }
 
 /* One message per field that differs, so the line says exactly what disagrees. */
@@ -499,27 +501,27 @@ int lmq_manifest_check(const lmq_manifest *m, const lmq_tensor_entry *index, int
             issue(&is, t->name, "in the manifest but not in the index");
         else if (used[k]++)
             issue(&is, t->name, "listed twice in the manifest");
-        else if (index[k].q.dtype == LMQ_T_BYTES)
-            issue(&is, t->name, "is a carried file (bytes), not a tensor");
+        else if (lmq_entry_is_file(&index[k]))
+            issue(&is, t->name, "is a carried file, not a tensor");
         else
             check_tensor(&is, t, &index[k]);
     }
     for (int i = 0; i < m->n_files; i++) {
         char name[LMQ_NAME_MAX + 8];
-        snprintf(name, sizeof name, "file:%s", m->files[i].name);
+        snprintf(name, sizeof name, LMQ_FILE_PREFIX "%s", m->files[i].name);
         int k = find_entry(index, n, name);
         if (k < 0)
             issue(&is, name, "carried file in the manifest but not in the index");
         else if (used[k]++)
             issue(&is, name, "listed twice in the manifest");
-        else if (index[k].q.dtype != LMQ_T_BYTES || index[k].raw_size != m->files[i].size)
-            issue(&is, name, "manifest says a %" PRIu64 "-byte file, index holds %" PRIu64 " bytes of %s",
-                  m->files[i].size, index[k].raw_size, lmq_encoding_of(index[k].q.dtype)->name);
+        else if (!lmq_entry_is_file(&index[k]) || index[k].raw_size != m->files[i].size)
+            issue(&is, name, "manifest says a %" PRIu64 "-byte file, index holds %s of %" PRIu64 " bytes",
+                  m->files[i].size, lmq_entry_is_file(&index[k]) ? "a file" : "a tensor", index[k].raw_size);
     }
     for (int k = 0; k < n; k++)
         if (!used[k])
-            issue(&is, index[k].name, "%s", index[k].q.dtype == LMQ_T_BYTES ? "carried file has no files entry"
-                                                                            : "has no manifest entry");
+            issue(&is, index[k].name, "%s", lmq_entry_is_file(&index[k]) ? "carried file has no files entry"
+                                                                           : "has no manifest entry");
     free(used);
     lmq_manifest_totals want = lmq_manifest_totals_of(m, index, n);
     const lmq_manifest_totals *got = &m->totals;

@@ -17,7 +17,13 @@
 #define LMQ_REASON_MAX 256
 
 /* How a tensor's codes were chosen: round to nearest, or a calibrated method (calibrate/). */
-typedef enum { LMQ_METHOD_RTN = 0, LMQ_METHOD_GPTQ = 1, LMQ_METHOD_AWQ = 2, LMQ_METHOD_COUNT } lmq_method;
+typedef enum {
+    LMQ_METHOD_RTN = 0,
+    LMQ_METHOD_GPTQ = 1,
+    LMQ_METHOD_AWQ = 2,
+    LMQ_METHOD_IMATRIX = 3, /* GGUF block encodings: the scale search weighted by mean x² per input */
+    LMQ_METHOD_COUNT
+} lmq_method;
 extern const char *const lmq_method_names[LMQ_METHOD_COUNT];
 
 /* What the calibrate stage did to one tensor; all zero (and absent from the YAML) when nothing. */
@@ -132,5 +138,9 @@ lmq_manifest_totals lmq_manifest_totals_of(const lmq_manifest *m, const lmq_tens
  * fn (may be NULL); returns how many there were. */
 int lmq_manifest_check(const lmq_manifest *m, const lmq_tensor_entry *index, int n, uint32_t format_version,
                        lmq_issue_fn fn, void *ctx);
+/* Checks a model's architecture against the tensors the index holds, as the runtime will read them
+ * (lmq_model_validate on their names and shapes: every tensor the fields want, none other); for
+ * statistics, the fields alone (lmq_arch_validate). The error names the field or the tensor. */
+lmq_code lmq_manifest_check_tensors(const lmq_manifest *m, const lmq_tensor_entry *index, int n, lmq_err *err);
 
 #endif

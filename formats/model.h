@@ -113,7 +113,13 @@ lmq_tensor *lmq_model_find(const lmq_model *m, const char *name);
 const lmq_file *lmq_model_find_file(const lmq_model *m, const char *name);
 int64_t lmq_tensor_numel(const lmq_tensor *t);
 
-/* Checks that every tensor the architecture needs is present with the right shape, and that
+/* Checks the architecture's fields against one another: counts positive, dim a multiple of n_heads,
+ * n_kv_heads dividing n_heads, norm_eps > 0, the family's rope layout (llama: an even head size and
+ * rope_theta > 0), bos/eos inside the vocabulary. Errors name the field ("architecture.n_heads"). */
+lmq_code lmq_arch_validate(const lmq_arch *a, lmq_err *err);
+/* Checks the architecture (lmq_arch_validate), that every tensor it needs is present with the right
+ * shape and that no other is (a block at or past n_layers, another family's tensor, output.weight
+ * beside tied_embedding), and that
  * every fp32 weight is finite (a loader checks the other encodings' scales and codes: see
  * runtime/artefact.h; tensors described without values, data NULL, are checked for shape only).
  * Errors name the tensor. */

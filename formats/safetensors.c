@@ -6,57 +6,42 @@
 #include <string.h>
 
 #include "common/fp.h"
-
-/* Byte-wise little-endian access: the data region has no alignment guarantee and the host's
- * byte order does not matter. */
-static uint64_t load_le(const uint8_t *p, int bytes)
-{
-    uint64_t v = 0;
-    for (int i = bytes - 1; i >= 0; i--)
-        v = (v << 8) | p[i];
-    return v;
-}
-
-static void store_le(uint8_t *p, uint64_t v, int bytes)
-{
-    for (int i = 0; i < bytes; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
+#include "common/le.h"
 
 static void dec_f32(const uint8_t *s, float *d, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        d[i] = lmq_bits_f32((uint32_t)load_le(s + 4 * i, 4));
+        d[i] = lmq_bits_f32((uint32_t)lmq_le(s + 4 * i, 4));
 }
 
 static void dec_f16(const uint8_t *s, float *d, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        d[i] = lmq_f16_to_f32((uint16_t)load_le(s + 2 * i, 2));
+        d[i] = lmq_f16_to_f32((uint16_t)lmq_le(s + 2 * i, 2));
 }
 
 static void dec_bf16(const uint8_t *s, float *d, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        d[i] = lmq_bf16_to_f32((uint16_t)load_le(s + 2 * i, 2));
+        d[i] = lmq_bf16_to_f32((uint16_t)lmq_le(s + 2 * i, 2));
 }
 
 static void enc_f32(const float *s, uint8_t *d, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        store_le(d + 4 * i, lmq_f32_bits(s[i]), 4);
+        lmq_put_le(d + 4 * i, lmq_f32_bits(s[i]), 4);
 }
 
 static void enc_f16(const float *s, uint8_t *d, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        store_le(d + 2 * i, lmq_f32_to_f16(s[i]), 2);
+        lmq_put_le(d + 2 * i, lmq_f32_to_f16(s[i]), 2);
 }
 
 static void enc_bf16(const float *s, uint8_t *d, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        store_le(d + 2 * i, lmq_f32_to_bf16(s[i]), 2);
+        lmq_put_le(d + 2 * i, lmq_f32_to_bf16(s[i]), 2);
 }
 
 /* One row per safetensors dtype, indexed by st_dtype. NULL converters: recognised, not read. */
@@ -233,7 +218,7 @@ static lmq_code parse_header(st_file *f, const uint8_t *bytes, size_t size, lmq_
 {
     if (size < 8)
         return lmq_fail(err, LMQ_E_FORMAT, "file is %zu bytes, too short for the 8-byte header length", size);
-    const uint64_t n = load_le(bytes, 8);
+    const uint64_t n = lmq_le(bytes, 8);
     if (n == 0)
         return lmq_fail(err, LMQ_E_FORMAT, "header length is 0");
     if (n > ST_MAX_HEADER)
@@ -436,7 +421,7 @@ lmq_code st_stream_open(st_stream *s, const char *path, const st_out *ts, int n,
         return c;
     }
     uint8_t len8[8];
-    store_le(len8, hlen, 8);
+    lmq_put_le(len8, hlen, 8);
     c = lmq_atomic_write(&s->file, len8, 8, err);
     if (!c)
         c = lmq_atomic_write(&s->file, header, hlen, err);

@@ -20,6 +20,14 @@
 extern "C" {
 #endif
 
+/* The calls liblmq.so exports: the library is built with hidden visibility, so these and only
+ * these are its interface (nm -D --defined-only liblmq.so lists them). */
+#if defined(__GNUC__)
+#define LMQ_API __attribute__((visibility("default")))
+#else
+#define LMQ_API
+#endif
+
 /* The error codes (the lmq command's messages use the same names). */
 enum {
     LMQ_STATUS_OK = 0,
@@ -39,9 +47,9 @@ typedef struct {
 } lmq_status;
 
 /* "lmq 0.1.0": the version the artefacts' manifests record. */
-const char *lmq_version(void);
+LMQ_API const char *lmq_version(void);
 /* "ok", "i/o error", "format error", ... for a code; "unknown error" for anything else. */
-const char *lmq_status_name(int code);
+LMQ_API const char *lmq_status_name(int code);
 
 /* ---- convert: a checkpoint in, an fp32 artefact out ---------------------------------------- */
 
@@ -53,7 +61,8 @@ typedef struct {
 
 /* src: a Hugging Face model directory, .safetensors file or index.json, or a llama2.c .bin.
  * Tensor by tensor: memory holds about one tensor, not the model. opts may be NULL. */
-int lmq_convert_file(const char *src, const char *out_path, const lmq_convert_options *opts, lmq_status *st);
+LMQ_API int lmq_convert_file(const char *src, const char *out_path, const lmq_convert_options *opts,
+                             lmq_status *st);
 
 /* ---- quantize: an artefact and a YAML recipe in, a quantised artefact out ------------------ */
 
@@ -63,8 +72,8 @@ typedef struct {
     const char *calib_text; /* the calibration text, when not where the statistics name it */
 } lmq_quantize_options;
 
-int lmq_quantize_file(const char *in_path, const char *recipe_path, const char *out_path,
-                      const lmq_quantize_options *opts, lmq_status *st);
+LMQ_API int lmq_quantize_file(const char *in_path, const char *recipe_path, const char *out_path,
+                              const lmq_quantize_options *opts, lmq_status *st);
 
 /* ---- verify: artefacts scored against a reference on a text (protocol P1) ------------------ */
 
@@ -94,12 +103,13 @@ typedef struct {
 
 /* Scores every candidate against reference on the text at text_path (n_candidates may be 0:
  * the reference alone). opts may be NULL. *out is NULL on failure. */
-int lmq_verify(const char *reference, const char *const *candidates, int n_candidates, const char *text_path,
-               const lmq_verify_options *opts, lmq_verify_report **out, lmq_status *st);
-int lmq_verify_rows(const lmq_verify_report *r);
+LMQ_API int lmq_verify(const char *reference, const char *const *candidates, int n_candidates,
+                       const char *text_path, const lmq_verify_options *opts, lmq_verify_report **out,
+                       lmq_status *st);
+LMQ_API int lmq_verify_rows(const lmq_verify_report *r);
 /* Row i (0 .. lmq_verify_rows - 1) into *row; LMQ_STATUS_ARG for any other i. */
-int lmq_verify_row_get(const lmq_verify_report *r, int i, lmq_verify_row *row);
-void lmq_verify_free(lmq_verify_report *r);
+LMQ_API int lmq_verify_row_get(const lmq_verify_report *r, int i, lmq_verify_row *row);
+LMQ_API void lmq_verify_free(lmq_verify_report *r);
 
 /* ---- audit: what lmq audit checks of one artefact ------------------------------------------- */
 
@@ -116,32 +126,34 @@ typedef struct {
 
 /* Runs the checks on the artefact at path. A damaged artefact is not an error of the call: its
  * problems are in the report (the call fails only when the report cannot be made: NOMEM). */
-int lmq_audit(const char *path, lmq_audit_report **out, lmq_status *st);
+LMQ_API int lmq_audit(const char *path, lmq_audit_report **out, lmq_status *st);
 /* Problems found: 0 when the artefact passed. */
-int lmq_audit_problems(const lmq_audit_report *r);
-int lmq_audit_problem_get(const lmq_audit_report *r, int i, lmq_audit_problem *p);
-void lmq_audit_free(lmq_audit_report *r);
+LMQ_API int lmq_audit_problems(const lmq_audit_report *r);
+LMQ_API int lmq_audit_problem_get(const lmq_audit_report *r, int i, lmq_audit_problem *p);
+LMQ_API void lmq_audit_free(lmq_audit_report *r);
 
 /* ---- artefacts ------------------------------------------------------------------------------- */
 
 typedef struct lmq_artefact lmq_artefact;
 
 /* Opens an artefact (header, index and manifest checked; tensors not read). */
-int lmq_artefact_open(const char *path, lmq_artefact **out, lmq_status *st);
-int lmq_artefact_tensors(const lmq_artefact *a);
+LMQ_API int lmq_artefact_open(const char *path, lmq_artefact **out, lmq_status *st);
+LMQ_API int lmq_artefact_tensors(const lmq_artefact *a);
 /* The manifest as stored (YAML), *size bytes, not NUL-terminated; valid while a is open. */
-const char *lmq_artefact_manifest(const lmq_artefact *a, size_t *size);
-void lmq_artefact_close(lmq_artefact *a);
+LMQ_API const char *lmq_artefact_manifest(const lmq_artefact *a, size_t *size);
+LMQ_API void lmq_artefact_close(lmq_artefact *a);
 
 /* ---- export ---------------------------------------------------------------------------------- */
 
 /* Writes the artefact into directory out_dir as a compressed-tensors checkpoint (vLLM's
- * format: model.safetensors, config.json with its quantization_config, tokenizer files). */
-int lmq_export_compressed_tensors(const char *in_path, const char *out_dir, lmq_status *st);
+ * format: model.safetensors, config.json with its quantization_config, tokenizer files), whole:
+ * out_dir must be absent or empty, and appears only when everything is written. */
+LMQ_API int lmq_export_compressed_tensors(const char *in_path, const char *out_dir, lmq_status *st);
 /* Writes the artefact as a GGUF file (llama.cpp) at out_path. Encodings whose grid GGUF lacks
  * are refused, naming the tensor, unless allow_requantize (then re-quantised to Q8_0 and listed
  * in the file's lmq.requantized metadata). */
-int lmq_export_gguf(const char *in_path, const char *out_path, int allow_requantize, lmq_status *st);
+LMQ_API int lmq_export_gguf(const char *in_path, const char *out_path, int allow_requantize,
+                            lmq_status *st);
 
 #ifdef __cplusplus
 }

@@ -11,6 +11,7 @@
 #include "ggml.h"
 #include "gguf.h"
 #include "convert/gguf.h"
+#include "formats/gguf_model.h"
 #include "runtime/artefact.h"
 #include "schemes/scheme.h"
 

@@ -3,10 +3,10 @@
  * compared with lmq's, its logits with those of lmq's runtime on the matching artefact.
  *
  * Usage: llamacpp_p1 MODEL.gguf ARTEFACT.lmq TEXT CTX [WINDOWS]
- *   The documents are lmq's (vf_docs_split); llama.cpp's tokenizer encodes each as
+ *   The documents are lmq's (tok_docs_split); llama.cpp's tokenizer encodes each as
  *   llama-perplexity would (no special tokens parsed): with BOS when its vocabulary adds one,
  *   else the documents joined by its EOS, which is P1's rule for each family. lmq's stream comes
- *   from ARTEFACT's tokenizer (vf_stream_build). The first WINDOWS (default: all) windows of CTX
+ *   from ARTEFACT's tokenizer (tok_stream_build). The first WINDOWS (default: all) windows of CTX
  *   tokens of llama.cpp's stream, each from an empty cache, run through llama.cpp and through
  *   lmq's runtime on ARTEFACT; positions 0..CTX-2 scored: each side's PPL (NLL summed in
  *   double), top-1 agreement and KL(P_lmq || P_llama.cpp) per position, in nats; and each
@@ -26,8 +26,8 @@
 #include "llama.h"
 #include "runtime/artefact.h"
 #include "runtime/forward.h"
+#include "tokenizer/stream.h"
 #include "tokenizer/tokenizer.h"
-#include "verify/stream.h"
 
 static void quiet(enum ggml_log_level level, const char *text, void *user)
 {
@@ -54,7 +54,7 @@ static char *slurp(const char *path, size_t *len)
 }
 
 /* lmq's P1 stream and documents of the text, with m's own tokenizer. */
-static int lmq_stream(const lmq_model *m, const char *text, size_t len, int32_t **ids, size_t *n, vf_doc **docs,
+static int lmq_stream(const lmq_model *m, const char *text, size_t len, int32_t **ids, size_t *n, tok_doc **docs,
                       int *n_docs)
 {
     lmq_err e;
@@ -62,9 +62,9 @@ static int lmq_stream(const lmq_model *m, const char *text, size_t len, int32_t 
     int docs_built;
     lmq_code c = tok_open_model(m, &t, &e);
     if (!c)
-        c = vf_stream_build(t, text, len, ids, n, &docs_built, &e);
+        c = tok_stream_build(t, text, len, ids, n, &docs_built, &e);
     if (!c)
-        c = vf_docs_split(text, len, docs, n_docs, &e);
+        c = tok_docs_split(text, len, docs, n_docs, &e);
     tok_free(t);
     if (c)
         fprintf(stderr, "llamacpp_p1: %s\n", e.msg);
@@ -73,7 +73,7 @@ static int lmq_stream(const lmq_model *m, const char *text, size_t len, int32_t 
 
 /* llama.cpp's P1 stream: each document tokenized on its own (BOS first when the vocabulary adds
  * one), or joined by EOS when it adds none. */
-static int32_t *llama_stream(const struct llama_vocab *v, const char *text, const vf_doc *docs, int n_docs, size_t *n)
+static int32_t *llama_stream(const struct llama_vocab *v, const char *text, const tok_doc *docs, int n_docs, size_t *n)
 {
     const int bos = llama_vocab_get_add_bos(v);
     size_t cap = 0;
@@ -149,7 +149,7 @@ int main(int argc, char **argv)
     size_t len = 0, n_lmq = 0, n_ll = 0;
     char *text = slurp(argv[3], &len);
     int32_t *lmq_ids = NULL;
-    vf_doc *docs = NULL;
+    tok_doc *docs = NULL;
     int n_docs = 0;
     lmq_model m;
     lmq_err e;

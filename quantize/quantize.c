@@ -10,9 +10,8 @@
 #include "formats/container.h"
 #include "formats/manifest.h"
 #include "quantize/recipe.h"
+#include "runtime/artefact.h"
 #include "schemes/scheme.h"
-
-#define FILE_PREFIX "file:"
 
 /* One run: the input, the recipe's plan and the output under construction. */
 typedef struct {
@@ -213,8 +212,8 @@ static lmq_code resolve(q_run *r, int check, lmq_err *err)
     int n = 0;
     for (int k = 0; k < r->in.n_tensors; k++) {
         const lmq_tensor_entry *t = &r->in.tensors[r->in.by_offset[k]];
-        if (t->q.dtype != LMQ_T_BYTES)
-            refs[n++] = (q_tensor_ref){ t->name, t->ndim };
+        if (!lmq_entry_is_file(t))
+            refs[n++] = (q_tensor_ref){ t->name, t->ndim, t->shape[t->ndim - 1] };
     }
     lmq_code c = (check ? q_recipe_resolve : q_recipe_plan)(&r->recipe, refs, n, r->src.arch.tied_embedding,
                                                             &r->plan, err);
@@ -227,7 +226,7 @@ static const lmq_tensor_entry *first_quantised(const lmq_container *in)
 {
     for (int k = 0; k < in->n_tensors; k++) {
         const lmq_tensor_entry *t = &in->tensors[in->by_offset[k]];
-        if (t->q.dtype != LMQ_T_F32 && t->q.dtype != LMQ_T_BYTES)
+        if (!lmq_entry_is_file(t) && t->q.dtype != LMQ_T_F32)
             return t;
     }
     return NULL;
@@ -307,6 +306,8 @@ static lmq_code run(q_run *r, const char *in_path, const char *recipe_path, cons
     r->opts = opts;
     if ((c = lmq_container_open_manifest(&r->in, &r->src, in_path, err)))
         return c;
+    if ((c = rt_artefact_check(&r->in, &r->src, err))) /* nothing audit refuses is passed on */
+        return lmq_err_prefix(err, "%s: ", in_path);
     const lmq_tensor_entry *q = first_quantised(&r->in);
     if ((c = q_input_check(&r->in, in_path, opts, err)))
         return c;
@@ -325,15 +326,15 @@ static lmq_code run(q_run *r, const char *in_path, const char *recipe_path, cons
     const int total = r->in.n_tensors + split;
     for (int k = 0; k < r->in.n_tensors && !c; k++) {
         const lmq_tensor_entry *t = &r->in.tensors[r->in.by_offset[k]];
-        if (t->q.dtype == LMQ_T_BYTES) { /* a carried file: verbatim */
+        if (lmq_entry_is_file(t)) { /* verbatim */
             const void *raw;
             void *buf;
             if (!(c = lmq_container_view(&r->in, t, &raw, &buf, err))) {
-                c = lmq_writer_add(r->w, t->name, t->q, t->ndim, t->shape, raw, t->raw_size, LMQ_CODEC_NONE, err);
+                c = lmq_writer_add_file(r->w, lmq_entry_file_name(t), raw, t->raw_size, LMQ_CODEC_NONE, err);
                 free(buf);
             }
             if (!c)
-                c = lmq_manifest_add_file(&r->out, t->name + strlen(FILE_PREFIX), t->raw_size, err);
+                c = lmq_manifest_add_file(&r->out, lmq_entry_file_name(t), t->raw_size, err);
         } else {
             c = write_tensor(r, t, t->name, plan_for(&r->plan, t->name), opts, err);
         }
@@ -392,7 +393,8 @@ lmq_code q_explain_open(const char *in_path, const char *recipe_path, q_explain 
         x->n_refs = r.plan.n;
         for (int i = 0; i < r.plan.n; i++) {
             const char *name = r.plan.entries[i].derived_from_tied ? "tok_embd.weight" : r.plan.entries[i].name;
-            x->refs[i] = (q_tensor_ref){ x->plan.entries[i].name, lmq_container_find(&r.in, name)->ndim };
+            const lmq_tensor_entry *t = lmq_container_find(&r.in, name);
+            x->refs[i] = (q_tensor_ref){ x->plan.entries[i].name, t->ndim, t->shape[t->ndim - 1] };
         }
     } else {
         q_plan_free(&r.plan);

@@ -11,86 +11,87 @@
 #include <yaml.h>
 
 #include "common/file.h"
+#include "common/glob.h"
 #include "common/yaml_doc.h"
 #include "common/yaml_fields.h"
-#include "convert/convert.h"
+#include "formats/hf_model.h"
+#include "quantize/llmc.h"
+#include "quantize/recipe_read.h"
 #include "schemes/scheme.h"
 
 /* ---- schemes ---- */
 
 /* What a scheme allows, from its row in the encoding table: float schemes store no scales;
- * fp8 stores one scale per row; integer schemes choose their granularity and symmetry. */
-typedef enum { KIND_FLOAT, KIND_FP8, KIND_INT } scheme_kind;
+ * fp8 stores one scale per row; integer schemes choose their granularity and symmetry; GGUF's
+ * block encodings carry their scales in their blocks (their codes chosen by rtn, imatrix, gptq or awq). */
+typedef enum { KIND_FLOAT, KIND_FP8, KIND_INT, KIND_BLOCK } scheme_kind;
 
 static scheme_kind kind_of(const lmq_encoding *s)
 {
-    return s->integer ? KIND_INT : s->scale_bits ? KIND_FP8 : KIND_FLOAT;
+    return s->block ? KIND_BLOCK : s->integer ? KIND_INT : s->scale_bits ? KIND_FP8 : KIND_FLOAT;
 }
 
-static const struct {
-    const char *name; /* as a recipe writes it */
-    lmq_gran gran;
-} GRANS[] = {
-    { "tensor", LMQ_GRAN_TENSOR },
-    { "channel", LMQ_GRAN_CHANNEL },
-    { "group", LMQ_GRAN_GROUP },
-};
-#define N_GRANS (int)(sizeof GRANS / sizeof GRANS[0])
+/* The granularities a rule may name for encoding s: those of its row that carry scales (none is
+ * what a rule of a float scheme gets by giving no granularity), as lmq_gran bits. */
+static unsigned scaled_grans(const lmq_encoding *s)
+{
+    return s->grans & ~(1u << LMQ_GRAN_NONE);
+}
+
+/* The names of the granularities in grans, for messages: "tensor, channel or group". */
+static const char *gran_list(unsigned grans, char *buf, size_t size)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (unsigned g = 0, left = grans; g <= LMQ_GRAN_GROUP && n < size; g++)
+        if (left & (1u << g)) {
+            left &= ~(1u << g);
+            n += (size_t)snprintf(buf + n, size - n, "%s%s", !n ? "" : left ? ", " : " or ", lmq_gran_names[g]);
+        }
+    return buf;
+}
 
 /* llm-compressor's preset schemes (compressed-tensors' quant_scheme.py) as lmq writes them
- * (recipes/README.md): weights symmetric; W8A8's activations int8 per token, dynamic. FP8's
- * weights are per tensor there; lmq's fp8 has a scale per row, and no fp8 activations. */
-static const struct {
-    const char *name;
-    lmq_qparams qp;
-    lmq_act act;
-} PRESETS[] = {
+ * (recipes/README.md): weights symmetric unless _ASYM; W8A8's and W4A8's activations int8 per
+ * token, dynamic. FP8's weights are per tensor there; lmq's fp8 has a scale per row, and no fp8
+ * activations. */
+static const q_preset PRESETS[] = {
     { "W8A16", { LMQ_T_INT8, LMQ_GRAN_CHANNEL, 0, 0 }, { LMQ_ACT_NONE, 0 } },
     { "W4A16", { LMQ_T_INT4, LMQ_GRAN_GROUP, 0, 128 }, { LMQ_ACT_NONE, 0 } },
+    { "W4A16_ASYM", { LMQ_T_INT4, LMQ_GRAN_GROUP, 1, 128 }, { LMQ_ACT_NONE, 0 } },
     { "W8A8", { LMQ_T_INT8, LMQ_GRAN_CHANNEL, 0, 0 }, { LMQ_ACT_INT8, LMQ_ACT_TOKEN } },
+    { "INT8", { LMQ_T_INT8, LMQ_GRAN_CHANNEL, 0, 0 }, { LMQ_ACT_INT8, LMQ_ACT_TOKEN } },
+    { "W4A8", { LMQ_T_INT4, LMQ_GRAN_GROUP, 0, 128 }, { LMQ_ACT_INT8, LMQ_ACT_TOKEN } },
     { "FP8", { LMQ_T_F8_E4M3, LMQ_GRAN_CHANNEL, 0, 0 }, { LMQ_ACT_NONE, 0 } },
 };
 
-/* ---- glob ---- */
-
-int q_glob_match(const char *p, const char *s)
+const q_preset *q_preset_find(const char *name)
 {
-    /* Greedy with one backtrack point: on a mismatch after a '*', let that '*' eat one more
-     * character. Linear in practice, never exponential. */
-    const char *star = NULL, *resume = NULL;
-    while (*s) {
-        if (*p == '*') {
-            star = ++p;
-            resume = s;
-        } else if (*p == '?' || *p == *s) {
-            p++;
-            s++;
-        } else if (star) {
-            p = star;
-            s = ++resume;
-        } else {
-            return 0;
-        }
-    }
-    while (*p == '*')
-        p++;
-    return *p == '\0';
+    for (size_t i = 0; i < sizeof PRESETS / sizeof PRESETS[0]; i++)
+        if (!strcmp(PRESETS[i].name, name))
+            return &PRESETS[i];
+    return NULL;
 }
+
+/* The layer sets of llama-quantize's mixes (llama-quant.cpp), for a block i of n. */
+static int more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+static int first_eighth(int i, int n) { return i < n / 8; }
+static int first_sixteenth(int i, int n) { return i < n / 16; }
+
+static const struct {
+    const char *name;
+    int (*has)(int i, int n);
+} LAYER_SETS[] = {
+    { "more_bits", more_bits }, /* llama.cpp's use_more_bits: the first and last eighth, every third between */
+    { "first_eighth", first_eighth },
+    { "first_sixteenth", first_sixteenth },
+};
+#define N_LAYER_SETS (sizeof LAYER_SETS / sizeof LAYER_SETS[0])
 
 /* ---- parser ---- */
 
-typedef struct {
-    yaml_document_t *doc;
-    const char *path;
-    lmq_err *err;
-    int gran_line; /* of the rule being read: its granularity key, where a missing group is reported */
-} pctx;
-
-static int line_of(const yaml_node_t *n) { return (int)n->start_mark.line + 1; }
-
 /* "<path>:<line>: <key>: <message>" */
-__attribute__((format(printf, 4, 5))) static lmq_code perr(pctx *c, int line, const char *key,
-                                                           const char *fmt, ...)
+lmq_code perr(pctx *c, int line, const char *key, const char *fmt, ...)
 {
     char msg[640];
     va_list ap;
@@ -100,17 +101,15 @@ __attribute__((format(printf, 4, 5))) static lmq_code perr(pctx *c, int line, co
     return lmq_fail(c->err, LMQ_E_RECIPE, "%s:%d: %s: %s", c->path, line, key, msg);
 }
 
-static const char *type_name(const yaml_node_t *n)
+const char *type_name(const yaml_node_t *n)
 {
     return n->type == YAML_SEQUENCE_NODE ? "a list" : n->type == YAML_MAPPING_NODE ? "a mapping" : "a string";
 }
 
-static const char *scalar(const yaml_node_t *n) { return (const char *)n->data.scalar.value; }
-
 static int is_plain(const yaml_node_t *n) { return n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE; }
 
 /* A scalar's text; a NUL inside it (a "\0" escape) is refused so C strings stay whole. */
-static lmq_code get_string(pctx *c, const yaml_node_t *n, const char *key, const char **out)
+lmq_code get_string(pctx *c, const yaml_node_t *n, const char *key, const char **out)
 {
     if (n->type != YAML_SCALAR_NODE)
         return perr(c, line_of(n), key, "expected a string, got %s", type_name(n));
@@ -120,7 +119,7 @@ static lmq_code get_string(pctx *c, const yaml_node_t *n, const char *key, const
     return LMQ_OK;
 }
 
-static lmq_code get_bool(pctx *c, const yaml_node_t *n, const char *key, double *out)
+lmq_code get_bool(pctx *c, const yaml_node_t *n, const char *key, double *out)
 {
     static const char *const T[] = { "true", "True", "TRUE" }, *const F[] = { "false", "False", "FALSE" };
     if (n->type != YAML_SCALAR_NODE)
@@ -134,7 +133,7 @@ static lmq_code get_bool(pctx *c, const yaml_node_t *n, const char *key, double 
 }
 
 /* A plain unsigned decimal integer up to 2^32 - 1 (a double holds each exactly). */
-static lmq_code get_uint(pctx *c, const yaml_node_t *n, const char *key, double *out)
+lmq_code get_uint(pctx *c, const yaml_node_t *n, const char *key, double *out)
 {
     if (n->type != YAML_SCALAR_NODE)
         return perr(c, line_of(n), key, "expected an integer, got %s", type_name(n));
@@ -153,7 +152,7 @@ static lmq_code get_uint(pctx *c, const yaml_node_t *n, const char *key, double 
 }
 
 /* A plain decimal number (no sign beyond a leading '-', no inf/nan). */
-static lmq_code get_real(pctx *c, const yaml_node_t *n, const char *key, double *out)
+lmq_code get_real(pctx *c, const yaml_node_t *n, const char *key, double *out)
 {
     if (n->type != YAML_SCALAR_NODE)
         return perr(c, line_of(n), key, "expected a number, got %s", type_name(n));
@@ -212,7 +211,7 @@ static lmq_code add_pattern(pctx *c, const yaml_node_t *n, const char *key, q_pa
 }
 
 /* A pattern or a list of patterns. */
-static lmq_code get_patterns(pctx *c, const yaml_node_t *n, const char *key, q_pattern **arr, int *count)
+lmq_code get_patterns(pctx *c, const yaml_node_t *n, const char *key, q_pattern **arr, int *count)
 {
     if (n->type == YAML_SCALAR_NODE)
         return add_pattern(c, n, key, arr, count);
@@ -232,8 +231,8 @@ static lmq_code get_patterns(pctx *c, const yaml_node_t *n, const char *key, q_p
 }
 
 /* A value named in names[0..n) (NULL entries are not names); *out its index. */
-static lmq_code get_name(pctx *c, const yaml_node_t *n, const char *key, const char *const *names, int n_names,
-                         uint8_t *out)
+lmq_code get_name(pctx *c, const yaml_node_t *n, const char *key, const char *const *names, int n_names,
+                  uint8_t *out)
 {
     const char *s;
     lmq_code rc = get_string(c, n, key, &s);
@@ -253,17 +252,9 @@ static lmq_code get_name(pctx *c, const yaml_node_t *n, const char *key, const c
 
 /* ---- the walk: common/yaml_fields tables, every value a recipe row (YF_CUSTOM) ---- */
 
-/* The arguments of a YF_CUSTOM row's parser (lmq_yf_parse); each row uses some. */
-#define UNUSED __attribute__((unused))
-#define ROW_ARGS                                                                                              \
-    const lmq_yf_reader *rd, UNUSED const lmq_yf_field *f, UNUSED const yaml_node_t *map,                    \
-        UNUSED const yaml_node_t *key, UNUSED yaml_node_t *v, UNUSED void *base, UNUSED const char *path
-#define CTX ((pctx *)rd->ctx)
-#define ROW(name, fn, s, m, ...) YF_KEY(name, YF_CUSTOM, s, m, .parse = fn, __VA_ARGS__)
-
 /* The walker's own messages (a mapping that is not one), in "<path>:<line>: <key>: ..." form. */
-static lmq_code report(const lmq_yf_reader *rd, lmq_code code, const yaml_node_t *at, const char *path,
-                       const char *msg)
+lmq_code report(const lmq_yf_reader *rd, lmq_code code, const yaml_node_t *at, const char *path,
+                const char *msg)
 {
     pctx *c = rd->ctx;
     if (code == LMQ_E_NOMEM)
@@ -271,8 +262,8 @@ static lmq_code report(const lmq_yf_reader *rd, lmq_code code, const yaml_node_t
     return perr(c, at ? line_of(at) : 1, *path ? path : "(top)", "%s", msg);
 }
 
-static lmq_code key_error(const lmq_yf_reader *rd, lmq_yf_key_error what, const lmq_yf_table *t,
-                          const yaml_node_t *at, const char *where, const char *key, const yaml_node_t *first)
+lmq_code key_error(const lmq_yf_reader *rd, lmq_yf_key_error what, const lmq_yf_table *t,
+                   const yaml_node_t *at, const char *where, const char *key, const yaml_node_t *first)
 {
     pctx *c = rd->ctx;
     char path[96];
@@ -289,7 +280,7 @@ static lmq_code key_error(const lmq_yf_reader *rd, lmq_yf_key_error what, const 
     return perr(c, line_of(at), path, "unknown key (known keys: %s)", known);
 }
 
-static lmq_code read_enum(ROW_ARGS)
+lmq_code read_enum(ROW_ARGS)
 {
     return get_name(CTX, v, path, f->names, (int)f->n_names, (uint8_t *)base + f->off);
 }
@@ -303,10 +294,12 @@ static const lmq_yf_table act_table = YF_TABLE(act_fields);
 
 /* ---- methods ---- */
 
+/* Each method's parameters when a recipe names it without any (quantize/recipe.h). */
 const q_method q_method_defaults[LMQ_METHOD_COUNT] = {
     [LMQ_METHOD_RTN] = { .method = LMQ_METHOD_RTN },
     [LMQ_METHOD_GPTQ] = { .method = LMQ_METHOD_GPTQ, .damp = 0.01, .block = 128 },
     [LMQ_METHOD_AWQ] = { .method = LMQ_METHOD_AWQ, .grid = 20, .clip = 1 },
+    [LMQ_METHOD_IMATRIX] = { .method = LMQ_METHOD_IMATRIX },
 };
 
 static lmq_code parse_method(const lmq_yf_reader *rd, yaml_node_t *n, const char *where, q_method *m);
@@ -317,7 +310,7 @@ static lmq_code read_method_name(ROW_ARGS)
     char where[96];
     snprintf(where, sizeof where, "%.*s", (int)(strlen(path) - strlen(".name")), path);
     if (!v)
-        return perr(CTX, line_of(map), where, "needs a name (rtn, gptq or awq)");
+        return perr(CTX, line_of(map), where, "needs a name (rtn, imatrix, gptq or awq)");
     return parse_method(rd, v, where, base);
 }
 
@@ -395,30 +388,39 @@ static lmq_code read_scheme(ROW_ARGS)
     lmq_code rc = get_string(CTX, v, path, &s);
     if (rc)
         return rc;
-    for (size_t i = 0; i < sizeof PRESETS / sizeof PRESETS[0]; i++)
-        if (!strcmp(PRESETS[i].name, s)) {
-            rule->qp = PRESETS[i].qp;
-            rule->act = PRESETS[i].act;
-            rule->preset = PRESETS[i].name;
-            return LMQ_OK;
-        }
+    const q_preset *preset = q_preset_find(s);
+    if (preset) {
+        rule->qp = preset->qp;
+        rule->act = preset->act;
+        rule->preset = preset->name;
+        return LMQ_OK;
+    }
     const lmq_encoding *row = lmq_encoding_find(s);
-    if (row && row->block)
-        return perr(CTX, line_of(v), path, "scheme '%s' is imported from GGUF files as it is: lmq does not quantise "
-                    "to it", s);
-    if (!row || row->dtype == LMQ_T_BYTES) {
-        char known[256], presets[64] = "";
+    if (!row) {
+        char known[256], blocks[128] = "", presets[64] = "";
+        for (unsigned t = 0; t < LMQ_T_COUNT; t++)
+            if (lmq_encodings[t].block)
+                snprintf(blocks + strlen(blocks), sizeof blocks - strlen(blocks), "%s%s", *blocks ? ", " : "",
+                         lmq_encodings[t].name);
         for (size_t i = 0; i < sizeof PRESETS / sizeof PRESETS[0]; i++)
             snprintf(presets + strlen(presets), sizeof presets - strlen(presets), "%s%s", i ? ", " : "",
                      PRESETS[i].name);
-        return perr(CTX, line_of(v), path, "unknown scheme '%s' (known: %s; presets %s)", s,
-                    lmq_encoding_names(known, sizeof known, LMQ_T_BYTES), presets);
+        return perr(CTX, line_of(v), path, "unknown scheme '%s' (known: %s; GGUF blocks %s; presets %s)", s,
+                    lmq_encoding_names(known, sizeof known), blocks, presets);
     }
     scheme_kind kind = kind_of(row);
     rule->qp.dtype = (uint16_t)row->dtype;
-    /* granularity: integer schemes must say; fp8 has one scale per row; float schemes none. */
-    rule->qp.gran = (uint8_t)(kind == KIND_FLOAT ? LMQ_GRAN_NONE : kind == KIND_FP8 ? LMQ_GRAN_CHANNEL : 0);
+    /* granularity: integer schemes must say; fp8 has one scale per row; float and block schemes none. */
+    rule->qp.gran = (uint8_t)(kind == KIND_FP8 ? LMQ_GRAN_CHANNEL : kind == KIND_INT ? 0 : LMQ_GRAN_NONE);
     return LMQ_OK;
+}
+
+/* A rule of a block scheme that gives what its blocks fix. */
+static lmq_code block_given(const lmq_yf_reader *rd, const q_rule *rule, const yaml_node_t *key, const char *path)
+{
+    const lmq_encoding *e = scheme_of(rule);
+    return perr(CTX, line_of(key), path, "does not apply to %s, a GGUF block encoding: its blocks of %u weights "
+                "carry their own scales; give the scheme alone", e->name, e->block);
 }
 
 /* A preset brings granularity, group, symmetry and activations; the rule may not restate them. */
@@ -435,11 +437,15 @@ static lmq_code read_gran(ROW_ARGS)
         return v ? preset_given(rd, rule, key, path) : LMQ_OK;
     const char *s = scheme_of(rule)->name, *g;
     scheme_kind kind = kind_of(scheme_of(rule));
+    const unsigned grans = scaled_grans(scheme_of(rule));
+    char names[64];
     if (!v) {
         if (kind == KIND_INT)
-            return perr(CTX, rule->line, path, "required for %s (tensor, channel or group)", s);
+            return perr(CTX, rule->line, path, "required for %s (%s)", s, gran_list(grans, names, sizeof names));
         return LMQ_OK;
     }
+    if (kind == KIND_BLOCK)
+        return block_given(rd, rule, key, path);
     if (kind == KIND_FLOAT)
         return perr(CTX, line_of(key), path,
                     "does not apply to %s (float schemes store no scales; granularity is for "
@@ -447,14 +453,15 @@ static lmq_code read_gran(ROW_ARGS)
     lmq_code rc = get_string(CTX, v, path, &g);
     if (rc)
         return rc;
-    int i = 0;
-    while (i < N_GRANS && strcmp(GRANS[i].name, g) != 0)
+    unsigned i = 0;
+    while (i <= LMQ_GRAN_GROUP && !((grans & (1u << i)) && !strcmp(lmq_gran_names[i], g)))
         i++;
-    if (i == N_GRANS)
-        return perr(CTX, line_of(v), path, "unknown granularity '%s' (tensor, channel or group)", g);
-    if (kind == KIND_FP8 && GRANS[i].gran != LMQ_GRAN_CHANNEL)
+    if (i > LMQ_GRAN_GROUP)
+        return perr(CTX, line_of(v), path, "unknown granularity '%s' (%s)", g, gran_list(grans, names, sizeof names));
+    /* The fp8 row allows every scaled granularity; recipes give fp8 one scale per row (recipes/README.md). */
+    if (kind == KIND_FP8 && i != LMQ_GRAN_CHANNEL)
         return perr(CTX, line_of(v), path, "%s takes granularity channel only, not '%s'", s, g);
-    rule->qp.gran = (uint8_t)GRANS[i].gran;
+    rule->qp.gran = (uint8_t)i;
     CTX->gran_line = line_of(key);
     return LMQ_OK;
 }
@@ -464,6 +471,8 @@ static lmq_code read_group(ROW_ARGS)
     q_rule *rule = base;
     if (rule->preset)
         return v ? preset_given(rd, rule, key, path) : LMQ_OK;
+    if (v && kind_of(scheme_of(rule)) == KIND_BLOCK)
+        return block_given(rd, rule, key, path);
     if (rule->qp.gran != LMQ_GRAN_GROUP)
         return v ? perr(CTX, line_of(key), path, "given without granularity: group") : LMQ_OK;
     if (!v)
@@ -484,6 +493,8 @@ static lmq_code read_symmetric(ROW_ARGS)
     q_rule *rule = base;
     if (rule->preset)
         return preset_given(rd, rule, key, path);
+    if (kind_of(scheme_of(rule)) == KIND_BLOCK)
+        return block_given(rd, rule, key, path);
     if (kind_of(scheme_of(rule)) != KIND_INT)
         return perr(CTX, line_of(key), path, "applies to integer schemes only, not %s", scheme_of(rule)->name);
     double sym = 1;
@@ -497,10 +508,109 @@ static lmq_code read_method(ROW_ARGS)
 {
     q_rule *rule = base;
     lmq_code rc = parse_method(rd, v, path, &rule->method);
-    if (!rc && rule->method.method != LMQ_METHOD_RTN && kind_of(scheme_of(rule)) != KIND_INT)
+    const lmq_method m = rule->method.method;
+    const scheme_kind k = kind_of(scheme_of(rule));
+    if (rc || m == LMQ_METHOD_RTN)
+        return rc;
+    if (m == LMQ_METHOD_IMATRIX && k != KIND_BLOCK)
+        return perr(CTX, line_of(key), path, "imatrix weights the scale search of GGUF's block encodings; %s is "
+                    "not one (gptq or awq choose integer codes)", scheme_of(rule)->name);
+    if (k == KIND_BLOCK && rule->method.act_order)
+        return perr(CTX, line_of(key), path, "act_order does not apply to %s: a block's weights lie along the row "
+                    "in input order, so GPTQ fits each block as it reaches it, column by column",
+                    scheme_of(rule)->name);
+    if (k != KIND_INT && k != KIND_BLOCK)
         return perr(CTX, line_of(key), path, "%s chooses integer codes; %s is not an integer scheme",
-                    lmq_method_names[rule->method.method], scheme_of(rule)->name);
+                    lmq_method_names[m], scheme_of(rule)->name);
     return rc;
+}
+
+/* How many strings a value that is one string or a list of them holds, into *n (what: how the
+ * message names one). */
+static lmq_code strings_count(const lmq_yf_reader *rd, const yaml_node_t *v, const char *what, const char *path,
+                              int *n)
+{
+    if (v->type != YAML_SCALAR_NODE && v->type != YAML_SEQUENCE_NODE)
+        return perr(CTX, line_of(v), path, "expected %s or a list of them, got %s", what, type_name(v));
+    *n = v->type == YAML_SCALAR_NODE ? 1 : (int)(v->data.sequence.items.top - v->data.sequence.items.start);
+    return LMQ_OK;
+}
+
+/* String k of such a value, and its node (for the line of a message about it). */
+static lmq_code strings_item(const lmq_yf_reader *rd, const yaml_node_t *v, int k, const char *path,
+                             const yaml_node_t **item, const char **s)
+{
+    *item = v->type == YAML_SCALAR_NODE ? v : yaml_document_get_node(rd->doc, v->data.sequence.items.start[k]);
+    return *item ? get_string(CTX, *item, path, s) : perr(CTX, line_of(v), path, "malformed list");
+}
+
+/* layers: a layer index or set name, or a list of them. */
+static lmq_code read_layers(ROW_ARGS)
+{
+    q_rule *rule = base;
+    int n = 0;
+    lmq_code c = strings_count(rd, v, "a layer index, a layer set", path, &n);
+    if (c)
+        return c;
+    if (!n)
+        return perr(CTX, line_of(v), path, "empty list: a rule with layers must name one");
+    rule->has_layers = 1;
+    for (int k = 0; k < n; k++) {
+        const yaml_node_t *item;
+        const char *s;
+        lmq_code rc = strings_item(rd, v, k, path, &item, &s);
+        if (rc)
+            return rc;
+        char *end;
+        const long i = strtol(s, &end, 10);
+        if (*s && !*end && is_plain(item)) {
+            if (i < -65536 || i > 65535 || rule->n_layer_idx == Q_LAYERS_MAX)
+                return perr(CTX, line_of(item), path, "layer %ld: indexes are -65536..65535, at most %d a rule", i,
+                            Q_LAYERS_MAX);
+            rule->layer_idx[rule->n_layer_idx++] = (int)i;
+            continue;
+        }
+        unsigned set = 0;
+        while (set < N_LAYER_SETS && strcmp(LAYER_SETS[set].name, s))
+            set++;
+        if (set == N_LAYER_SETS) {
+            char known[96] = "";
+            for (unsigned j = 0; j < N_LAYER_SETS; j++)
+                snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", j ? ", " : "",
+                         LAYER_SETS[j].name);
+            return perr(CTX, line_of(item), path, "'%s' is neither a layer index nor a layer set (%s)", s, known);
+        }
+        rule->layer_sets |= 1u << set;
+    }
+    return LMQ_OK;
+}
+
+/* fallback: a scheme or a list of them, for a block scheme's rule; each a block or float scheme. */
+static lmq_code read_fallback(ROW_ARGS)
+{
+    q_rule *rule = base;
+    if (rule->preset || kind_of(scheme_of(rule)) != KIND_BLOCK)
+        return perr(CTX, line_of(key), path, "applies to GGUF block schemes only, not %s",
+                    rule->preset ? rule->preset : scheme_of(rule)->name);
+    int n = 0;
+    lmq_code c = strings_count(rd, v, "a scheme", path, &n);
+    if (c)
+        return c;
+    if (!n || n > Q_FALLBACK_MAX)
+        return perr(CTX, line_of(v), path, "gives %d schemes: 1 to %d", n, Q_FALLBACK_MAX);
+    for (int k = 0; k < n; k++) {
+        const yaml_node_t *item;
+        const char *s;
+        lmq_code rc = strings_item(rd, v, k, path, &item, &s);
+        if (rc)
+            return rc;
+        const lmq_encoding *e = lmq_encoding_find(s);
+        if (!e || (kind_of(e) != KIND_BLOCK && kind_of(e) != KIND_FLOAT))
+            return perr(CTX, line_of(item), path, "'%s' is not a GGUF block scheme or fp32, fp16, bf16 (a fallback "
+                        "gives the scheme alone)", s);
+        rule->fallback[rule->n_fallback++] = (uint16_t)e->dtype;
+    }
+    return LMQ_OK;
 }
 
 static lmq_code read_act(ROW_ARGS)
@@ -522,6 +632,8 @@ static const lmq_yf_field rule_fields[] = {
     ROW("symmetric", read_symmetric, q_rule, qp.asym, .flags = YF_OPTIONAL),
     ROW("method", read_method, q_rule, method, .flags = YF_OPTIONAL),
     ROW("activations", read_act, q_rule, act, .flags = YF_OPTIONAL),
+    ROW("layers", read_layers, q_rule, has_layers, .flags = YF_OPTIONAL),
+    ROW("fallback", read_fallback, q_rule, fallback, .flags = YF_OPTIONAL),
 };
 static const lmq_yf_table rule_table = YF_TABLE(rule_fields);
 
@@ -637,11 +749,14 @@ static lmq_code parse_root(const lmq_yf_reader *rd, yaml_node_t *root, q_recipe 
     if (root->type != YAML_MAPPING_NODE)
         return perr(CTX, line_of(root), "(top)", "a recipe is a mapping with keys name, rules, ...; got %s",
                     type_name(root));
+    if (q_llmc_is_recipe(root, rd->doc))
+        return q_llmc_read(rd, root, r);
     return lmq_yf_read_map(rd, &top_table, r, root, "", root);
 }
 
-/* Deeper than any recipe is (top > rules > rule > match list), with room to spare. */
-#define MAX_DEPTH 6
+/* Deeper than any recipe is (lmq's: top > rules > rule > match list; llm-compressor's: stage >
+ * modifiers > modifier > config_groups > group > weights > targets list), with room to spare. */
+#define MAX_DEPTH 9
 
 static lmq_code parse_text(pctx *c, q_recipe *r)
 {
@@ -666,6 +781,7 @@ static void free_patterns(q_pattern *p, int n)
     for (int i = 0; i < n; i++) {
         free(p[i].text);
         free(p[i].canon);
+        q_llmc_regex_free(&p[i]);
     }
     free(p);
 }
@@ -677,6 +793,7 @@ void q_recipe_free(q_recipe *r)
     free(r->rules);
     free_patterns(r->ignore, r->n_ignore);
     free(r->description);
+    free(r->translation);
     free(r->text);
     free(r->path);
     memset(r, 0, sizeof *r);
@@ -723,11 +840,16 @@ static int needs_matrix(lmq_dtype dtype) { return kind_of(lmq_encoding_of(dtype)
 
 const char *q_pattern_glob(const q_pattern *p) { return p->canon ? p->canon : p->text; }
 
+int q_pattern_match(const q_pattern *p, const char *name)
+{
+    return p->re ? q_llmc_regex_match(p, name) : lmq_glob_match(q_pattern_glob(p), name);
+}
+
 int q_pattern_count(const q_pattern *p, const q_tensor_ref *t, int n)
 {
     int count = 0;
     for (int i = 0; i < n; i++)
-        count += q_glob_match(q_pattern_glob(p), t[i].name);
+        count += q_pattern_match(p, t[i].name);
     return count;
 }
 
@@ -735,11 +857,11 @@ const char *q_pattern_hf_hint(const q_pattern *p, const q_tensor_ref *t, int n, 
 {
     char weight[LMQ_NAME_MAX + 8];
     snprintf(weight, sizeof weight, "%s.weight", p->text);
-    for (int i = 0; i < n && !p->canon; i++)
+    for (int i = 0; i < n && !p->canon && !p->re; i++)
         for (int f = 0, found = 0; found >= 0; f++)
             for (int prefixed = 1; prefixed >= 0 && found >= 0; prefixed--)
                 if ((found = lmq_hf_name_of(t[i].name, f, prefixed, hf, cap)) > 0 &&
-                    (q_glob_match(p->text, hf) || q_glob_match(weight, hf)))
+                    (lmq_glob_match(p->text, hf) || lmq_glob_match(weight, hf)))
                     return t[i].name;
     return NULL;
 }
@@ -748,7 +870,7 @@ const char *q_pattern_hf_hint(const q_pattern *p, const q_tensor_ref *t, int n, 
 static const q_pattern *first_match(const q_pattern *p, int n, const char *name)
 {
     for (int i = 0; i < n; i++)
-        if (q_glob_match(q_pattern_glob(&p[i]), name))
+        if (q_pattern_match(&p[i], name))
             return &p[i];
     return NULL;
 }
@@ -760,7 +882,7 @@ static lmq_code check_pattern(const q_recipe *r, const q_pattern *p, const char 
 {
     int first = -1, matrices = 0;
     for (int i = 0; i < n; i++)
-        if (q_glob_match(q_pattern_glob(p), t[i].name)) {
+        if (q_pattern_match(p, t[i].name)) {
             if (first < 0)
                 first = i;
             matrices += t[i].ndim >= 2;
@@ -788,7 +910,45 @@ static lmq_code check_pattern(const q_recipe *r, const q_pattern *p, const char 
     return LMQ_OK;
 }
 
-static void decide(const q_recipe *r, const q_tensor_ref *t, q_plan_entry *e)
+/* Whether tensor `name` is of a block that rule's layers list, of a model of n blocks. */
+static int in_layers(const q_rule *rule, const char *name, int n)
+{
+    char *end;
+    if (strncmp(name, "blk.", 4) || name[4] < '0' || name[4] > '9')
+        return 0;
+    const long i = strtol(name + 4, &end, 10);
+    if (*end != '.')
+        return 0;
+    for (int k = 0; k < rule->n_layer_idx; k++)
+        if ((rule->layer_idx[k] < 0 ? n + rule->layer_idx[k] : rule->layer_idx[k]) == i)
+            return 1;
+    for (unsigned k = 0; k < N_LAYER_SETS; k++)
+        if (rule->layer_sets >> k & 1 && LAYER_SETS[k].has((int)i, n))
+            return 1;
+    return 0;
+}
+
+/* Weights per block of an encoding row (float schemes: 1). */
+static int64_t block_of(unsigned dtype)
+{
+    const unsigned b = lmq_encoding_of(dtype)->block;
+    return b ? b : 1;
+}
+
+/* The model's blocks: one past the highest blk.<i> among t[0..n). */
+static int n_layers_of(const q_tensor_ref *t, int n)
+{
+    int layers = 0;
+    for (int k = 0; k < n; k++) {
+        char *end;
+        const long i = strncmp(t[k].name, "blk.", 4) ? -1 : strtol(t[k].name + 4, &end, 10);
+        if (i >= 0 && i < 65536 && i >= layers)
+            layers = (int)i + 1;
+    }
+    return layers;
+}
+
+static void decide(const q_recipe *r, const q_tensor_ref *t, int n_layers, q_plan_entry *e)
 {
     memset(e, 0, sizeof *e);
     snprintf(e->name, sizeof e->name, "%s", t->name);
@@ -801,7 +961,8 @@ static void decide(const q_recipe *r, const q_tensor_ref *t, q_plan_entry *e)
     }
     for (int i = 0; i < r->n_rules; i++) {
         const q_rule *rule = &r->rules[i];
-        if (!first_match(rule->match, rule->n_match, t->name))
+        if (!first_match(rule->match, rule->n_match, t->name) ||
+            (rule->has_layers && !in_layers(rule, t->name, n_layers)))
             continue;
         if (t->ndim < 2 && needs_matrix((lmq_dtype)rule->qp.dtype)) {
             if (!e->rule_line)
@@ -812,6 +973,13 @@ static void decide(const q_recipe *r, const q_tensor_ref *t, q_plan_entry *e)
         e->method = rule->method;
         e->act = rule->act;
         e->rule_line = rule->line;
+        for (int k = 0; k < rule->n_fallback && t->cols > 0 && t->cols % block_of(rule->qp.dtype); k++)
+            if (t->cols % block_of(rule->fallback[k]) == 0) {
+                e->qp = (lmq_qparams){ .dtype = rule->fallback[k], .gran = LMQ_GRAN_NONE };
+                e->fell_back = 1;
+                e->asked = rule->qp.dtype;
+                break;
+            }
         return;
     }
     e->keep_reason = e->rule_line ? Q_KEEP_ONLY_MATRICES : Q_KEEP_NO_RULE;
@@ -873,9 +1041,10 @@ static lmq_code resolve(const q_recipe *r, const q_tensor_ref *tensors, int n_te
     if (n_tensors)
         memcpy(all, tensors, (size_t)n_tensors * sizeof *all);
     if (tied)
-        all[n_tensors] = (q_tensor_ref){ "output.weight", tensors[tok].ndim };
+        all[n_tensors] = (q_tensor_ref){ "output.weight", tensors[tok].ndim, tensors[tok].cols };
 
     lmq_code rc = LMQ_OK;
+    const int n_layers = n_layers_of(all, n);
     char key[32];
     for (int i = 0; i < r->n_ignore && !rc && check; i++)
         rc = check_pattern(r, &r->ignore[i], "ignore", -1, all, n, err);
@@ -885,7 +1054,7 @@ static lmq_code resolve(const q_recipe *r, const q_tensor_ref *tensors, int n_te
             rc = check_pattern(r, &r->rules[k].match[i], key, k, all, n, err);
         }
     for (int i = 0; i < n && !rc; i++) {
-        decide(r, &all[i], &entries[i]);
+        decide(r, &all[i], n_layers, &entries[i]);
         if (entries[i].act.scheme != LMQ_ACT_NONE && all[i].ndim != 2)
             rc = lmq_fail(err, LMQ_E_RECIPE,
                           "%s:%d: this rule gives activations to %d-D tensor '%s'; only the input of a matrix "
@@ -894,7 +1063,7 @@ static lmq_code resolve(const q_recipe *r, const q_tensor_ref *tensors, int n_te
     }
     if (!rc) {
         for (int i = 0; i < n && !rc; i++) {
-            decide(r, &all[i], &entries[i]);
+            decide(r, &all[i], n_layers, &entries[i]);
             /* Calibrated methods work from the statistics of a block's linear-layer inputs. */
             if (entries[i].method.method != LMQ_METHOD_RTN && !lmq_is_linear(all[i].name, all[i].ndim))
                 rc = lmq_fail(err, LMQ_E_RECIPE, "%s:%d: %s applies to the linear layers of blocks, not to '%s'",
@@ -934,7 +1103,7 @@ lmq_code q_recipe_resolve_model(const q_recipe *r, const lmq_model *m, q_plan *p
         return lmq_fail(err, LMQ_E_NOMEM, "%s: out of memory", r->path);
     }
     for (int i = 0; i < m->n_tensors; i++)
-        refs[i] = (q_tensor_ref){ m->tensors[i].name, m->tensors[i].ndim };
+        refs[i] = (q_tensor_ref){ m->tensors[i].name, m->tensors[i].ndim, m->tensors[i].shape[m->tensors[i].ndim - 1] };
     lmq_code rc = q_recipe_resolve(r, refs, m->n_tensors, m->arch.tied_embedding, plan, err);
     free(refs);
     return rc;

@@ -21,11 +21,14 @@
 #define Q_RECIPE_NAME_MAX 64
 #define Q_RECIPE_MAX_BYTES (1u << 20) /* recipes are small; a larger file is refused */
 #define Q_GROUP_MAX 65536u
+#define Q_LAYERS_MAX 64  /* layer indexes one rule may list */
+#define Q_FALLBACK_MAX 4 /* fallback schemes of one rule */
 
 /* One tensor of the model, as the resolver needs it. */
 typedef struct {
     const char *name; /* canonical name (formats/model.h) */
     int ndim;         /* 1: norm weight or bias, which only float schemes may take */
+    int64_t cols;     /* weights per row (the last dimension); 0 when unknown: no fallback is taken */
 } q_tensor_ref;
 
 typedef struct {
@@ -33,10 +36,14 @@ typedef struct {
     char *canon; /* owned: the canonical pattern when text is a Hugging Face module name
                     (lmq_hf_canonical), else NULL */
     int line;    /* 1-based line in the recipe file */
+    void *re;    /* owned: an llm-compressor "re:" pattern, compiled (quantize/llmc.h); text and canon
+                    are then its text and NULL */
 } q_pattern;
 
 /* The pattern tensor names are matched against: canonical, whichever way it was written. */
 const char *q_pattern_glob(const q_pattern *p);
+/* Whether p matches canonical tensor name name. */
+int q_pattern_match(const q_pattern *p, const char *name);
 /* How many of the tensors p matches. */
 int q_pattern_count(const q_pattern *p, const q_tensor_ref *t, int n);
 /* For a pattern that matches none of t but reads as a Hugging Face name with wildcards beyond the
@@ -55,7 +62,7 @@ typedef struct {
     int clip;         /* awq: search a clip ratio per group */
 } q_method;
 
-/* Each method's parameters when a recipe names it without any. */
+/* Each method's parameters when a recipe names it without any (llm-compressor's modifiers too). */
 extern const q_method q_method_defaults[LMQ_METHOD_COUNT];
 
 typedef struct {
@@ -66,12 +73,24 @@ typedef struct {
     lmq_act act; /* activations: quantisation of the input of the linear layers it matches */
     int line;    /* line of the rule (its list item) */
     const char *preset; /* the llm-compressor preset scheme: wrote qp and act ("W4A16"), or NULL */
+    /* layers: the rule takes only tensors of the blocks (blk.<i>.*) it lists, by index (negative:
+     * counted from the end) or by named set (recipes/README.md); has_layers 0: every tensor */
+    int has_layers;
+    int layer_idx[Q_LAYERS_MAX];
+    int n_layer_idx;
+    unsigned layer_sets; /* bit k: the set q_layer_set(k) */
+    /* fallback: for a block scheme, the schemes tried in order on a tensor whose rows are not
+     * whole blocks of it (the first whose blocks divide the row wins) */
+    uint16_t fallback[Q_FALLBACK_MAX]; /* lmq_dtype */
+    int n_fallback;
 } q_rule;
 
 typedef struct {
     char *path; /* as given to q_recipe_load, or the label given to q_recipe_parse */
     char name[Q_RECIPE_NAME_MAX];
     char *description; /* NULL when absent */
+    char *translation; /* an llm-compressor recipe's: one line per rule it became, "llm-compressor
+                          GPTQModifier config_groups.group_0 -> rule: ..."; NULL for lmq's own */
     q_rule *rules;
     int n_rules;
     q_pattern *ignore;
@@ -105,6 +124,8 @@ typedef struct {
                                 one that passed the tensor over; for Q_KEEP_IGNORED, the ignore
                                 pattern's line); 0 for none */
     int derived_from_tied;   /* 1: output.weight, the classifier use of the tied tok_embd.weight */
+    int fell_back;           /* 1: qp is the rule's fallback; `asked`'s blocks do not divide a row */
+    uint16_t asked;          /* when fell_back: the rule's scheme (lmq_dtype) */
 } q_plan_entry;
 
 typedef struct {
@@ -130,9 +151,5 @@ void q_plan_free(q_plan *plan);
 int q_recipe_needs_stats(const q_recipe *r);
 /* The error for running such a recipe without statistics, naming the first rule that needs them. */
 lmq_code q_recipe_stats_error(const q_recipe *r, lmq_err *err);
-
-/* fnmatch-style glob without FNM_PATHNAME: '*' matches any run of characters (dots too),
- * '?' one character, everything else itself. */
-int q_glob_match(const char *pattern, const char *name);
 
 #endif

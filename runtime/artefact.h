@@ -1,5 +1,5 @@
 /* Loading an artefact for the runtime: tensors stay in their stored encodings, as views into
- * the file's mapping (runtime/forward.h reads them through typed weight views). What a load
+ * the file's mapping (runtime/model.h reads them through typed weight views). What a load
  * checks instead of dequantising: checksums, each tensor's size against its encoding's layout
  * (the container), and that its scales and float codes are finite (q_validate).
  *
@@ -14,8 +14,14 @@
 #include "formats/manifest.h"
 #include "formats/model.h"
 
-/* Reads path (any lmq artefact) into out (initialised here); lmq_model_free releases it. */
+/* Reads path (any lmq artefact) into out (initialised here); lmq_model_free releases it. Refuses
+ * what audit refuses of what it reads: the manifest and architecture (lmq_container_open_manifest),
+ * every value (as rt_audit_values), the carried tokenizer (as rt_audit_tokenizer). */
 lmq_code rt_load_artefact(const char *path, lmq_model *out, lmq_err *err);
+
+/* The audit checks below as one error, the first problem found: what a command that reads an
+ * open container without loading it (quantize) applies before it writes anything from it. */
+lmq_code rt_artefact_check(const lmq_container *c, const lmq_manifest *man, lmq_err *err);
 
 /* Every stored value a loader would use: fp32 weights finite; scales (and zero points) decoded,
  * finite and >= 0; float codes finite. One tensor at a time, its pages released after it, so

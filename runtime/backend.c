@@ -1,4 +1,4 @@
-/* The backend table (runtime/backend.h) and the CUDA plugin's loader. */
+/* The backends (runtime/backend.h): the CPU's, and the CUDA plugin's loader. */
 #define _GNU_SOURCE /* dladdr */
 #include "runtime/backend.h"
 
@@ -11,33 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "schemes/scheme.h"
-
-#ifdef LMQ_CUDA_PLUGIN
-/* Under AddressSanitizer (make check-asan) the CUDA driver must be able to map the range ASan
- * protects as its shadow gap, or it fails to initialise; ASan reads this when the program
- * starts, before any plugin is opened. A plain build never calls it. */
-const char *__asan_default_options(void);
-const char *__asan_default_options(void)
-{
-    return "protect_shadow_gap=0";
-}
-#endif
-
-static int cpu_devices(void)
-{
-    return 1;
-}
-
-/* rt_linear's generic path decodes any numeric encoding of the scheme table. */
-static int cpu_supports(const rt_weight *W, char *why, size_t size)
-{
-    const q_scheme *s = q_scheme_get(W->q.dtype);
-    if (s && s->decode)
-        return 1;
-    snprintf(why, size, "%s: not a numeric encoding", W->name ? W->name : "weight");
-    return 0;
-}
+#include "runtime/cuda/cuda.h"
 
 static const rtc_api *cuda_api;
 static lmq_err cuda_err;
@@ -105,68 +79,28 @@ const rtc_api *rt_cuda(lmq_err *err)
     return cuda_api;
 }
 
-static int cuda_devices(void)
+lmq_code rt_backend_get(const char *name, const rt_backend **out, lmq_err *err)
 {
-    const rtc_api *cu = rt_cuda(NULL);
-    return cu ? cu->device_count() : 0;
-}
-
-static int cuda_supports(const rt_weight *W, char *why, size_t size)
-{
-    lmq_err err;
-    const rtc_api *cu = rt_cuda(&err);
-    if (cu)
-        return cu->supports(W, why, size);
-    snprintf(why, size, "%s", err.msg);
-    return 0;
-}
-
-static lmq_code cuda_probe(size_t bytes, int rounds, double *gbps, char *desc, size_t desc_size, size_t *cache_bytes,
-                           lmq_err *err)
-{
-    *gbps = 0;
-    *desc = 0;
-    *cache_bytes = 0;
+    *out = NULL;
+    if (!strcmp(name, rt_cpu_backend.name)) {
+        *out = &rt_cpu_backend;
+        return LMQ_OK;
+    }
+    if (strcmp(name, "cuda"))
+        return lmq_fail(err, LMQ_E_ARG, "--device '%s' is not cpu or cuda", name);
     const rtc_api *cu = rt_cuda(err);
-    rtc_ctx *c;
-    lmq_code code = cu ? cu->open(0, &c, err) : LMQ_E_UNSUPPORTED;
-    if (code)
-        return code;
-    cu->describe(c, desc, desc_size);
-    *cache_bytes = cu->l2_bytes(c);
-    code = cu->probe_copy(c, bytes, rounds, gbps, err);
-    cu->close(c);
-    return code;
-}
-
-#ifdef LMQ_CUDA_PLUGIN
-#define CUDA_BUILT 1
-#else
-#define CUDA_BUILT 0
-#endif
-
-const rt_backend rt_backends[] = {
-    { "cpu", 1, cpu_devices, cpu_supports, NULL, RT_DEVICE_CPU },
-    { "cuda", CUDA_BUILT, cuda_devices, cuda_supports, cuda_probe, RT_DEVICE_CUDA },
-};
-const int rt_n_backends = sizeof rt_backends / sizeof rt_backends[0];
-
-const rt_backend *rt_backend_find(const char *name)
-{
-    for (int i = 0; i < rt_n_backends; i++)
-        if (!strcmp(rt_backends[i].name, name))
-            return &rt_backends[i];
-    return NULL;
+    if (!cu)
+        return err ? err->code : LMQ_E_UNSUPPORTED;
+    *out = &cu->backend;
+    return LMQ_OK;
 }
 
 lmq_code rt_backend_ready(const char *name, const rt_backend **out, lmq_err *err)
 {
-    const rt_backend *b = *out = rt_backend_find(name);
-    if (!b)
-        return lmq_fail(err, LMQ_E_ARG, "--device '%s' is not cpu or cuda", name);
-    if (b->device == RT_DEVICE_CUDA && !rt_cuda(err))
-        return lmq_err_prefix(err, "--device %s: ", name);
-    if (b->devices() < 1)
-        return lmq_fail(err, LMQ_E_UNSUPPORTED, "--device %s: no CUDA device", name);
-    return LMQ_OK;
+    lmq_code c = rt_backend_get(name, out, err);
+    if (c == LMQ_E_ARG)
+        return c;
+    if (!c && (*out)->devices() < 1)
+        c = lmq_fail(err, LMQ_E_UNSUPPORTED, "no %s device", (*out)->label);
+    return c ? lmq_err_prefix(err, "--device %s: ", name) : LMQ_OK;
 }

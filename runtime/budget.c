@@ -5,18 +5,19 @@
 
 #include "formats/manifest.h"
 
-const rt_kv_format rt_kv_formats[] = {
+/* The KV cache's formats (rt_kv_find). */
+static const rt_kv_format kv_formats[] = {
     { "fp32", 4, 0 },
     { "fp16", 2, 0 },
     { "int8", 1, 2 },
 };
-const int rt_kv_n_formats = sizeof rt_kv_formats / sizeof rt_kv_formats[0];
+#define N_KV_FORMATS (int)(sizeof kv_formats / sizeof kv_formats[0])
 
 const rt_kv_format *rt_kv_find(const char *name)
 {
-    for (int i = 0; i < rt_kv_n_formats; i++)
-        if (!strcmp(rt_kv_formats[i].name, name))
-            return &rt_kv_formats[i];
+    for (int i = 0; i < N_KV_FORMATS; i++)
+        if (!strcmp(kv_formats[i].name, name))
+            return &kv_formats[i];
     return NULL;
 }
 

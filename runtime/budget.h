@@ -27,8 +27,6 @@ typedef struct {
     unsigned scale_bytes; /* per head vector of one token (K or V): int8's fp16 scale */
 } rt_kv_format;
 
-extern const rt_kv_format rt_kv_formats[];
-extern const int rt_kv_n_formats;
 /* The row called name, or NULL. */
 const rt_kv_format *rt_kv_find(const char *name);
 

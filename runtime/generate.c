@@ -1,6 +1,7 @@
 #include "runtime/generate.h"
 
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,6 +53,10 @@ static lmq_code run(rt_state *s, rt_sampler *smp, float *logits, const lmq_arch 
                     rt_token_fn on_token, void *user, rt_gen_stats *st, lmq_err *err)
 {
     for (int pos = n_prompt;; pos++) { /* pos: where the token chosen now sits */
+        for (int i = 0; i < a->vocab_size; i++) /* a sampler would pick some token all the same */
+            if (!isfinite(logits[i]))
+                return lmq_fail(err, LMQ_E_NUMERIC, "generate: non-finite logit %g for token %d at position %d",
+                                (double)logits[i], i, pos);
         const int32_t next = (int32_t)rt_sample(smp, logits);
         if (ends_text(a, next)) {
             st->stop = RT_STOP_END;

@@ -6,10 +6,13 @@
  *   fused   (AVX-512: fp32, fp16, bf16, int8, int4, int3, int2; AVX2+FMA+F16C: fp16 to int4;
  *           symmetric or not, per tensor, channel or group of a multiple of 32): each step
  *           decodes 32 (AVX2: 8) weights of a row in registers, exactly as the scheme table's
- *           dequantiser would, and multiplies them into the activations (AVX2 in rt_gemm_nt's
+ *           dequantiser would, and multiplies them into the activations (AVX2 in its gemm_nt's
  *           summation order, so its fp32 product serves as the fp32 tiles). For a few activation rows (decode) it runs straight over the stored
  *           bytes; for many (prefill) it first decodes a block of rows into scratch with the
  *           same step and then runs the fp32 tiles over it, so decoding costs once per block.
+ *           GGUF's block encodings (every kernel set, the scalar one too): each block of a tile's
+ *           rows is decoded once into a block's floats by the set's decoder (exactly as
+ *           schemes/gguf_blocks.c), then multiplied as the set's fp32 product does.
  *   generic (any encoding, any kernel set): a block of rows is dequantised into scratch by the
  *           scheme table, then the kernel set's fp32 matrix product runs over it.
  * Either way no whole-model fp32 copy exists, and every output is summed in an order fixed by
@@ -26,7 +29,15 @@
  * integers: y = ((float)Σ q_x·q_w · s_x) · s_w (+ b), the sum exact (AVX-512 VNNI where the CPU
  * has it, else AVX2's 16-bit pair products, four rows of W against up to three tokens' codes at a
  * time; a plain loop on the scalar set: the same bits everywhere). That is x'·W'ᵀ without
- * the fp32 product's rounding; every other combination runs the fp32 product over x'. */
+ * the fp32 product's rounding; every other combination runs the fp32 product over x'.
+ *
+ * The code: runtime/linear.c is the driver (views, work split, the loops over tiles, the rounding
+ * of x, and two tables: a row per activation rounding, a row per product of its own keyed by the
+ * weight's encoding and the rounding, W8A8's among them). The kernels are the kernel set's
+ * (rt_exec.isa, runtime/kernels.h): each of runtime/kernels_{scalar,avx2,avx512}.c has a table of
+ * fused kernels, a row per encoding and way of reading it (runtime/linear_impl.h's rt_fused), and
+ * the W8A8 product's two kernels. A new encoding's fused kernels are a step (or a tile and a row
+ * decoder of its own) and a row in each kernel file; without one it runs generic. */
 #ifndef LMQ_RT_LINEAR_H
 #define LMQ_RT_LINEAR_H
 
@@ -51,10 +62,10 @@ typedef struct rt_weight {
 lmq_code rt_weight_of(const lmq_tensor *t, const float *b, rt_weight *W, lmq_err *err);
 
 /* Rows [r0, r0 + n) of W as fp32, exactly as the scheme table decodes them (embedding lookups). */
-lmq_code rt_weight_rows(rt_isa isa, const rt_weight *W, int r0, int n, float *out, lmq_err *err);
+lmq_code rt_weight_rows(const rt_kernels *isa, const rt_weight *W, int r0, int n, float *out, lmq_err *err);
 
 /* Whether rt_linear runs W fused on this kernel set (else generic); for reports and tests. */
-int rt_linear_fused(rt_isa isa, const rt_weight *W);
+int rt_linear_fused(const rt_kernels *isa, const rt_weight *W);
 
 /* y[n × out] = x[n × in] · Wᵀ (+ b). Parallel over blocks of W's rows. ex->observe, when set,
  * sees x first. */

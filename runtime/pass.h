@@ -1,12 +1,12 @@
 /* The forward pass as a short list of ops: the one definition of the two model families (GPT-2,
- * Llama) that every backend runs, the CPU's (runtime/forward.c) and the CUDA plugin's
+ * Llama) that every backend runs, the CPU's (runtime/cpu.c) and the CUDA plugin's
  * (runtime/cuda/forward.cu). The pass names buffers and weights; a backend holds them, the KV
  * cache and the call's rows (tokens, positions), and resolves the names into its own memory. */
 #ifndef LMQ_RT_PASS_H
 #define LMQ_RT_PASS_H
 
 #include "common/err.h"
-#include "runtime/forward.h"
+#include "runtime/model.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,6 +1,9 @@
 /* Memory read bandwidth (runtime/probe.h). */
 #include "runtime/probe.h"
 
+#include <ctype.h>
+#include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,86 +12,15 @@
 #include "common/clock.h"
 #include "runtime/kernels.h"
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define HAVE_X86 1
-#else
-#define HAVE_X86 0
-#endif
-
 #define CHUNK ((size_t)256 << 10) /* bytes: one work item */
 #define SLOT 8                      /* sums between threads' partial sums: one cache line each */
-/* Half the rounds read with software prefetches this far ahead, as the fused kernels do
- * (runtime/linear.c): on a busy virtual machine they streamed 7-10 % more with 2 threads, and
- * less with one; the probe keeps the best of both. */
-#define AHEAD 8192
 
 typedef struct {
     const rt_span *items; /* the spans cut into work items of at most CHUNK bytes */
-    rt_isa isa;
+    rt_sum_words_fn *sum_words; /* the best kernel set's */
     int prefetch;
     uint64_t *partial; /* [threads * SLOT] */
 } probe_ctx;
-
-/* One request per cache line of p[0..256), AHEAD bytes on. */
-static inline void ask_ahead(const uint8_t *p, int prefetch)
-{
-    for (int l = 0; prefetch && l < 4; l++)
-        __builtin_prefetch(p + 64 * l + AHEAD, 0, 3);
-}
-
-/* The sum of p[0..n) (n a multiple of 256) as 64-bit words: integers, so any bytes do, weights
- * included. Four independent accumulators: the additions do not wait on each other. */
-static uint64_t sum_plain(const uint8_t *p, size_t n, int prefetch)
-{
-    uint64_t acc[4] = { 0 };
-    for (size_t i = 0; i < n; i += 256) {
-        ask_ahead(p + i, prefetch);
-        for (int j = 0; j < 32; j++) {
-            uint64_t w;
-            memcpy(&w, p + i + 8 * j, 8);
-            acc[j % 4] += w;
-        }
-    }
-    return acc[0] + acc[1] + acc[2] + acc[3];
-}
-
-#if HAVE_X86
-__attribute__((target("avx2"))) static uint64_t sum_avx2(const uint8_t *p, size_t n, int prefetch)
-{
-    __m256i a[4];
-    for (int j = 0; j < 4; j++)
-        a[j] = _mm256_setzero_si256();
-    for (size_t i = 0; i < n; i += 256) {
-        ask_ahead(p + i, prefetch);
-        for (int j = 0; j < 8; j++)
-            a[j % 4] = _mm256_add_epi64(a[j % 4], _mm256_loadu_si256((const __m256i *)(p + i + 32 * j)));
-    }
-    uint64_t lanes[4], s = 0;
-    _mm256_storeu_si256((__m256i *)lanes, _mm256_add_epi64(_mm256_add_epi64(a[0], a[1]), _mm256_add_epi64(a[2], a[3])));
-    for (int j = 0; j < 4; j++)
-        s += lanes[j];
-    return s;
-}
-
-/* Whole cache lines a load: the widest reads this CPU has. */
-__attribute__((target("avx512f"))) static uint64_t sum_avx512(const uint8_t *p, size_t n, int prefetch)
-{
-    __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
-    for (size_t i = 0; i < n; i += 256) {
-        ask_ahead(p + i, prefetch);
-        a0 = _mm512_add_epi64(a0, _mm512_loadu_si512(p + i));
-        a1 = _mm512_add_epi64(a1, _mm512_loadu_si512(p + i + 64));
-        a2 = _mm512_add_epi64(a2, _mm512_loadu_si512(p + i + 128));
-        a3 = _mm512_add_epi64(a3, _mm512_loadu_si512(p + i + 192));
-    }
-    uint64_t lanes[8], s = 0; /* not _mm512_reduce_add_epi64: its additions are signed, and overflow */
-    _mm512_storeu_si512(lanes, _mm512_add_epi64(_mm512_add_epi64(a0, a1), _mm512_add_epi64(a2, a3)));
-    for (int j = 0; j < 8; j++)
-        s += lanes[j];
-    return s;
-}
-#endif
 
 static void sum_task(void *ctx, int64_t begin, int64_t end, int thread)
 {
@@ -97,13 +29,7 @@ static void sum_task(void *ctx, int64_t begin, int64_t end, int thread)
     for (int64_t b = begin; b < end; b++) {
         const uint8_t *p = x->items[b].p;
         const size_t n = x->items[b].bytes & ~(size_t)255;
-#if HAVE_X86
-        s += x->isa == RT_ISA_AVX512 ? sum_avx512(p, n, x->prefetch)
-             : x->isa == RT_ISA_AVX2 ? sum_avx2(p, n, x->prefetch)
-                                     : sum_plain(p, n, x->prefetch);
-#else
-        s += sum_plain(p, n, x->prefetch);
-#endif
+        s += x->sum_words(p, n, x->prefetch);
         for (size_t i = n; i < x->items[b].bytes; i++) /* the last bytes of a span */
             s += p[i];
     }
@@ -122,7 +48,8 @@ lmq_code rt_probe_read_spans(lmq_pool *pool, const rt_span *spans, int n, int ro
     }
     const int threads = lmq_pool_threads(pool);
     rt_span *item = malloc((items ? items : 1) * sizeof *item);
-    probe_ctx x = { .items = item, .isa = rt_isa_best(), .partial = calloc((size_t)threads * SLOT, sizeof(uint64_t)) };
+    probe_ctx x = { .items = item, .sum_words = rt_isa_best()->sum_words,
+                    .partial = calloc((size_t)threads * SLOT, sizeof(uint64_t)) };
     if (!item || !x.partial) {
         free(item);
         free(x.partial);
@@ -137,7 +64,7 @@ lmq_code rt_probe_read_spans(lmq_pool *pool, const rt_span *spans, int n, int ro
     /* Each thread reads long stretches, as the linear layers do (common/pool.c hands them out). */
     double best = 0;
     for (int r = 0; r < rounds; r++) {
-        x.prefetch = r % 2;
+        x.prefetch = r % 2; /* every other round asks ahead (runtime/kernels_impl.h's SUM_AHEAD) */
         const double t0 = lmq_now();
         lmq_pool_for(pool, (int64_t)items, 1, sum_task, &x);
         const double t = lmq_now() - t0;
@@ -203,8 +130,26 @@ static size_t sys_cache(int index, int *level)
     return unit == 'K' ? size << 10 : unit == 'M' ? size << 20 : size;
 }
 
-size_t rt_probe_llc_bytes(void)
+/* LMQ_LLC_BYTES: a size in bytes, or with K, M or G (powers of 1024). */
+static lmq_code llc_from_env(const char *s, size_t *bytes, lmq_err *err)
 {
+    char *end;
+    errno = 0;
+    const unsigned long long v = strtoull(s, &end, 10);
+    const int shift = *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : 0;
+    if (shift)
+        end++;
+    if (end == s || *end || errno || !v || !isdigit((unsigned char)*s) || v > (SIZE_MAX >> shift))
+        return lmq_fail(err, LMQ_E_ARG, "LMQ_LLC_BYTES='%s': expected a cache size in bytes, such as 33554432 or 32M", s);
+    *bytes = (size_t)v << shift;
+    return LMQ_OK;
+}
+
+lmq_code rt_probe_llc(size_t *bytes, lmq_err *err)
+{
+    const char *env = getenv("LMQ_LLC_BYTES");
+    if (env)
+        return llc_from_env(env, bytes, err);
     size_t best = 0;
     int best_level = 0;
     for (int i = 0; i < 16; i++) {
@@ -215,9 +160,8 @@ size_t rt_probe_llc_bytes(void)
             best_level = level;
         }
     }
-    if (best)
-        return best;
     /* glibc's figure comes from CPUID, which a virtual machine may report for the whole host. */
     const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE), l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    return l3 > 0 ? (size_t)l3 : l2 > 0 ? (size_t)l2 : 0;
+    *bytes = best ? best : l3 > 0 ? (size_t)l3 : l2 > 0 ? (size_t)l2 : 0;
+    return LMQ_OK;
 }

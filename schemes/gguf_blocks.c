@@ -3,15 +3,11 @@
 #include <stddef.h>
 
 #include "common/fp.h"
+#include "common/le.h"
 
 static float half(const uint8_t *p)
 {
-    return lmq_f16_to_f32((uint16_t)(p[0] | p[1] << 8));
-}
-
-static uint32_t u32le(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+    return lmq_f16_to_f32(lmq_le16(p));
 }
 
 void q_gguf_q8_0(const uint8_t *b, float *y)
@@ -24,7 +20,7 @@ void q_gguf_q8_0(const uint8_t *b, float *y)
 /* The 32 codes of a Q4/Q5 block: nibbles (low ones first), plus a fifth bit from qh if any. */
 static void codes32(const uint8_t *qs, const uint8_t *qh, int q[32])
 {
-    const uint32_t h = qh ? u32le(qh) : 0;
+    const uint32_t h = qh ? lmq_le32(qh) : 0;
     for (int j = 0; j < 16; j++) {
         q[j] = (qs[j] & 0xF) | (int)((h >> j) & 1) << 4;
         q[j + 16] = (qs[j] >> 4) | (int)((h >> (j + 16)) & 1) << 4;
@@ -127,4 +123,66 @@ void q_gguf_q6_k(const uint8_t *b, float *y)
                 const int q = ((k < 2 ? lo & 0xF : lo >> 4) | (qh[l] >> (2 * k) & 3) << 4) - 32;
                 y[l + 32 * k] = d * (float)sc[l / 16 + 2 * k] * (float)q;
             }
+}
+
+const int8_t q_iq4nl_values[16] = { -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113 };
+
+/* The 2-bit code of weight i = 128h + 32k + l (h < 2, k < 4, l < 32) of a Q2_K / Q3_K block: bits
+ * 2k, 2k + 1 of qs[32h + l]. */
+static int code2(const uint8_t *qs, int i)
+{
+    return qs[32 * (i / 128) + i % 32] >> (2 * (i % 128 / 32)) & 3;
+}
+
+void q_gguf_q2_k(const uint8_t *b, float *y)
+{
+    const float d = half(b + 80), dmin = half(b + 82);
+    for (int j = 0; j < 16; j++) {
+        const float dl = d * (float)(b[j] & 0xF), ml = dmin * (float)(b[j] >> 4);
+        for (int i = 16 * j; i < 16 * j + 16; i++)
+            y[i] = dl * (float)code2(b + 16, i) - ml;
+    }
+}
+
+/* Q3_K sub-block j's 6-bit scale: the low nibble of byte j (j < 8) or the high one of byte j - 8,
+ * with bits 2(j / 4), +1 of byte 8 + j % 4 above it. */
+static int scale_q3(const uint8_t *s, int j)
+{
+    return (j < 8 ? s[j] & 0xF : s[j - 8] >> 4) | (s[8 + j % 4] >> (2 * (j / 4)) & 3) << 4;
+}
+
+/* Q3_K: weight i's third bit is bit i / 32 of hmask[i % 32]; without it the code is 4 lower. */
+void q_gguf_q3_k(const uint8_t *b, float *y)
+{
+    const float d = half(b + 108);
+    for (int j = 0; j < 16; j++) {
+        const float dl = d * (float)(scale_q3(b + 96, j) - 32);
+        for (int i = 16 * j; i < 16 * j + 16; i++)
+            y[i] = dl * (float)(code2(b + 32, i) - (b[i % 32] >> (i / 32) & 1 ? 0 : 4));
+    }
+}
+
+void q_gguf_iq4_nl(const uint8_t *b, float *y)
+{
+    int q[32];
+    codes32(b + 2, NULL, q);
+    const float d = half(b);
+    for (int j = 0; j < 32; j++)
+        y[j] = d * (float)q_iq4nl_values[q[j]];
+}
+
+/* IQ4_XS: sub-block j's scale is nibble j % 2 of scales_l[j / 2] with bits 2j, 2j + 1 of scales_h
+ * above it. */
+void q_gguf_iq4_xs(const uint8_t *b, float *y)
+{
+    const float d = half(b);
+    const unsigned sh = (unsigned)b[2] | (unsigned)b[3] << 8;
+    for (int j = 0; j < 8; j++, y += 32) {
+        const int ls = (b[4 + j / 2] >> (4 * (j % 2)) & 0xF) | (int)(sh >> (2 * j) & 3) << 4;
+        const float dl = d * (float)(ls - 32);
+        int q[32];
+        codes32(b + 8 + 16 * j, NULL, q);
+        for (int l = 0; l < 32; l++)
+            y[l] = dl * (float)q_iq4nl_values[q[l]];
+    }
 }

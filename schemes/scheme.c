@@ -6,17 +6,16 @@
 #include <string.h>
 
 #include "common/fp.h"
+#include "common/le.h"
 #include "common/vec.h"
 #include "schemes/fp8.h"
 #include "schemes/gguf_blocks.h"
+#include "schemes/gguf_quant.h"
 #include "schemes/pack.h"
 
 /* Codes are encoded and decoded through a small buffer, so a group of any size (a whole
  * tensor, per-tensor) needs no allocation. */
 enum { CHUNK = 1024 };
-
-/* Tensors beyond 2^48 weights are refused, so every bit count fits comfortably in 64 bits. */
-#define MAX_WEIGHTS (INT64_C(1) << 48)
 
 /* ---- scales ---------------------------------------------------------------------------- */
 
@@ -318,7 +317,7 @@ static float e5m2_value(uint32_t c) { return q_fp8_decode(&q_fp8_e5m2, (uint8_t)
     [T] = { .enc = &lmq_encodings[T], .to_code = cv##_code, .from_code = cv##_value,           \
             .fit = float_fit, .encode = float_encode, .decode = float_decode }
 #define INT_ROW(T) [T] = { .enc = &lmq_encodings[T], .fit = int_fit, .encode = int_encode, .decode = int_decode }
-#define BLOCK_ROW(T, nm) [T] = { .enc = &lmq_encodings[T], .decode_block = q_gguf_##nm }
+#define BLOCK_ROW(T, nm) [T] = { .enc = &lmq_encodings[T], .decode_block = q_gguf_##nm, .codec = &q_gguf_##nm##_codec }
 
 static const q_scheme table[LMQ_T_COUNT] = {
     FLOAT_ROW(LMQ_T_F32, f32),
@@ -331,8 +330,6 @@ static const q_scheme table[LMQ_T_COUNT] = {
     INT_ROW(LMQ_T_INT4),
     INT_ROW(LMQ_T_INT3),
     INT_ROW(LMQ_T_INT2),
-    /* Opaque bytes (carried tokenizer files): a layout, nothing to encode. */
-    [LMQ_T_BYTES] = { .enc = &lmq_encodings[LMQ_T_BYTES] },
     BLOCK_ROW(LMQ_T_Q4_1, q4_1),
     BLOCK_ROW(LMQ_T_Q5_0, q5_0),
     BLOCK_ROW(LMQ_T_Q5_1, q5_1),
@@ -341,15 +338,16 @@ static const q_scheme table[LMQ_T_COUNT] = {
     BLOCK_ROW(LMQ_T_Q6_K, q6_k),
     BLOCK_ROW(LMQ_T_Q8_0, q8_0),
     BLOCK_ROW(LMQ_T_Q4_0, q4_0),
+    BLOCK_ROW(LMQ_T_Q2_K, q2_k),
+    BLOCK_ROW(LMQ_T_Q3_K, q3_k),
+    BLOCK_ROW(LMQ_T_IQ4_NL, iq4_nl),
+    BLOCK_ROW(LMQ_T_IQ4_XS, iq4_xs),
 };
 
 const q_scheme *q_scheme_get(unsigned dtype)
 {
-    return dtype < LMQ_T_COUNT ? &table[dtype] : NULL;
+    return lmq_encoding_of(dtype) ? &table[dtype] : NULL;
 }
-
-/* ---- validation and layout --------------------------------------------------------------- */
-
 
 /* ---- quantise and dequantise ------------------------------------------------------------- */
 
@@ -365,26 +363,12 @@ static int64_t group_len(const lmq_layout *L, int64_t gi)
     return left < L->group ? left : L->group;
 }
 
-static void put_le(uint8_t *p, uint32_t v, unsigned nbytes)
-{
-    for (unsigned i = 0; i < nbytes; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t get_le(const uint8_t *p, unsigned nbytes)
-{
-    uint32_t v = 0;
-    for (unsigned i = 0; i < nbytes; i++)
-        v |= (uint32_t)p[i] << (8 * i);
-    return v;
-}
-
 static void store_group(const q_scheme *s, const lmq_qparams *qp, const lmq_layout *L, int64_t idx,
                         const q_group *g, uint8_t *out)
 {
-    put_le(out + (size_t)idx * (s->enc->scale_bits / 8), g->scale_code, s->enc->scale_bits / 8);
+    lmq_put_le(out + (size_t)idx * (s->enc->scale_bits / 8), g->scale_code, s->enc->scale_bits / 8);
     if (qp->asym)
-        put_le(out + L->zero_offset + (size_t)idx * 2, (uint16_t)(int16_t)g->zero, 2);
+        lmq_put_le(out + L->zero_offset + (size_t)idx * 2, (uint16_t)(int16_t)g->zero, 2);
 }
 
 static q_group load_group(const q_scheme *s, const lmq_qparams *qp, const lmq_layout *L,
@@ -392,9 +376,9 @@ static q_group load_group(const q_scheme *s, const lmq_qparams *qp, const lmq_la
 {
     q_group g = { .scale = 1.0f };
     if (L->n_scales)
-        set_scale_code(s, &g, get_le(data + (size_t)idx * (s->enc->scale_bits / 8), s->enc->scale_bits / 8));
+        set_scale_code(s, &g, lmq_le(data + (size_t)idx * (s->enc->scale_bits / 8), s->enc->scale_bits / 8));
     if (qp->asym)
-        g.zero = (int16_t)get_le(data + L->zero_offset + (size_t)idx * 2, 2);
+        g.zero = (int16_t)lmq_le(data + L->zero_offset + (size_t)idx * 2, 2);
     else if (s->enc->integer)
         g.zero = 1 << (s->enc->bits - 1);
     return g;
@@ -470,10 +454,29 @@ typedef struct {
     const lmq_qparams *qp;
     const lmq_layout *L;
     const float *w;
+    const float *imp; /* block encodings: each column's importance, or NULL */
     uint8_t *out;
     q_group tensor; /* the one group of a per-tensor scale, fitted before ENCODE */
     unsigned what;  /* CHECK (NaN or Inf), ENCODE, or both: every row checked first */
 } quant_job;
+
+/* Rows [r0, r1) of a block encoding, block by block. */
+static lmq_code quantize_blocks(const quant_job *j, int64_t r0, int64_t r1, lmq_err *err)
+{
+    const unsigned n = j->s->enc->block, bytes = j->s->enc->block_bytes;
+    const int64_t per_row = j->L->cols / n;
+    for (int64_t b = r0 * per_row; b < r1 * per_row; b++) {
+        const float *x = j->w + b * n;
+        if (q_block_encode(j->s->codec, x, j->imp ? j->imp + b % per_row * n : NULL, j->out + (size_t)b * bytes)) {
+            float mn, mx;
+            min_max(x, n, &mn, &mx);
+            return lmq_fail(err, LMQ_E_NUMERIC, "weights %" PRId64 "..%" PRId64 " (row %" PRId64 ", %s block %"
+                            PRId64 ") in [%g, %g] need a %s scale beyond the fp16 range", b * n, b * n + n - 1,
+                            b / per_row, j->s->enc->name, b % per_row, (double)mn, (double)mx, j->s->enc->name);
+        }
+    }
+    return LMQ_OK;
+}
 
 static lmq_code quantize_rows(const void *job, int64_t r0, int64_t r1, lmq_err *err)
 {
@@ -492,6 +495,8 @@ static lmq_code quantize_rows(const void *job, int64_t r0, int64_t r1, lmq_err *
     }
     if (!(j->what & ENCODE))
         return LMQ_OK;
+    if (s->codec)
+        return quantize_blocks(j, r0, r1, err);
     const int per_group = j->qp->gran == LMQ_GRAN_CHANNEL || j->qp->gran == LMQ_GRAN_GROUP;
     q_group g = j->tensor;
     uint32_t codes[CHUNK];
@@ -513,14 +518,6 @@ static lmq_code quantize_rows(const void *job, int64_t r0, int64_t r1, lmq_err *
     return LMQ_OK;
 }
 
-static lmq_code not_encodable(const q_scheme *s, lmq_err *err)
-{
-    return s->enc->block ? lmq_fail(err, LMQ_E_UNSUPPORTED, "%s is imported from GGUF files as it is: lmq "
-                                    "does not quantise to it", s->enc->name)
-                         : lmq_fail(err, LMQ_E_UNSUPPORTED, "%s holds opaque bytes: nothing to quantise",
-                                    s->enc->name);
-}
-
 /* The layout of a tensor about to be written into an output buffer of out_size bytes, which
  * must be exactly its size. */
 static lmq_code output_layout(const lmq_qparams *qp, int64_t rows, int64_t cols, size_t out_size,
@@ -536,15 +533,26 @@ static lmq_code output_layout(const lmq_qparams *qp, int64_t rows, int64_t cols,
 lmq_code q_quantize(const lmq_qparams *qp, const float *w, int64_t rows, int64_t cols,
                     uint8_t *out, size_t out_size, lmq_pool *pool, lmq_err *err)
 {
+    return q_quantize_weighted(qp, w, NULL, rows, cols, out, out_size, pool, err);
+}
+
+lmq_code q_quantize_weighted(const lmq_qparams *qp, const float *w, const float *imp, int64_t rows, int64_t cols,
+                             uint8_t *out, size_t out_size, lmq_pool *pool, lmq_err *err)
+{
     lmq_layout L;
     lmq_code rc = output_layout(qp, rows, cols, out_size, &L, err);
     if (rc)
         return rc;
     const q_scheme *s = q_scheme_get(qp->dtype);
-    if (!s->encode)
-        return not_encodable(s, err);
+    if (imp && !s->codec)
+        return lmq_fail(err, LMQ_E_UNSUPPORTED, "%s fits no error to weight: importance applies to GGUF's block "
+                        "encodings", s->enc->name);
+    for (int64_t c = 0; imp && c < cols; c++)
+        if (!(imp[c] >= 0) || !isfinite(imp[c]))
+            return lmq_fail(err, LMQ_E_ARG, "importance of column %" PRId64 " is %g: must be finite and >= 0", c,
+                            (double)imp[c]);
     memset(out, 0, out_size);
-    quant_job j = { .s = s, .qp = qp, .L = &L, .w = w, .out = out, .tensor = { .scale = 1.0f },
+    quant_job j = { .s = s, .qp = qp, .L = &L, .w = w, .imp = imp, .out = out, .tensor = { .scale = 1.0f },
                     .what = CHECK | ENCODE };
     const int64_t chunk = chunk_rows(s, cols);
     if (qp->gran != LMQ_GRAN_TENSOR)
@@ -569,7 +577,8 @@ lmq_code q_store(const lmq_qparams *qp, int64_t rows, int64_t cols, const q_grou
         return rc;
     const q_scheme *s = q_scheme_get(qp->dtype);
     if (!s->encode)
-        return not_encodable(s, err);
+        return lmq_fail(err, LMQ_E_UNSUPPORTED, "%s stores whole blocks, not scale groups and codes: q_quantize "
+                        "writes them", s->enc->name);
     const size_t n = (size_t)(rows * cols);
     if (s->enc->bits < 32)
         for (size_t i = 0; i < n; i++)
@@ -620,8 +629,6 @@ lmq_code q_dequantize_rows(const lmq_qparams *qp, const uint8_t *data, size_t si
     if (rc)
         return rc;
     const q_scheme *s = q_scheme_get(qp->dtype);
-    if (!s->decode && !s->decode_block)
-        return lmq_fail(err, LMQ_E_UNSUPPORTED, "%s holds opaque bytes, not numbers", s->enc->name);
     if (row0 < 0 || nrows < 0 || row0 > rows - nrows)
         return lmq_fail(err, LMQ_E_ARG, "rows %" PRId64 " + %" PRId64 " outside a tensor of %"
                         PRId64 " rows", row0, nrows, rows);
@@ -691,7 +698,7 @@ lmq_code q_validate(const lmq_qparams *qp, const uint8_t *data, size_t size, int
     if (!s->decode)
         return LMQ_OK;
     for (int64_t i = 0; i < L.n_scales; i++) {
-        float v = scale_value(s, (uint32_t)get_le(data + (size_t)i * (s->enc->scale_bits / 8), s->enc->scale_bits / 8));
+        float v = scale_value(s, (uint32_t)lmq_le(data + (size_t)i * (s->enc->scale_bits / 8), s->enc->scale_bits / 8));
         if (!(v >= 0.0f) || !isfinite(v))
             return lmq_fail(err, LMQ_E_FORMAT, "scale %" PRId64 " is %g: scales are finite and >= 0", i, (double)v);
     }

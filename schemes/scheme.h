@@ -31,6 +31,10 @@
  *   a scale granularity: s = max|w| / fmax in fp32, stored as fp32 (an fp16 scale would lose
  *   the tiny scales small tensors need), code = fp8(w / s) saturating, w' = fp8(code) · s;
  *   a zero group (or one whose s underflows fp32) stores s = 0 and zero codes.
+ * GGUF's block encodings (granularity none): each block of a row is encoded on its own by the
+ *   row's codec (schemes/gguf_quant.h: ggml's layouts, llama.cpp's rules for Q8_0 ... Q5_1,
+ *   a scale search for the K-types and IQ4), optionally weighted by a per-column importance
+ *   (q_quantize_weighted); a block whose scale overflows fp16 is rejected (LMQ_E_NUMERIC).
  * NaN or Inf weights are rejected before anything is written (LMQ_E_NUMERIC, naming the
  * element). Dequantisation rejects stored bytes that decode to NaN or Inf (LMQ_E_FORMAT).
  *
@@ -45,6 +49,7 @@
 #include "common/err.h"
 #include "common/pool.h"
 #include "formats/encoding.h"
+#include "schemes/gguf_quant.h"
 
 typedef struct q_scheme q_scheme;
 
@@ -72,14 +77,18 @@ struct q_scheme {
     uint32_t (*to_code)(float x);  /* float codes: nearest code, ties to even */
     float (*from_code)(uint32_t c);
     q_fit_fn fit;        /* groups with a scale (never called at granularity none) */
-    q_encode_fn encode;  /* NULL for BYTES: carried verbatim, not a numeric encoding; NULL for
-                            block encodings too: imported as they are, never produced */
+    q_encode_fn encode;  /* NULL for block encodings, which encode whole blocks (codec) */
     q_decode_fn decode;
     void (*decode_block)(const uint8_t *block, float *out); /* block encodings: one block's
                             enc->block weights from its enc->block_bytes bytes (gguf_blocks.h) */
+    const q_block_codec *codec; /* block encodings: how a block's scales are fitted, its codes
+                            chosen and its bytes packed (gguf_quant.h: q_block_fit, q_block_round,
+                            q_block_pack; q_block_encode the three at once, each weight's squared
+                            error weighted by an importance or uniformly). The primitives that
+                            drivers choosing codes themselves (calibrate/gptq.c) work with */
 };
 
-/* The row for dtype; NULL when dtype is not one. */
+/* The row for dtype; NULL when dtype is not an encoding. */
 const q_scheme *q_scheme_get(unsigned dtype);
 /* Quantises the fp32 [rows, cols] matrix w into out, which holds exactly out_size bytes and
  * must match the layout's size. Runs on pool's threads (NULL: the caller's alone) in chunks of
@@ -88,6 +97,13 @@ const q_scheme *q_scheme_get(unsigned dtype);
  * Deterministic: the same input gives the same bytes. */
 lmq_code q_quantize(const lmq_qparams *qp, const float *w, int64_t rows, int64_t cols,
                     uint8_t *out, size_t out_size, lmq_pool *pool, lmq_err *err);
+
+/* q_quantize with the importance of each input column: imp holds cols values (finite, >= 0) that
+ * weight the squared error of every weight in that column in the block encodings' fits (llama-
+ * quantize's --imatrix; gguf_quant.h); NULL is q_quantize. Other encodings fit no error and take
+ * none (LMQ_E_UNSUPPORTED). */
+lmq_code q_quantize_weighted(const lmq_qparams *qp, const float *w, const float *imp, int64_t rows, int64_t cols,
+                             uint8_t *out, size_t out_size, lmq_pool *pool, lmq_err *err);
 
 /* Primitives for drivers that choose scales or codes themselves (calibrate/: GPTQ, AWQ) and
  * must still write exactly the bytes every reader uses. The row's encode and decode functions

@@ -52,7 +52,7 @@ static void make_model(lmq_model *m, int classifier, int copy)
             const char *name;
             int64_t d0, d1;
         } blk[] = { { "attn_norm.weight", DIM, 0 }, { "attn_q.weight", DIM, DIM }, { "attn_k.weight", DIM, DIM },
-                    { "attn_v.weight", DIM, DIM },  { "attn_output.weight", DIM, DIM },
+                    { "attn_v.weight", DIM, DIM },  { "attn_out.weight", DIM, DIM },
                     { "ffn_norm.weight", DIM, 0 },  { "ffn_gate.weight", HIDDEN, DIM },
                     { "ffn_up.weight", HIDDEN, DIM }, { "ffn_down.weight", DIM, HIDDEN } };
         for (size_t i = 0; i < sizeof blk / sizeof blk[0]; i++) {
@@ -172,7 +172,7 @@ START_TEST(policy_schemes)
     /* q, k and v of every layer ('?' is one character): fp32 in the plain conversion. */
     ck_assert_int_eq(check_policy("schemes:\n  - tensors: \"blk.*.attn_?.weight\"\n    allow: int4\n", fp32_path, &s),
                      3 * LAYERS);
-    ck_assert_str_eq(s.tensor[0], "blk.0.attn_q.weight");
+    ck_assert_str_eq(s.tensor[0], "blk.0.attn_k.weight"); /* index order: by name */
     ck_assert_ptr_nonnull(
         strstr(s.msg[0], "policy.yaml: schemes: is 'fp32'; tensors 'blk.*.attn_?.weight' allow int4"));
     ck_assert_int_eq(count("schemes:\n  - tensors: \"blk.*.attn_?.weight\"\n    allow: int4\n", int4_path), 0);
@@ -181,6 +181,30 @@ START_TEST(policy_schemes)
                            "  - tensors: \"*\"\n    allow: [int8]\n", int4_path), 4 * LAYERS + 2 + 2 * LAYERS);
     /* ffn_norm (1-D, fp32) and the three ffn matrices (int8) of each layer under one rule. */
     ck_assert_int_eq(count("schemes:\n  - tensors: \"blk.*.ffn_*\"\n    allow: [int8]\n", int8_path), LAYERS);
+    /* A pattern that matches no tensor ('[' is itself: not a class) is a mistake named by its line,
+     * not a rule that passes everything. */
+    ck_assert_int_eq(check_policy("schemes:\n  - tensors: \"*norm*\"\n    allow: fp32\n"
+                                  "  - tensors: \"blk.[0-9].*\"\n    allow: int4\n", int8_path, &s), 1);
+    ck_assert_msg(strstr(s.msg[0], "policy.yaml: schemes: line 4: tensors 'blk.[0-9].*' matches no tensor"), "%s",
+                  s.msg[0]);
+    /* The encoding is the index's: a manifest whose scheme text says int4 g32 over int8 tensors
+     * is judged int8. */
+    char pp[700];
+    snprintf(pp, sizeof pp, "%s/policy.yaml", dir);
+    write_text(pp, "schemes:\n  - tensors: \"blk.*.ffn_up.weight\"\n    allow: [\"int4 g32\"]\n");
+    lmq_policy *p;
+    lmq_mdoc d;
+    lmq_err e = { 0 };
+    ck_assert_int_eq(lmq_policy_load(pp, &p, &e), LMQ_OK);
+    ck_assert_int_eq(lmq_mdoc_load(int8_path, &d, &e), LMQ_OK);
+    for (int i = 0; i < d.man.n_tensors; i++)
+        snprintf(d.man.tensors[i].scheme, sizeof d.man.tensors[i].scheme, "int4 g32");
+    lmq_audit_subject sub = { int8_path, &d, LMQ_CONTAINER_VERSION };
+    memset(&s, 0, sizeof s);
+    ck_assert_int_eq(lmq_policy_check(p, &sub, collect, &s), LAYERS);
+    ck_assert_msg(strstr(s.msg[0], "schemes: is 'int8"), "%s", s.msg[0]);
+    lmq_mdoc_free(&d);
+    lmq_policy_free(p);
 }
 END_TEST
 

@@ -17,7 +17,7 @@
 #include "runtime/artefact.h"
 #include "runtime/forward.h"
 #include "tests/testutil.h"
-#include "verify/stream.h"
+#include "tokenizer/stream.h"
 
 #define TEXT "text/tinystories-valid.txt"
 #define CTX 64
@@ -66,7 +66,7 @@ static float *run_text(const char *path, capture *cap, int windows, int *vocab)
     int docs;
     ck_assert_msg(rt_load_artefact(path, &m, &e) == LMQ_OK, "%s", e.msg);
     ck_assert_msg(rt_model_init(&rm, &m, &e) == LMQ_OK, "%s", e.msg);
-    ck_assert_msg(vf_stream_read(&m, fixture(TEXT), &ids, &n, &docs, NULL, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_msg(tok_stream_read(&m, fixture(TEXT), &ids, &n, &docs, NULL, &e) == LMQ_OK, "%s", e.msg);
     rt_exec ex = { .isa = rt_isa_best(), .observe = cap ? capture_fn : NULL, .observe_ctx = cap };
     ck_assert_msg(rt_state_create(&rm, &ex, CTX, &st, &e) == LMQ_OK, "%s", e.msg);
     *vocab = m.arch.vocab_size;
@@ -102,9 +102,9 @@ START_TEST(stats_match_direct)
     static const struct {
         const char *reader;
         int layer;
-        cal_input in;
-    } CASES[] = { { "blk.0.attn_q.weight", 0, CAL_ATTN_IN }, { "blk.2.attn_out.weight", 2, CAL_ATTN_OUT_IN },
-                  { "blk.4.ffn_gate.weight", 4, CAL_FFN_IN }, { "blk.1.ffn_down.weight", 1, CAL_FFN_DOWN_IN } };
+        lmq_input in;
+    } CASES[] = { { "blk.0.attn_q.weight", 0, LMQ_IN_ATTN }, { "blk.2.attn_out.weight", 2, LMQ_IN_ATTN_OUT },
+                  { "blk.4.ffn_gate.weight", 4, LMQ_IN_FFN }, { "blk.1.ffn_down.weight", 1, LMQ_IN_FFN_DOWN } };
     cal_stats st;
     lmq_err e;
     ck_assert_msg(cal_stats_open(&st, stats, &e) == LMQ_OK, "%s", e.msg);
@@ -232,7 +232,7 @@ START_TEST(stats_refusals)
     free(bytes);
     double *G;
     ck_assert(cal_stats_open(&st, stats, &e) == LMQ_OK); /* open reads no tensor data */
-    ck_assert(cal_stats_gram(&st, 3, CAL_FFN_IN, 64, &G, &e) == LMQ_E_CHECKSUM);
+    ck_assert(cal_stats_gram(&st, 3, LMQ_IN_FFN, 64, &G, &e) == LMQ_E_CHECKSUM);
     ck_assert_msg(strstr(e.msg, "stats.blk.3.ffn_in.gram"), "%s", e.msg);
     cal_stats_close(&st);
     test_rmtree(dir);

@@ -1,5 +1,6 @@
 /* common/: half and bfloat16 conversions, errors, atomic files. */
 #include <dirent.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -241,6 +242,40 @@ START_TEST(atomic_stale)
 }
 END_TEST
 
+/* Any name the filesystem accepts is an output name: up to NAME_MAX bytes, the temporary file's
+ * name cut to fit (and a stale one of a name that long still found). */
+START_TEST(atomic_long_names)
+{
+    pid_t dead = fork();
+    if (dead == 0)
+        _exit(0);
+    ck_assert_int_eq(waitpid(dead, NULL, 0), dead);
+    const char *dir = test_tmpdir();
+    static const int lens[] = { 200, 238, 239, 240, 254, NAME_MAX };
+    for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++) {
+        char name[NAME_MAX + 1], out[PATH_MAX], stale[PATH_MAX];
+        memset(name, 'n', (size_t)lens[k]);
+        name[lens[k]] = 0;
+        snprintf(out, sizeof out, "%s/%s", dir, name);
+        snprintf(stale, sizeof stale, "%s/%.*s.tmp.%ld.AbC123", dir, lens[k] < NAME_MAX - 22 ? lens[k] : NAME_MAX - 22,
+                 name, (long)dead);
+        touch(stale);
+        int removed = 0;
+        lmq_atomic_on_stale(count_stale, &removed);
+        lmq_atomic a;
+        lmq_err e;
+        ck_assert_msg(lmq_atomic_open(&a, out, &e) == LMQ_OK, "%d bytes: %s", lens[k], e.msg);
+        lmq_atomic_on_stale(NULL, NULL);
+        ck_assert_int_eq(removed, 1);
+        ck_assert_int_eq(lmq_atomic_write(&a, "x", 1, &e), LMQ_OK);
+        ck_assert_msg(lmq_atomic_commit(&a, &e) == LMQ_OK, "%d bytes: %s", lens[k], e.msg);
+        ck_assert_int_eq(access(out, F_OK), 0);
+        unlink(out);
+    }
+    test_rmtree(dir);
+}
+END_TEST
+
 /* lmq_pool_try: every item once when nothing fails; when items fail, the error of the first
  * failing item, on any number of threads. */
 typedef struct {
@@ -337,6 +372,7 @@ int main(void)
     tcase_add_test(tc, output_same_file);
     tcase_add_test(tc, output_not_regular);
     tcase_add_test(tc, atomic_stale);
+    tcase_add_test(tc, atomic_long_names);
     tcase_add_test(tc, pool_try);
     tcase_add_test(tc, yaml_to_json);
     suite_add_tcase(s, tc);

@@ -85,6 +85,8 @@ static json_t *load_json(const char *path)
     return j;
 }
 
+#define FMT_OF_MIXED "mixed-precision"
+
 /* Every quantised Linear weight of the artefact at lmq_path, as written in dir, dequantised from
  * the file's own words, scales and zero points, equals lmq's dequantisation bit for bit; every
  * Linear weight lmq kept float is in the ignore list. Returns how many modules were checked. */
@@ -118,7 +120,10 @@ static int check_weights(const char *lmq_path, const char *dir, int gpt2)
         const int64_t groups = t->q.gran == LMQ_GRAN_GROUP ? (cols + t->q.group - 1) / t->q.group : 1;
         float *ref = malloc((size_t)(rows * cols) * sizeof *ref), *s = malloc((size_t)(rows * groups) * sizeof *s);
         ck_assert_int_eq(q_dequantize(&t->q, t->raw, t->raw_size, rows, cols, ref, NULL, &err), LMQ_OK);
-        const int w8a8 = !strcmp(format, "int-quantized");
+        /* pack-quantized: packed int32 words; int-quantized and naive-quantized: one int8 a weight.
+         * A one-format file says which; mixed-precision files, each module's entries. */
+        snprintf(name, sizeof name, "%s.weight_packed", mod);
+        const int w8a8 = !strcmp(format, FMT_OF_MIXED) ? !st_find(&f, name) : strcmp(format, "pack-quantized") != 0;
         const st_tensor *w = NULL, *zp = NULL;
         if (w8a8) {
             snprintf(name, sizeof name, "%s.weight", mod);
@@ -137,7 +142,9 @@ static int check_weights(const char *lmq_path, const char *dir, int gpt2)
                                                            : need(&f, name, ST_F16, 2, rows, groups);
         ck_assert_int_eq(st_read_f32(&f, sc, s, &err), LMQ_OK);
         snprintf(name, sizeof name, "%s.weight_zero_point", mod);
-        if (t->q.asym)
+        if (t->q.asym && w8a8)
+            zp = need(&f, name, ST_I8, 2, rows, groups);
+        else if (t->q.asym)
             zp = need(&f, name, ST_I32, 2, (rows + pf - 1) / pf, groups);
         else
             ck_assert_ptr_null(st_find(&f, name));
@@ -146,7 +153,9 @@ static int check_weights(const char *lmq_path, const char *dir, int gpt2)
                 const int64_t g = c / (t->q.gran == LMQ_GRAN_GROUP ? t->q.group : cols);
                 const int q = w8a8 ? (int8_t)f.data[w->begin + r * cols + c]
                                    : unpack(word_at(&f, w, r * ((cols + pf - 1) / pf) + c / pf), (int)(c % pf), bits);
-                const int z = zp ? unpack(word_at(&f, zp, (r / pf) * groups + g), (int)(r % pf), bits) : 0;
+                const int z = !zp ? 0
+                              : w8a8 ? (int8_t)f.data[zp->begin + r * groups + g]
+                                     : unpack(word_at(&f, zp, (r / pf) * groups + g), (int)(r % pf), bits);
                 const float scale = t->q.gran == LMQ_GRAN_TENSOR ? s[0] : s[r * groups + g];
                 const float got = (float)(q - z) * scale;
                 ck_assert_msg(lmq_f32_bits(got) == lmq_f32_bits(ref[r * cols + c]), "%s [%lld, %lld]: %g, lmq %g",
@@ -199,7 +208,7 @@ static void same_tensors(const char *ref_path, const char *got_path)
 static void export_ok(const char *lmq_path, const char *dir, ct_summary *sum)
 {
     lmq_err err;
-    ck_assert_msg(ct_export(lmq_path, dir, sum, &err) == LMQ_OK, "%s", err.msg);
+    ck_assert_msg(ct_export(lmq_path, dir, 1, sum, &err) == LMQ_OK, "%s", err.msg);
 }
 
 static void quantise(const char *in, const char *recipe, const char *out)
@@ -277,13 +286,23 @@ static void check_group0(const char *dir, const char *format, int bits, int symm
     json_t *qc = json_object_get(cfg, "quantization_config");
     ck_assert_str_eq(json_string_value(json_object_get(qc, "quant_method")), "compressed-tensors");
     ck_assert_str_eq(json_string_value(json_object_get(qc, "format")), format);
+    /* The keys compressed-tensors writes beside the quantisation's own. */
+    ck_assert(json_is_string(json_object_get(qc, "version")));
+    ck_assert(json_is_object(json_object_get(qc, "sparsity_config")) &&
+              !json_object_size(json_object_get(qc, "sparsity_config")));
+    ck_assert(json_is_object(json_object_get(qc, "transform_config")) &&
+              !json_object_size(json_object_get(qc, "transform_config")));
+    const double ratio = json_real_value(json_object_get(qc, "global_compression_ratio"));
+    ck_assert_msg(ratio > 16.0 / (bits + 1.5) && ratio < 16.0 / bits, "ratio %g for %d bits", ratio, bits);
     json_t *groups = json_object_get(qc, "config_groups");
     ck_assert_int_eq(json_object_size(groups), 1);
     json_t *g = json_object_get(groups, "group_0");
     json_t *targets = json_object_get(g, "targets");
     ck_assert_int_eq(json_array_size(targets), 1);
     ck_assert_str_eq(json_string_value(json_array_get(targets, 0)), "Linear");
+    ck_assert_str_eq(json_string_value(json_object_get(g, "format")), format);
     json_t *w = json_object_get(g, "weights");
+    ck_assert(json_is_null(json_object_get(w, "actorder")));
     ck_assert_int_eq(json_integer_value(json_object_get(w, "num_bits")), bits);
     ck_assert_str_eq(json_string_value(json_object_get(w, "type")), "int");
     ck_assert(json_is_boolean(json_object_get(w, "symmetric")) && json_is_true(json_object_get(w, "symmetric")) == symmetric);
@@ -315,17 +334,34 @@ static const struct {
     int group_size;
     const char *act;
 } RECIPES[] = {
-    { "recipes/int4-g32.yaml", "pack-quantized", 4, 1, "group", 32, NULL },
-    { "recipes/int4-g32-asym.yaml", "pack-quantized", 4, 0, "group", 32, NULL },
     { "recipes/int8-channel.yaml", "pack-quantized", 8, 1, "channel", 0, NULL },
-    { "recipes/int3-g32.yaml", "pack-quantized", 3, 1, "group", 32, NULL },
     { "recipes/int4-channel.yaml", "pack-quantized", 4, 1, "channel", 0, NULL },
     { "recipes/int8-tensor.yaml", "pack-quantized", 8, 1, "tensor", 0, NULL },
     { "recipes/w8a8.yaml", "int-quantized", 8, 1, "channel", 0, "token" },
+    { "int3-channel", "naive-quantized", 3, 1, "channel", 0, NULL },      /* written below */
+    { "int2-channel-asym", "naive-quantized", 2, 0, "channel", 0, NULL }, /* written below */
 };
 
-/* Each recipe on stories260K-hf (ffn_down has 172 inputs: a short last group, padded words),
- * and on the .bin (interleaved rope): both exports must be the same bytes, q/k included. */
+/* The recipe file of RECIPES[i]: shipped, or (no '/') one channel rule of the scheme its name
+ * begins with, written into dir. */
+static const char *recipe_file(size_t i, const char *dir)
+{
+    static char path[1024];
+    const char *r = RECIPES[i].recipe;
+    if (strchr(r, '/'))
+        return r;
+    snprintf(path, sizeof path, "%s/%s.yaml", dir, r);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "name: %s\nrules:\n  - match: \"blk.*\"\n    scheme: %.4s\n    granularity: channel\n"
+            "    symmetric: %s\n", r, r, RECIPES[i].symmetric ? "true" : "false");
+    fclose(f);
+    return path;
+}
+
+/* Each recipe on stories260K-hf (ffn_down has 172 inputs: padded words) and on the .bin
+ * (interleaved rope): both exports must be the same bytes, q/k included. Groups need a row that
+ * divides (below, and on GPT-2). */
 START_TEST(quantised_weights_unpack_to_lmqs)
 {
     const char *dir = test_tmpdir();
@@ -339,7 +375,7 @@ START_TEST(quantised_weights_unpack_to_lmqs)
     }
     for (size_t i = 0; i < sizeof RECIPES / sizeof RECIPES[0]; i++) {
         for (int k = 0; k < 2; k++) {
-            quantise(fp[k], RECIPES[i].recipe, q[k]);
+            quantise(fp[k], recipe_file(i, dir), q[k]);
             ct_summary sum;
             export_ok(q[k], out[k], &sum);
             ck_assert_int_eq(sum.quantized, 35); /* 5 layers × 7 */
@@ -364,10 +400,22 @@ START_TEST(gpt2_quantised)
     snprintf(q, sizeof q, "%s/g4.lmq", dir);
     snprintf(out, sizeof out, "%s/ct", dir);
     test_fp32_artefact(SOTU, fp);
+    static const struct {
+        const char *recipe, *format;
+        int bits, symmetric;
+    } groups[] = {
+        { "recipes/int4-g32.yaml", "pack-quantized", 4, 1 },
+        { "recipes/int4-g32-asym.yaml", "pack-quantized", 4, 0 },
+        { "recipes/int3-g32.yaml", "naive-quantized", 3, 1 },
+    };
+    for (size_t i = 0; i < sizeof groups / sizeof groups[0]; i++) {
+        quantise(fp, groups[i].recipe, q);
+        export_ok(q, out, NULL);
+        ck_assert_int_eq(check_weights(q, out, 1), 16);
+        check_group0(out, groups[i].format, groups[i].bits, groups[i].symmetric, "group", 32, NULL);
+    }
     quantise(fp, "recipes/int4-g32.yaml", q);
     export_ok(q, out, NULL);
-    ck_assert_int_eq(check_weights(q, out, 1), 16);
-    check_group0(out, "pack-quantized", 4, 1, "group", 32, NULL);
     st_file f;
     lmq_err err;
     ck_assert_int_eq(st_open(join(out, "model.safetensors"), &f, &err), LMQ_OK);
@@ -375,6 +423,50 @@ START_TEST(gpt2_quantised)
     need(&f, "transformer.h.0.attn.c_attn.bias", ST_F32, 1, 384, 0);
     ck_assert_ptr_null(st_find(&f, "transformer.h.0.attn.c_attn.weight"));
     st_close(&f);
+    test_rmtree(dir);
+}
+END_TEST
+
+/* W8A8 attention beside weight-only int4 MLPs: mixed-precision, each config group with its own
+ * format, the modules of each named as its targets. */
+START_TEST(mixed_precision)
+{
+    const char *dir = test_tmpdir();
+    char fp[1024], q[1024], out[1024], recipe[1024];
+    snprintf(fp, sizeof fp, "%s/s.lmq", dir);
+    snprintf(q, sizeof q, "%s/m.lmq", dir);
+    snprintf(out, sizeof out, "%s/ct", dir);
+    snprintf(recipe, sizeof recipe, "%s/mixed.yaml", dir);
+    FILE *f = fopen(recipe, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("name: mixed\nrules:\n  - match: \"blk.*.attn_*\"\n    scheme: W8A8\n  - match: \"blk.*.ffn_*\"\n"
+          "    scheme: int4\n    granularity: channel\n", f);
+    fclose(f);
+    test_fp32_artefact("stories260K-hf", fp);
+    quantise(fp, recipe, q);
+    ct_summary sum;
+    export_ok(q, out, &sum);
+    ck_assert_str_eq(sum.format, "mixed-precision");
+    ck_assert_int_eq(sum.groups, 2);
+    ck_assert_int_eq(check_weights(q, out, 0), 35);
+    json_t *cfg = load_json(join(out, "config.json"));
+    json_t *qc = json_object_get(cfg, "quantization_config");
+    ck_assert_str_eq(json_string_value(json_object_get(qc, "format")), "mixed-precision");
+    json_t *g0 = json_object_get(json_object_get(qc, "config_groups"), "group_0");
+    json_t *g1 = json_object_get(json_object_get(qc, "config_groups"), "group_1");
+    if (json_is_null(json_object_get(g0, "input_activations"))) { /* groups in order of first use */
+        json_t *w8a8 = g1;
+        g1 = g0;
+        g0 = w8a8;
+    }
+    ck_assert_str_eq(json_string_value(json_object_get(g0, "format")), "int-quantized");
+    ck_assert_str_eq(json_string_value(json_object_get(g1, "format")), "pack-quantized");
+    ck_assert_int_eq(json_array_size(json_object_get(g0, "targets")), 20);
+    ck_assert_str_eq(json_string_value(json_array_get(json_object_get(g0, "targets"), 0)),
+                     "model.layers.0.self_attn.k_proj"); /* in the artefact's tensor order */
+    ck_assert_int_eq(json_array_size(json_object_get(g1, "targets")), 15);
+    ck_assert(json_is_null(json_object_get(g1, "input_activations")));
+    json_decref(cfg);
     test_rmtree(dir);
 }
 END_TEST
@@ -390,16 +482,22 @@ START_TEST(refusals)
     test_fp32_artefact("stories260K-hf", fp);
     quantise(fp, "recipes/emb-int4-g32.yaml", q);
     lmq_err err;
-    ck_assert_int_eq(ct_export(q, out, NULL, &err), LMQ_E_UNSUPPORTED);
+    ck_assert_int_eq(ct_export(q, out, 0, NULL, &err), LMQ_E_UNSUPPORTED);
     ck_assert_ptr_nonnull(strstr(err.msg, "tok_embd.weight"));
     ck_assert_ptr_nonnull(strstr(err.msg, "Linear modules only"));
+    ck_assert_int_ne(access(join(out, "model.safetensors"), F_OK), 0);
+    /* Groups of 32 over ffn_down's 172 columns: a short last group, which the format has not. */
+    quantise(fp, "recipes/int4-g32.yaml", q);
+    ck_assert_int_eq(ct_export(q, out, 0, NULL, &err), LMQ_E_UNSUPPORTED);
+    ck_assert_msg(strstr(err.msg, "tensor blk.0.ffn_down.weight is int4 g32: its 172 columns are not a whole "
+                         "number of groups of 32"), "%s", err.msg);
     ck_assert_int_ne(access(join(out, "model.safetensors"), F_OK), 0);
     /* GPT-2 with q, k, v apart: HF's GPT-2 has one c_attn. */
     lmq_model m;
     ck_assert_int_eq(lmq_convert(fixture(SOTU), &(lmq_convert_opts){ .split_qkv = 1 }, &m, &err), LMQ_OK);
     ck_assert_int_eq(lmq_container_write_model(fp, &m, NULL, &err), LMQ_OK);
     lmq_model_free(&m);
-    ck_assert_int_eq(ct_export(fp, out, NULL, &err), LMQ_E_UNSUPPORTED);
+    ck_assert_int_eq(ct_export(fp, out, 0, NULL, &err), LMQ_E_UNSUPPORTED);
     ck_assert_ptr_nonnull(strstr(err.msg, "attn_q.weight"));
     test_rmtree(dir);
 }
@@ -414,6 +512,7 @@ int main(void)
     tcase_add_test(tc, gpt2_fp32_is_the_hf_checkpoint);
     tcase_add_test(tc, quantised_weights_unpack_to_lmqs);
     tcase_add_test(tc, gpt2_quantised);
+    tcase_add_test(tc, mixed_precision);
     tcase_add_test(tc, refusals);
     suite_add_tcase(s, tc);
     return run_suite(s);

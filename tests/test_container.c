@@ -3,8 +3,10 @@
  *
  * With LMQ_WRITE_SAMPLE=<path> in the environment the program only writes the sample
  * artefact there and exits (LMQ_SAMPLE_KIND=unlisted: one whose manifest misses a tensor; the
- * kinds of write_hostile: one with a thing a loader refuses):
- * tests/integration/audit.sh uses it to get files to corrupt. */
+ * kinds of write_hostile: one with a thing a loader refuses; with LMQ_RESIGN_FROM=<artefact> and
+ * LMQ_RESIGN_MANIFEST=<yaml>: that artefact with this manifest, and the entry LMQ_RESIGN_ZERO
+ * zeroed when set, checksums recomputed):
+ * tests/integration/audit.sh and arch_fields.sh use it to get files to corrupt. */
 #include <dirent.h>
 #include <inttypes.h>
 #include <math.h>
@@ -54,14 +56,14 @@ static lmq_code add_file(lmq_model *m, const char *name, size_t n, uint64_t *see
     return lmq_model_add_file(m, name, d, n, e);
 }
 
-/* A small Llama-shaped model: random matrices, constant norms (zstd shrinks those), a random
+/* A small Llama model (complete: what a reader refuses otherwise): random matrices, constant norms (zstd shrinks those), a random
  * carried file (zstd cannot), a text file (it can) and an empty one. No Check asserts here:
  * the sample mode of main() uses it outside any test. */
 static lmq_code make_model(lmq_model *m, lmq_err *e)
 {
     uint64_t seed = 42;
     lmq_model_init(m);
-    m->arch = (lmq_arch){ .family = LMQ_FAMILY_LLAMA, .dim = 8, .hidden_dim = 16, .n_layers = 1, .n_heads = 2,
+    m->arch = (lmq_arch){ .family = LMQ_FAMILY_LLAMA, .dim = 8, .hidden_dim = 64, .n_layers = 1, .n_heads = 2,
                           .n_kv_heads = 1, .vocab_size = 16, .max_seq = 32, .norm_eps = 1e-5f,
                           .rope_theta = 10000.0f, .tied_embedding = 1, .rope = LMQ_ROPE_INTERLEAVED,
                           .tokenizer = LMQ_TOK_NONE, .bos_id = 1, .eos_id = 2 };
@@ -73,9 +75,13 @@ static lmq_code make_model(lmq_model *m, lmq_err *e)
         (rc = add_tensor(m, "blk.0.attn_norm.weight", 8, 0, &seed, 1.0f, e)) ||
         (rc = add_tensor(m, "blk.0.attn_q.weight", 8, 8, &seed, 0, e)) ||
         (rc = add_tensor(m, "blk.0.attn_v.weight", 4, 8, &seed, 0, e)) ||
-        (rc = add_tensor(m, "blk.0.ffn_down.weight", 8, 16, &seed, 0, e)) ||
+        (rc = add_tensor(m, "blk.0.ffn_down.weight", 8, 64, &seed, 0, e)) ||
         (rc = add_tensor(m, "blk.0.ffn_norm.weight", 8, 0, &seed, 1.0f, e)) ||
-        (rc = add_tensor(m, "out_norm.weight", 64, 0, &seed, 0.5f, e)) ||
+        (rc = add_tensor(m, "out_norm.weight", 8, 0, &seed, 0.5f, e)) ||
+        (rc = add_tensor(m, "blk.0.attn_k.weight", 4, 8, &seed, 0, e)) ||
+        (rc = add_tensor(m, "blk.0.attn_out.weight", 8, 8, &seed, 0, e)) ||
+        (rc = add_tensor(m, "blk.0.ffn_gate.weight", 64, 8, &seed, 0, e)) ||
+        (rc = add_tensor(m, "blk.0.ffn_up.weight", 64, 8, &seed, 0, e)) ||
         (rc = add_file(m, "random.bin", 300, &seed, NULL, e)) ||
         (rc = add_file(m, "notes.txt", 400, &seed, "the quick brown fox. ", e)) ||
         (rc = add_file(m, "empty.txt", 0, &seed, NULL, e)))
@@ -247,6 +253,11 @@ START_TEST(model_round_trip)
             zstd += t->codec == LMQ_CODEC_ZSTD;
             ck_assert(t->codec == LMQ_CODEC_ZSTD ? t->stored_size < t->raw_size : t->stored_size == t->raw_size);
             ck_assert_uint_eq((uintptr_t)lmq_container_stored(&c, t) % 64, 0);
+            /* The files are the entries named file:, kept with no encoding. */
+            const int file = !strncmp(t->name, "file:", 5);
+            ck_assert_int_eq(lmq_entry_is_file(t), file);
+            ck_assert(!file || (t->q.dtype == 0 && t->q.gran == 0 && t->q.asym == 0 && t->q.group == 0));
+            ck_assert_ptr_eq(lmq_entry_file_name(t), file ? t->name + 5 : NULL);
         }
         const lmq_tensor_entry *rnd = lmq_container_find(&c, "file:random.bin");
         const lmq_tensor_entry *txt = lmq_container_find(&c, "file:notes.txt");
@@ -736,8 +747,8 @@ START_TEST(manifest_check_reports_all)
     ck_assert_int_eq(is.n, 0);
     ck_assert_str_eq(m.tensors[0].reason, "plain conversion: no recipe applied");
     ck_assert(m.tensors[1].stats.peak == 1 && m.tensors[1].stats.rms == 1 && m.tensors[1].stats.kurtosis == 0);
-    ck_assert_uint_eq(m.totals.params, 16 * 8 + 8 + 64 + 32 + 128 + 8 + 64);
-    ck_assert_uint_eq(m.totals.linear_params, 64 + 32 + 128);
+    ck_assert_uint_eq(m.totals.params, 16 * 8 + 8 + 64 + 32 + 512 + 8 + 8 + 32 + 64 + 512 + 512);
+    ck_assert_uint_eq(m.totals.linear_params, 64 + 32 + 512 + 32 + 64 + 512 + 512);
     ck_assert(m.totals.linear_bpw == 32);
 
     /* tensors: 0 tok_embd, 1 attn_norm, 2 attn_q, 3 attn_v, 4 ffn_down, 5 ffn_norm, 6 out_norm */
@@ -794,21 +805,29 @@ START_TEST(quantised_entry)
     lmq_writer *wr;
     /* The container knows every encoding's layout: a byte short is refused, by name. */
     ck_assert_int_eq(lmq_writer_open(&wr, path, &e), LMQ_OK);
-    ck_assert_int_eq(lmq_writer_add(wr, "blk.0.attn_q.weight", q4, 2, shape, packed, L.bytes - 1, LMQ_CODEC_NONE, &e),
+    ck_assert_int_eq(lmq_writer_add(wr, "blk.0.ffn_down.weight", q4, 2, shape, packed, L.bytes - 1, LMQ_CODEC_NONE, &e),
                      LMQ_E_FORMAT);
-    ck_assert_msg(strstr(e.msg, "blk.0.attn_q.weight: 319 raw bytes, int4 of 512 elements needs 320"), "%s", e.msg);
+    ck_assert_msg(strstr(e.msg, "blk.0.ffn_down.weight: 319 raw bytes, int4 of 512 elements needs 320"), "%s", e.msg);
     lmq_writer_abort(wr);
     ck_assert_int_eq(lmq_writer_open(&wr, path, &e), LMQ_OK);
-    ck_assert_int_eq(lmq_writer_add(wr, "blk.0.attn_q.weight", q4, 2, shape, packed, L.bytes, LMQ_CODEC_ZSTD, &e),
+    ck_assert_int_eq(lmq_writer_add(wr, "blk.0.ffn_down.weight", q4, 2, shape, packed, L.bytes, LMQ_CODEC_ZSTD, &e),
                      LMQ_OK);
     lmq_manifest m;
     lmq_manifest_init(&m);
-    lmq_model mod;
+    lmq_model mod; /* the rest of the model (ffn_down is [8, 64] there), in fp32 */
     ck_assert_int_eq(make_model(&mod, &e), LMQ_OK);
     m.arch = mod.arch;
+    for (int i = 0; i < mod.n_tensors; i++) {
+        const lmq_tensor *mt = &mod.tensors[i];
+        if (strcmp(mt->name, "blk.0.ffn_down.weight")) {
+            ck_assert_int_eq(lmq_writer_add(wr, mt->name, mt->q, mt->ndim, mt->shape, mt->raw, mt->raw_size,
+                                            LMQ_CODEC_NONE, &e), LMQ_OK);
+            ck_assert_int_eq(lmq_manifest_add_plain(&m, mt, mt->data, &e), LMQ_OK);
+        }
+    }
     lmq_model_free(&mod);
     lmq_manifest_tensor *t;
-    ck_assert_int_eq(lmq_manifest_add_tensor(&m, "blk.0.attn_q.weight", &t, &e), LMQ_OK);
+    ck_assert_int_eq(lmq_manifest_add_tensor(&m, "blk.0.ffn_down.weight", &t, &e), LMQ_OK);
     q_describe(&q4, t->scheme, sizeof t->scheme);
     t->q = q4;
     t->linear = 1;
@@ -822,14 +841,17 @@ START_TEST(quantised_entry)
     ck_assert_int_eq(lmq_container_open(&c, path, &e), LMQ_OK);
     ck_assert_int_eq(lmq_manifest_parse(c.manifest, c.manifest_size, &m, &e), LMQ_OK);
     ck_assert_int_eq(lmq_manifest_check(&m, c.tensors, c.n_tensors, c.version, NULL, NULL), 0);
-    ck_assert_str_eq(m.tensors[0].scheme, "int4 g32 asym");
-    /* 4-bit codes plus a 16-bit scale and a 16-bit zero point per 32 weights: 5 bits. */
-    ck_assert(m.totals.linear_bpw == 5.0 && m.tensors[0].bpw == 5.0);
-    ck_assert(m.tensors[0].stats.rel_error > 0 && m.tensors[0].stats.rel_error < 0.1);
+    const lmq_manifest_tensor *mq = lmq_manifest_find(&m, "blk.0.ffn_down.weight");
+    ck_assert_str_eq(mq->scheme, "int4 g32 asym");
+    /* 4-bit codes plus a 16-bit scale and a 16-bit zero point per 32 weights: 5 bits (beside
+     * 1216 fp32 linear weights: 24 over all 1728). */
+    ck_assert(mq->bpw == 5.0 && m.totals.linear_bpw == 24.0);
+    ck_assert(mq->stats.rel_error > 0 && mq->stats.rel_error < 0.1);
     ck_assert_int_eq(lmq_container_verify(&c, NULL, NULL, &e), LMQ_OK);
     void *bytes;
-    ck_assert_int_eq(lmq_container_read_alloc(&c, &c.tensors[0], &bytes, &e), LMQ_OK);
-    ck_assert_int_eq(q_dequantize(&c.tensors[0].q, bytes, c.tensors[0].raw_size, ROWS, COLS, back_w, NULL, &e), LMQ_OK);
+    const lmq_tensor_entry *cq = lmq_container_find(&c, "blk.0.ffn_down.weight");
+    ck_assert_int_eq(lmq_container_read_alloc(&c, cq, &bytes, &e), LMQ_OK);
+    ck_assert_int_eq(q_dequantize(&cq->q, bytes, cq->raw_size, ROWS, COLS, back_w, NULL, &e), LMQ_OK);
     ck_assert(!memcmp(back_w, wq, sizeof wq));
     free(bytes);
     free(packed);
@@ -838,12 +860,12 @@ START_TEST(quantised_entry)
 
     lmq_model back;
     ck_assert_int_eq(lmq_container_read_model(path, NULL, &back, &e), LMQ_E_UNSUPPORTED);
-    ck_assert(strstr(e.msg, "blk.0.attn_q.weight is int4 (granularity group), not fp32"));
+    ck_assert(strstr(e.msg, "blk.0.ffn_down.weight is int4 (granularity group), not fp32"));
     ck_assert_int_eq(back.n_tensors, 0);
     /* The runtime's loader keeps it packed, as a view of the stored bytes, which decode to exactly
      * the dequantised values. */
     ck_assert_msg(rt_load_artefact(path, &back, &e) == LMQ_OK, "%s", e.msg);
-    const lmq_tensor *bt = lmq_model_find(&back, "blk.0.attn_q.weight");
+    const lmq_tensor *bt = lmq_model_find(&back, "blk.0.ffn_down.weight");
     ck_assert(bt->data == NULL && bt->q.dtype == LMQ_T_INT4 && bt->q.group == 32 && bt->q.asym);
     ck_assert(bt->raw >= back.mapping.data && bt->raw + bt->raw_size <= back.mapping.data + back.mapping.size);
     ck_assert_int_eq(q_dequantize(&bt->q, bt->raw, bt->raw_size, ROWS, COLS, back_w, NULL, &e), LMQ_OK);
@@ -989,7 +1011,8 @@ static const hostile hostiles[] = {
     { AT_ENTRY, "tok_embd.weight", 0, 4, 0, 0, "name length 0" },
     { AT_ENTRY, "tok_embd.weight", 0, 4, 1, 1, "" },
     { AT_ENTRY, "tok_embd.weight", 4, 2, 99, 0, "tensor tok_embd.weight: unknown dtype 99" },
-    { AT_ENTRY, "tok_embd.weight", 4, 2, LMQ_T_BYTES, 0, "tensor tok_embd.weight: bytes must have rank 1" },
+    { AT_ENTRY, "tok_embd.weight", 4, 2, 9, 0, "tensor tok_embd.weight: stored as a carried file (dtype 9), whose names "
+                                              "start with file:" },
     { AT_ENTRY, "tok_embd.weight", 6, 1, LMQ_GRAN_CHANNEL, 0, "tok_embd.weight: fp32 cannot have granularity channel" },
     { AT_ENTRY, "tok_embd.weight", 6, 1, 9, 0, "tok_embd.weight: bad quantisation parameters" },
     { AT_ENTRY, "tok_embd.weight", 7, 1, 1, 0, "tok_embd.weight: fp32 cannot have granularity none (asymmetric)" },
@@ -1010,7 +1033,11 @@ static const hostile hostiles[] = {
     { AT_ENTRY, "tok_embd.weight", 48, 8, 64, 1, "tok_embd.weight: blob at 128 leaves a gap" },
     { AT_ENTRY, "tok_embd.weight", 56, 8, 4, 1, "tok_embd.weight: stored 516 bytes, raw 512" },
     { AT_ENTRY, "tok_embd.weight", 64, 8, 4, 1, "tok_embd.weight: 516 raw bytes, fp32 of 128 elements needs 512" },
-    { AT_ENTRY, "file:notes.txt", 16, 8, 1, 1, "file:notes.txt: 400 raw bytes, bytes of 401 elements needs 401" },
+    { AT_ENTRY, "file:notes.txt", 16, 8, 1, 1, "file:notes.txt: 400 raw bytes, a carried file of 401 elements needs 401" },
+    { AT_ENTRY, "file:notes.txt", 4, 2, LMQ_T_F32, 0, "file:notes.txt: named as a carried file (file:...) but stored as fp32" },
+    { AT_ENTRY, "file:notes.txt", 6, 1, LMQ_GRAN_TENSOR, 0, "file:notes.txt: bad quantisation parameters (granularity 1" },
+    { AT_ENTRY, "file:notes.txt", 7, 1, 1, 0, "file:notes.txt: bad quantisation parameters (granularity 0, asym 1" },
+    { AT_ENTRY, "file:notes.txt", 12, 1, 2, 0, "file:notes.txt: a carried file must have rank 1" },
 };
 
 static uint8_t *entry_at(uint8_t *d, size_t n, const lmq_container *c, const char *name)
@@ -1032,6 +1059,7 @@ START_TEST(hostile_headers_and_indexes)
     lmq_container c0, c;
     ck_assert_int_eq(lmq_container_open_mem(&c0, d, n, "orig", &e), LMQ_OK);
     ck_assert_int_eq(lmq_container_find(&c0, "tok_embd.weight")->offset, 64); /* the cases assume it */
+    ck_assert_uint_eq(get_le(entry_at(d, n, &c0, "file:notes.txt") + 4, 2), 9); /* a file's dtype field on disk */
     for (size_t i = 0; i < sizeof hostiles / sizeof hostiles[0]; i++) {
         const hostile *h = &hostiles[i];
         uint8_t *p = malloc(n);
@@ -1051,7 +1079,7 @@ START_TEST(hostile_headers_and_indexes)
     }
 
     /* Two blobs at one offset; names out of order; a name twice; a byte outside the name alphabet. */
-    const lmq_tensor_entry *ta = &c0.tensors[0], *tb = &c0.tensors[1];
+    const lmq_tensor_entry *ta = &c0.tensors[c0.by_offset[1]], *tb = &c0.tensors[c0.by_offset[2]];
     int k = 0;
     while (k + 1 < c0.n_tensors && strlen(c0.tensors[k].name) != strlen(c0.tensors[k + 1].name))
         k++;
@@ -1152,7 +1180,7 @@ START_TEST(verify_reports_every_failure)
     ck_assert_int_eq(lmq_container_verify(&c, collect, &is, &e), LMQ_E_CHECKSUM);
     ck_assert_int_eq(is.n, 3);
     ck_assert(has_issue(&is, a->name) && has_issue(&is, b->name) && has_issue(&is, ""));
-    ck_assert(strstr(e.msg, "3 of 11 checks failed"));
+    ck_assert(strstr(e.msg, "3 of 15 checks failed"));
     void *p;
     ck_assert_int_eq(lmq_container_read_alloc(&c, a, &p, &e), LMQ_E_CHECKSUM);
     ck_assert(strstr(e.msg, "tensor blk.0.attn_q.weight: checksum mismatch"));
@@ -1225,13 +1253,9 @@ START_TEST(activations_round_trip)
     for (int i = 0; i < m.n_tensors; i++)
         ck_assert_int_eq(lmq_writer_add(w, m.tensors[i].name, m.tensors[i].q, m.tensors[i].ndim, m.tensors[i].shape,
                                         m.tensors[i].raw, m.tensors[i].raw_size, LMQ_CODEC_NONE, &e), LMQ_OK);
-    for (int i = 0; i < m.n_files; i++) {
-        char name[LMQ_NAME_MAX + 8];
-        snprintf(name, sizeof name, "file:%s", m.files[i].name);
-        ck_assert_int_eq(lmq_writer_add(w, name, (lmq_qparams){ .dtype = LMQ_T_BYTES }, 1,
-                                        (int64_t[]){ (int64_t)m.files[i].size },
-                                        m.files[i].data, m.files[i].size, LMQ_CODEC_NONE, &e), LMQ_OK);
-    }
+    for (int i = 0; i < m.n_files; i++)
+        ck_assert_int_eq(lmq_writer_add_file(w, m.files[i].name, m.files[i].data, m.files[i].size, LMQ_CODEC_NONE, &e),
+                         LMQ_OK);
     ck_assert_msg(lmq_writer_finish_text(w, text, len, &e) == LMQ_OK, "%s", e.msg);
     ck_assert_int_eq(lmq_container_read_model(path, NULL, &back, &e), LMQ_E_FORMAT);
     ck_assert_msg(strstr(e.msg, "blk.0.attn_norm.weight") && strstr(e.msg, "activations"), "%s", e.msg);
@@ -1263,7 +1287,9 @@ static int replace_all(uint8_t *d, size_t n, const char *from, const char *to)
  *   dotdot     a carried file named "../x"
  *   nan_scale  blk.0.attn_q.weight at int8 per channel, its first fp16 scale NaN (the tensor's
  *              checksum recomputed, so only the value check can catch it)
+ *   neg_scale  the same with that scale negated (a requantizing reader must not launder it)
  *   nan_weight blk.0.attn_v.weight (fp32) holds a NaN; its manifest statistics are the clean ones
+ *   nan_norm   blk.0.ffn_norm.weight (fp32, a copied vector) holds a NaN at element 2
  *   denormal   blk.0.attn_q.weight's weights all subnormal: valid (quantize warns about it) */
 static lmq_code write_hostile(const char *path, const char *kind, lmq_err *e)
 {
@@ -1277,7 +1303,7 @@ static lmq_code write_hostile(const char *path, const char *kind, lmq_err *e)
         return rc;
     const lmq_qparams q8 = { LMQ_T_INT8, LMQ_GRAN_CHANNEL, 0, 0 };
     lmq_tensor *q = lmq_model_find(&m, "blk.0.attn_q.weight");
-    const int nan_scale = !strcmp(kind, "nan_scale");
+    const int neg_scale = !strcmp(kind, "neg_scale"), nan_scale = neg_scale || !strcmp(kind, "nan_scale");
     if (!strcmp(kind, "tokenizer")) {
         m.arch.tokenizer = LMQ_TOK_LLAMA2C;
         rc = add_file(&m, "tokenizer.bin", 300, &seed, NULL, e);
@@ -1306,6 +1332,8 @@ static lmq_code write_hostile(const char *path, const char *kind, lmq_err *e)
     }
     if (!strcmp(kind, "nan_weight"))
         lmq_model_find(&m, "blk.0.attn_v.weight")->data[3] = NAN;
+    if (!strcmp(kind, "nan_norm"))
+        lmq_model_find(&m, "blk.0.ffn_norm.weight")->data[2] = NAN;
     const int bad_stats = !strcmp(kind, "kurtosis");
     if (bad_stats) { /* lmq_writer_finish would refuse it: the totals as it computes them */
         mt->stats.kurtosis = -3;
@@ -1327,13 +1355,8 @@ static lmq_code write_hostile(const char *path, const char *kind, lmq_err *e)
         rc = lmq_writer_add(w, t->name, pack ? q8 : t->q, t->ndim, t->shape, pack ? packed : t->raw,
                             pack ? L.bytes : t->raw_size, LMQ_CODEC_NONE, e);
     }
-    for (int i = 0; i < m.n_files && !rc; i++) {
-        char name[LMQ_NAME_MAX + 8];
-        snprintf(name, sizeof name, "file:%s", m.files[i].name);
-        int64_t shape[1] = { (int64_t)m.files[i].size };
-        rc = lmq_writer_add(w, name, (lmq_qparams){ .dtype = LMQ_T_BYTES }, 1, shape, m.files[i].data,
-                            m.files[i].size, LMQ_CODEC_NONE, e);
-    }
+    for (int i = 0; i < m.n_files && !rc; i++)
+        rc = lmq_writer_add_file(w, m.files[i].name, m.files[i].data, m.files[i].size, LMQ_CODEC_NONE, e);
     char *text = NULL;
     size_t len;
     if (rc)
@@ -1360,7 +1383,7 @@ static lmq_code write_hostile(const char *path, const char *kind, lmq_err *e)
         if (!(rc = lmq_container_open_mem(&c, d, n, path, e))) {
             const lmq_tensor_entry *t = lmq_container_find(&c, "blk.0.attn_q.weight");
             const uint64_t io = get_le(d + n - 64, 8);
-            put_le(d + t->offset, 0x7e00, 2); /* an fp16 NaN */
+            put_le(d + t->offset, neg_scale ? get_le(d + t->offset, 2) ^ 0x8000 : 0x7e00, 2); /* -s, or NaN */
             put_le(d + io + 8 + (uint64_t)(t - c.tensors) * 80 + 72, XXH3_64bits(d + t->offset, t->raw_size), 8);
             lmq_container_close(&c);
         }
@@ -1393,19 +1416,20 @@ static void keep_first(void *ctx, const char *tensor, lmq_code code, const char 
 }
 
 /* Each hostile sample passes the checksums and fails exactly one of audit's other checks, with
- * the tensor or file and the rule named; the loaders refuse the same files. */
+ * the tensor or file and the rule named; the loaders (and quantize's check) refuse the same files. */
 START_TEST(audit_refuses_what_loaders_refuse)
 {
     static const struct {
         const char *kind, *name, *msg;
-        int load_fails; /* rt_load_artefact refuses it too (the tokenizer and the manifest ranges
-                           are checked by verify and generate, and the writer) */
+        int manifest; /* a manifest problem (lmq_artefact_check's), not a value's (rt_artefact_check's) */
     } cases[] = {
         { "tokenizer", "", "tokenizer.bin: ", 0 },
-        { "kurtosis", "blk.0.attn_q.weight", "stats.excess_kurtosis is -3: the schema wants a finite number >= -2", 0 },
-        { "dotdot", "file:../x", "file ../x: a carried file's name has no '/' or '\\' (byte 2)", 1 },
-        { "nan_scale", "blk.0.attn_q.weight", "scale 0 is nan: scales are finite and >= 0", 1 },
+        { "kurtosis", "blk.0.attn_q.weight", "stats.excess_kurtosis is -3: the schema wants a finite number >= -2", 1 },
+        { "dotdot", "file:../x", "file ../x: a carried file's name has no '/' or '\\' (byte 2)", 0 },
+        { "nan_scale", "blk.0.attn_q.weight", "scale 0 is nan: scales are finite and >= 0", 0 },
+        { "neg_scale", "blk.0.attn_q.weight", "scales are finite and >= 0", 0 },
         { "nan_weight", "", "tensor blk.0.attn_v.weight: non-finite value nan at element 3", 0 },
+        { "nan_norm", "", "tensor blk.0.ffn_norm.weight: non-finite value nan at element 2", 0 },
         { "denormal", NULL, NULL, 0 },
     };
     const char *dir = test_tmpdir();
@@ -1416,7 +1440,8 @@ START_TEST(audit_refuses_what_loaders_refuse)
         ck_assert_msg(write_hostile(path, cases[k].kind, &e) == LMQ_OK, "%s: %s", cases[k].kind, e.msg);
         lmq_container c;
         lmq_manifest man;
-        ck_assert_msg(lmq_container_open_manifest(&c, &man, path, &e) == LMQ_OK, "%s: %s", cases[k].kind, e.msg);
+        ck_assert_int_eq(lmq_container_open(&c, path, &e), LMQ_OK); /* as audit opens it */
+        ck_assert_int_eq(lmq_manifest_parse(c.manifest, c.manifest_size, &man, &e), LMQ_OK);
         ck_assert_int_eq(lmq_container_verify(&c, NULL, NULL, &e), LMQ_OK);
         one_issue o = { 0 };
         lmq_manifest_check(&man, c.tensors, c.n_tensors, c.version, keep_first, &o);
@@ -1429,17 +1454,42 @@ START_TEST(audit_refuses_what_loaders_refuse)
             ck_assert_str_eq(o.name, cases[k].name);
             ck_assert_msg(strstr(o.msg, cases[k].msg), "%s: %s", cases[k].kind, o.msg);
         }
+        /* The readers' two checks (open_manifest's and quantize's) refuse exactly these. */
+        ck_assert_int_eq(lmq_artefact_check(&c, &man, &e) != LMQ_OK, cases[k].manifest);
+        ck_assert_int_eq(rt_artefact_check(&c, &man, &e) != LMQ_OK, cases[k].name && !cases[k].manifest);
+        if (cases[k].name && !cases[k].manifest)
+            ck_assert_msg(strstr(e.msg, cases[k].msg), "%s: %s", cases[k].kind, e.msg);
         lmq_manifest_free(&man);
         lmq_container_close(&c);
         lmq_model back;
         lmq_code rc = rt_load_artefact(path, &back, &e);
-        ck_assert_msg((rc != LMQ_OK) == cases[k].load_fails, "%s: load gave %d", cases[k].kind, rc);
+        ck_assert_msg((rc != LMQ_OK) == (cases[k].name != NULL), "%s: load gave %d", cases[k].kind, rc);
         if (!rc)
             lmq_model_free(&back);
         else
             ck_assert_msg(strstr(e.msg, cases[k].name + 5 * !strncmp(cases[k].name, "file:", 5)), "%s", e.msg);
     }
     test_rmtree(dir);
+}
+END_TEST
+
+/* lmq_model_validate names a shape as it is: one dimension, or three, not two. */
+START_TEST(validate_shape_messages)
+{
+    lmq_model m;
+    lmq_err e;
+    ck_assert_int_eq(make_model(&m, &e), LMQ_OK);
+    ck_assert_msg(lmq_model_validate(&m, &e) == LMQ_OK, "%s", e.msg);
+    lmq_tensor *t = lmq_model_find(&m, "out_norm.weight");
+    t->data = NULL; /* shapes only: the values no longer fit the shape */
+    t->shape[0] = 64;
+    ck_assert_int_eq(lmq_model_validate(&m, &e), LMQ_E_FORMAT);
+    ck_assert_str_eq(e.msg, "tensor out_norm.weight: shape [64] expected [8]");
+    t->ndim = 3;
+    t->shape[0] = 8, t->shape[1] = 2, t->shape[2] = 3;
+    ck_assert_int_eq(lmq_model_validate(&m, &e), LMQ_E_FORMAT);
+    ck_assert_str_eq(e.msg, "tensor out_norm.weight: shape [8, 2, 3] expected [8]");
+    lmq_model_free(&m);
 }
 END_TEST
 
@@ -1467,9 +1517,19 @@ START_TEST(carried_file_names)
     lmq_writer *w;
     const int64_t one[1] = { 1 };
     ck_assert_int_eq(lmq_writer_open(&w, path, &e), LMQ_OK);
-    ck_assert_int_eq(lmq_writer_add(w, "file:../x", (lmq_qparams){ .dtype = LMQ_T_BYTES }, 1, one, "x", 1,
-                                    LMQ_CODEC_NONE, &e), LMQ_E_FORMAT);
+    ck_assert_int_eq(lmq_writer_add_file(w, "../x", "x", 1, LMQ_CODEC_NONE, &e), LMQ_E_FORMAT);
     ck_assert_msg(strstr(e.msg, "file ../x: a carried file's name has no '/'"), "%s", e.msg);
+    lmq_writer_abort(w);
+    /* Files are added as files: a tensor may not take a file's name, nor dtype 9, their number on disk. */
+    ck_assert_int_eq(lmq_writer_open(&w, path, &e), LMQ_OK);
+    ck_assert_int_eq(lmq_writer_add(w, "file:x", (lmq_qparams){ .dtype = LMQ_T_F32 }, 1, one, "xxxx", 4,
+                                    LMQ_CODEC_NONE, &e), LMQ_E_FORMAT);
+    ck_assert_msg(strstr(e.msg, "tensor file:x: named as a carried file (file:...) but stored as fp32"), "%s", e.msg);
+    lmq_writer_abort(w);
+    ck_assert_int_eq(lmq_writer_open(&w, path, &e), LMQ_OK);
+    ck_assert_int_eq(lmq_writer_add(w, "x", (lmq_qparams){ .dtype = 9 }, 1, one, "x", 1, LMQ_CODEC_NONE, &e),
+                     LMQ_E_FORMAT);
+    ck_assert_msg(strstr(e.msg, "tensor x: unknown dtype 9"), "%s", e.msg);
     lmq_writer_abort(w);
     ck_assert_int_eq(dir_entries(dir), 0);
     test_rmtree(dir);
@@ -1507,13 +1567,57 @@ static lmq_code write_sample_unlisted(const char *path, lmq_err *e)
     return rc;
 }
 
+/* A copy of artefact `from` whose manifest is the text of file `manifest`, as is, and whose entry
+ * named `zero` (NULL: none) holds zero bytes, with every checksum made right: how
+ * tests/integration/arch_fields.sh edits a field, and writers.sh a carried file, past the checksums. */
+static lmq_code write_resigned(const char *path, const char *from, const char *manifest, const char *zero,
+                               lmq_err *e)
+{
+    lmq_container c;
+    lmq_blob text;
+    lmq_writer *w = NULL;
+    lmq_code rc = lmq_container_open(&c, from, e);
+    if (rc)
+        return rc;
+    if ((rc = lmq_blob_open(manifest, &text, e))) {
+        lmq_container_close(&c);
+        return rc;
+    }
+    rc = lmq_writer_open(&w, path, e);
+    for (int k = 0; k < c.n_tensors && !rc; k++) {
+        const lmq_tensor_entry *t = &c.tensors[c.by_offset[k]];
+        const void *raw;
+        void *owned;
+        if (!(rc = lmq_container_view(&c, t, &raw, &owned, e)) && zero && !strcmp(t->name, zero)) {
+            free(owned);
+            if (!(raw = owned = calloc(1, t->raw_size + 1)))
+                rc = lmq_fail(e, LMQ_E_NOMEM, "out of memory");
+        }
+        if (!rc) {
+            rc = lmq_entry_is_file(t)
+                     ? lmq_writer_add_file(w, lmq_entry_file_name(t), raw, t->raw_size, LMQ_CODEC_NONE, e)
+                     : lmq_writer_add(w, t->name, t->q, t->ndim, t->shape, raw, t->raw_size, LMQ_CODEC_NONE, e);
+            free(owned);
+        }
+    }
+    if (rc)
+        lmq_writer_abort(w);
+    else
+        rc = lmq_writer_finish_text(w, (const char *)text.data, text.size, e);
+    lmq_blob_close(&text);
+    lmq_container_close(&c);
+    return rc;
+}
+
 int main(void)
 {
     const char *sample = getenv("LMQ_WRITE_SAMPLE");
     if (sample) {
         lmq_err e;
         const char *kind = getenv("LMQ_SAMPLE_KIND");
-        lmq_code rc = !kind ? write_sample(sample, LMQ_CODEC_ZSTD, &e)
+        const char *from = getenv("LMQ_RESIGN_FROM");
+        lmq_code rc = from ? write_resigned(sample, from, getenv("LMQ_RESIGN_MANIFEST"), getenv("LMQ_RESIGN_ZERO"), &e)
+                      : !kind ? write_sample(sample, LMQ_CODEC_ZSTD, &e)
                       : !strcmp(kind, "unlisted") ? write_sample_unlisted(sample, &e)
                                                   : write_hostile(sample, kind, &e);
         if (rc)
@@ -1542,6 +1646,7 @@ int main(void)
     tcase_add_test(tc, huge_shape_refused_before_allocation);
     tcase_add_test(tc, audit_refuses_what_loaders_refuse);
     tcase_add_test(tc, carried_file_names);
+    tcase_add_test(tc, validate_shape_messages);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }

@@ -17,10 +17,10 @@
 #include "formats/artefact.h"
 #include "quantize/quantize.h"
 #include "runtime/artefact.h"
-#include "runtime/backend.h"
+#include "runtime/cuda/cuda.h"
 #include "schemes/scheme.h"
+#include "tokenizer/stream.h"
 #include "verify/metrics.h"
-#include "verify/stream.h"
 #include "tests/testutil.h"
 
 static const rtc_api *cu; /* the plugin's table, opened by main */
@@ -36,12 +36,12 @@ static rt_weight weight(lmq_qparams q, int out, int in, const uint8_t *data, con
 /* What the table takes and refuses, by encoding; a refusal names the tensor and the reason. */
 START_TEST(table)
 {
-    const rt_backend *cuda = rt_backend_find("cuda"), *cpu = rt_backend_find("cpu");
-    ck_assert_ptr_nonnull(cuda);
-    ck_assert_ptr_nonnull(cpu);
-    ck_assert_ptr_null(rt_backend_find("tpu"));
-    ck_assert_int_eq(cuda->built, 1);
-    ck_assert_int_eq(cuda->devices(), cu->device_count());
+    const rt_backend *cuda, *cpu, *none;
+    lmq_err e;
+    ck_assert_msg(rt_backend_get("cuda", &cuda, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_msg(rt_backend_get("cpu", &cpu, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_int_eq(rt_backend_get("tpu", &none, &e), LMQ_E_ARG);
+    ck_assert_ptr_eq(cuda, &cu->backend);
     const struct {
         lmq_qparams q;
         int act, ok; /* act: 0 none, 1 int8 per token, 2 per tensor */
@@ -69,7 +69,6 @@ START_TEST(table)
                            .gran = rows[i].act == 2 ? LMQ_ACT_TENSOR : LMQ_ACT_TOKEN };
         char why[256] = "";
         ck_assert_int_eq(cuda->supports(&W, why, sizeof why), rows[i].ok);
-        ck_assert_int_eq(cu->supports(&W, why, sizeof why), rows[i].ok);
         if (!rows[i].ok) {
             ck_assert_msg(strstr(why, "blk.3.ffn_up.weight") && strstr(why, rows[i].why), "row %zu: %s", i, why);
         }
@@ -84,7 +83,7 @@ START_TEST(open_device)
     rtc_ctx *c;
     lmq_err e = { 0 };
     const lmq_code code = cu->open(0, &c, &e);
-    if (cu->device_count() == 0) {
+    if (cu->backend.devices() == 0) {
         ck_assert_int_eq(code, LMQ_E_UNSUPPORTED);
         ck_assert_str_eq(e.msg, "no CUDA device");
         ck_assert_ptr_null(c);
@@ -193,7 +192,7 @@ START_TEST(kernels)
     if (a8)
         W.act = (lmq_act){ .scheme = LMQ_ACT_INT8, .gran = LMQ_ACT_TOKEN };
 
-    const rt_exec cpu = { .isa = RT_ISA_SCALAR };
+    const rt_exec cpu = { .isa = &rt_kernels_scalar };
     ck_assert_msg(rt_linear(&cpu, x, n, &W, want, &e) == LMQ_OK, "%s", e.msg);
 
     device_linear(&W, x, n, got);
@@ -243,7 +242,7 @@ static void open_both(both *b, const char *rel, int split, const char *recipe, i
     }
     ck_assert_msg(rt_model_init(&b->rm, &b->m, &e) == LMQ_OK, "%s", e.msg);
     ck_assert_msg(lmq_pool_create(0, &b->pool, &e) == LMQ_OK, "%s", e.msg);
-    const rt_exec cpu = { .pool = b->pool, .isa = rt_isa_best() }, dev = { .isa = rt_isa_best(), .device = RT_DEVICE_CUDA };
+    const rt_exec cpu = { .pool = b->pool, .isa = rt_isa_best() }, dev = { .isa = rt_isa_best(), .backend = &cu->backend };
     ck_assert_msg(rt_state_create(&b->rm, &cpu, max_tokens, &b->cpu, &e) == LMQ_OK, "%s", e.msg);
     ck_assert_msg(rt_state_create_seqs(&b->rm, &dev, max_tokens, seqs, &b->dev, &e) == LMQ_OK, "%s", e.msg);
 }
@@ -364,7 +363,7 @@ START_TEST(p1_matches_cpu)
     int docs;
     uint64_t sum;
     lmq_err e;
-    ck_assert_msg(vf_stream_read(&b.m, fixture(p1_models[mi].text), &ids, &n, &docs, &sum, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_msg(tok_stream_read(&b.m, fixture(p1_models[mi].text), &ids, &n, &docs, &sum, &e) == LMQ_OK, "%s", e.msg);
     const size_t most = 16 * 256; /* 16 windows: 4080 positions, top-1 >= 99.5 % allows 20 disagreements */
     vf_opts o = { .ctx = 256 };
     vf_result cpu, dev;
@@ -386,7 +385,7 @@ int main(void)
         fprintf(stderr, "test_cuda: the CUDA build's plugin does not load: %s\n", e.msg);
         return 1;
     }
-    const int devices = cu->device_count();
+    const int devices = cu->backend.devices();
     Suite *s = suite_create("cuda");
     TCase *host = tcase_create("table");
     tcase_add_test(host, table);

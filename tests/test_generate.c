@@ -288,7 +288,7 @@ START_TEST(stop_at_end_of_text)
     rt_model rm;
     rt_state *s;
     lmq_err e;
-    rt_exec ex = { .pool = NULL, .isa = RT_ISA_SCALAR };
+    rt_exec ex = { .pool = NULL, .isa = &rt_kernels_scalar };
     ck_assert(rt_model_init(&rm, &m, &e) == LMQ_OK);
     ck_assert(rt_state_create(&rm, &ex, 0, &s, &e) == LMQ_OK);
     float *lg = malloc((size_t)m.arch.vocab_size * sizeof *lg);
@@ -447,6 +447,15 @@ START_TEST(errors)
     /* No callback: the stats alone. */
     ck_assert_int_eq(rt_generate(&m, NULL, prompt, 5, &o, NULL, NULL, &st, &e), LMQ_OK);
     ck_assert_int_eq(st.generated, 10);
+    /* Finite weights whose logits overflow: an error, not a token picked from them. */
+    lmq_tensor *norm = lmq_model_find(&m, "out_norm.weight");
+    ck_assert_int_eq(lmq_tensor_own(norm, &e), LMQ_OK);
+    for (int64_t i = 0; i < lmq_tensor_numel(norm); i++)
+        norm->data[i] = 3e38f;
+    memset(&out, 0, sizeof out);
+    ck_assert_int_eq(rt_generate(&m, NULL, prompt, 5, &o, collect, &out, &st, &e), LMQ_E_NUMERIC);
+    ck_assert_msg(strstr(e.msg, "generate: non-finite logit") && strstr(e.msg, "at position 5"), "%s", e.msg);
+    ck_assert_int_eq(out.n, 0);
     lmq_model_free(&m);
 }
 END_TEST

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/cpu.h"
 #include "common/file.h"
 #include "common/fp.h"
 #include "convert/gguf.h"
@@ -183,7 +184,7 @@ START_TEST(decoders_match_hand_packed_blocks)
     float want[256], got[256];
     for (int rep = 0; rep < 50; rep++) {
         blocks[_i].pack(&rng, b, want);
-        ck_assert_uint_eq(gf_type_of(blocks[_i].ggml)->block_bytes, blocks[_i].bytes);
+        ck_assert_uint_eq(gf_type_of(blocks[_i].ggml).block_bytes, blocks[_i].bytes);
         blocks[_i].decode(b, got);
         for (unsigned j = 0; j < blocks[_i].block; j++)
             ck_assert_msg(got[j] == want[j], "%s block %d weight %u: %g, want %g", blocks[_i].name, rep, j,
@@ -340,6 +341,9 @@ static void fill_tiny(uint64_t *rng)
 }
 
 static const char *tiny_arch = "llama"; /* general.architecture */
+static uint32_t tiny_ctx = CTX;         /* llama.context_length */
+static float tiny_eps = 1e-5f;          /* llama.attention.layer_norm_rms_epsilon */
+static uint32_t tiny_rope_dims;         /* llama.rope.dimension_count; 0: no such key */
 
 /* The whole file, alignment 64 (not the default 32). */
 static void write_tiny(const char *path)
@@ -348,17 +352,19 @@ static void write_tiny(const char *path)
     put(&b, "GGUF", 4);
     u32(&b, 3);
     u64(&b, N_TINY);
-    u64(&b, 17);
+    u64(&b, 17 + (tiny_rope_dims != 0));
     kv_str(&b, "general.architecture", tiny_arch);
     kv_u32(&b, "general.alignment", 64);
     kv_str(&b, "general.name", "tiny");
-    kv_u32(&b, "llama.context_length", CTX);
+    kv_u32(&b, "llama.context_length", tiny_ctx);
+    if (tiny_rope_dims)
+        kv_u32(&b, "llama.rope.dimension_count", tiny_rope_dims);
     kv_u32(&b, "llama.embedding_length", DIM);
     kv_u32(&b, "llama.block_count", 1);
     kv_u32(&b, "llama.feed_forward_length", DIM);
     kv_u32(&b, "llama.attention.head_count", 2);
     kv_u32(&b, "llama.attention.head_count_kv", 2);
-    kv_f32(&b, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    kv_f32(&b, "llama.attention.layer_norm_rms_epsilon", tiny_eps);
     kv_f32(&b, "llama.rope.freq_base", 10000.0f);
     kv_str(&b, "tokenizer.ggml.model", "llama");
     str(&b, "tokenizer.ggml.tokens");
@@ -498,9 +504,9 @@ START_TEST(hand_written_gguf_imports_and_verifies)
         for (int k = 0; k < DIM; k++)
             x[k] = (float)(k % 7) - 3.0f;
         rt_exec ex = { .isa = rt_isa_best() };
-        /* on AVX-512 int8 and int4 g32 run the fused kernels: those are the ones tried here */
-        ck_assert(ex.isa != RT_ISA_AVX512 || rt_linear_fused(ex.isa, &W) == (W.q.dtype == LMQ_T_INT8 ||
-                                                                             W.q.dtype == LMQ_T_INT4));
+        /* on AVX-512 int8 and int4 g32 run the fused kernels, and GGUF's blocks on every kernel
+         * set: those are the ones tried here */
+        ck_assert(!(ex.isa->needs & LMQ_CPU_AVX512) || rt_linear_fused(ex.isa, &W));
         ck_assert_msg(rt_linear(&ex, x, 1, &W, y, &e) == LMQ_OK, "%s", e.msg);
         for (int r = 0; r < tt->rows; r++) {
             double want = 0, mag = 0;
@@ -859,13 +865,16 @@ START_TEST(import_refuses_bad_values_and_architectures)
     lmq_err e;
     ck_assert_int_eq(lmq_gguf_convert(src, art, 0, NULL, &e), LMQ_E_FORMAT);
     ck_assert_msg(strstr(e.msg, "blk.0.attn_v.weight") && strstr(e.msg, "row 7, q6_k block 0"), "%s", e.msg);
-    /* A type lmq does not import (Q2_K: 84 bytes per 256 weights), named with its tensor. */
+    /* A type lmq does not import (Q8_1, ggml's activation blocks: 36 bytes per 32), named with its tensor. */
     fill_tiny(&rng);
-    tiny[2].type = GGML_Q2_K;
-    tiny[2].size = (size_t)DIM * DIM / 256 * 84;
+    tiny[2].type = GGML_Q8_1;
+    tiny[2].size = (size_t)DIM * DIM / 32 * 36;
+    tiny[2].data = realloc(tiny[2].data, tiny[2].size); /* more bytes than the Q4_K it was */
+    ck_assert_ptr_nonnull(tiny[2].data);
+    memset(tiny[2].data, 0, tiny[2].size);
     write_tiny(src);
     ck_assert_int_eq(lmq_gguf_convert(src, art, 0, NULL, &e), LMQ_E_UNSUPPORTED);
-    ck_assert_msg(strstr(e.msg, "tensor blk.0.attn_q.weight: ggml type q2_k is not one lmq imports"), "%s", e.msg);
+    ck_assert_msg(strstr(e.msg, "tensor blk.0.attn_q.weight: ggml type q8_1 is not one lmq imports"), "%s", e.msg);
     tiny[2].type = GGML_Q4_K;
     /* Another architecture, named. */
     fill_tiny(&rng);
@@ -874,6 +883,24 @@ START_TEST(import_refuses_bad_values_and_architectures)
     tiny_arch = "llama";
     ck_assert_int_eq(lmq_gguf_convert(src, art, 0, NULL, &e), LMQ_E_UNSUPPORTED);
     ck_assert_msg(strstr(e.msg, "tiny.gguf: general.architecture 'falcon'"), "%s", e.msg);
+    /* Counts of 0, a bad epsilon and a rope over part of a head: each named with its file and key. */
+    tiny_ctx = 0;
+    write_tiny(src);
+    tiny_ctx = CTX;
+    ck_assert_int_eq(lmq_gguf_convert(src, art, 0, NULL, &e), LMQ_E_FORMAT);
+    ck_assert_msg(strstr(e.msg, "tiny.gguf: key llama.context_length: 0 is out of range 1..2^30"), "%s", e.msg);
+    tiny_eps = -1.0f;
+    write_tiny(src);
+    tiny_eps = 1e-5f;
+    ck_assert_int_eq(lmq_gguf_convert(src, art, 0, NULL, &e), LMQ_E_FORMAT);
+    ck_assert_msg(strstr(e.msg, "tiny.gguf: key llama.attention.layer_norm_rms_epsilon: -1 is not a finite number > 0"),
+                  "%s", e.msg);
+    tiny_rope_dims = DIM / 4; /* the head size is DIM / 2 */
+    write_tiny(src);
+    tiny_rope_dims = 0;
+    ck_assert_int_eq(lmq_gguf_convert(src, art, 0, NULL, &e), LMQ_E_UNSUPPORTED);
+    ck_assert_msg(strstr(e.msg, "tiny.gguf: key llama.rope.dimension_count: ") &&
+                  strstr(e.msg, "but the head size (embedding_length / head_count) is"), "%s", e.msg);
     ck_assert_int_ne(access(art, F_OK), 0);
     free_tiny();
     test_rmtree(dir);

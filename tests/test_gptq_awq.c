@@ -700,6 +700,146 @@ START_TEST(thread_invariance)
 }
 END_TEST
 
+/* ---- GGUF's block encodings ---------------------------------------------------------------- */
+
+static const lmq_dtype BLOCK_TYPES[] = { LMQ_T_Q8_0, LMQ_T_Q6_K, LMQ_T_Q5_K, LMQ_T_Q5_1, LMQ_T_Q5_0, LMQ_T_Q4_K,
+                                         LMQ_T_Q4_1, LMQ_T_Q4_0, LMQ_T_IQ4_XS, LMQ_T_IQ4_NL, LMQ_T_Q3_K, LMQ_T_Q2_K };
+#define N_BLOCK_TYPES (sizeof BLOCK_TYPES / sizeof BLOCK_TYPES[0])
+
+static uint8_t *weighted_bytes(const lmq_qparams *qp, const float *W, const float *imp, int64_t rows, int64_t cols)
+{
+    size_t size = layout_bytes(qp, rows, cols);
+    uint8_t *b = malloc(size);
+    lmq_err err;
+    ck_assert_msg(q_quantize_weighted(qp, W, imp, rows, cols, b, size, NULL, &err) == LMQ_OK, "%s", err.msg);
+    return b;
+}
+
+/* H diagonal: every update is zero, and GPTQ on a block grid is the blocks' own scale search
+ * weighted per column by what an error there costs, 1 / U_jj² = H_jj + λ: q_quantize_weighted's
+ * bytes with that importance, bit for bit. */
+START_TEST(gptq_blocks_diagonal)
+{
+    const int64_t rows = 6, cols = 512;
+    uint64_t seed = 41;
+    double *G = calloc((size_t)(cols * cols), sizeof *G), mean = 0;
+    float *W = gauss_floats(42, (size_t)(rows * cols), 0.05), *imp = malloc((size_t)cols * sizeof *imp);
+    for (int64_t i = 0; i < cols; i++) {
+        G[i * cols + i] = 0.1 + 4 * test_uniform(&seed) * test_uniform(&seed);
+        mean += 2 * G[i * cols + i];
+    }
+    mean /= (double)cols;
+    for (int64_t i = 0; i < cols; i++) {
+        const double u = 1.0 / sqrt(2 * G[i * cols + i] + 0.01 * mean);
+        imp[i] = (float)(1.0 / (u * u));
+    }
+    for (size_t k = 0; k < N_BLOCK_TYPES; k++) {
+        const lmq_qparams qp = qp_of(BLOCK_TYPES[k], LMQ_GRAN_NONE, 0, 0);
+        cal_result res;
+        uint8_t *g = run_gptq(&qp, W, rows, cols, G, CAL_GPTQ_DEFAULTS, NULL, &res),
+                *w = weighted_bytes(&qp, W, imp, rows, cols);
+        ck_assert_msg(memcmp(g, w, layout_bytes(&qp, rows, cols)) == 0, "%s: GPTQ with H diagonal is not the "
+                      "weighted block search", lmq_encoding_of(BLOCK_TYPES[k])->name);
+        free(g);
+        free(w);
+    }
+    free(G);
+    free(W);
+    free(imp);
+}
+END_TEST
+
+/* Correlated inputs: on every block grid GPTQ's output error (from the stored bytes, on the samples)
+ * is well below round to nearest's and below the importance-weighted search's (diag(G): what
+ * llama-imatrix measures); the errors GPTQ reports are those, and its bytes the same on 3 threads
+ * as on 1. act_order is refused: a block's
+ * weights lie along the row. */
+START_TEST(gptq_blocks_beat_rtn)
+{
+    const int64_t rows = 32, cols = 512, n = 768;
+    double *X = mixed_inputs(23, n, cols, 0, 1), *G = gram_of(X, n, cols);
+    float *W = gauss_floats(24, (size_t)(rows * cols), 0.05), *imp = malloc((size_t)cols * sizeof *imp);
+    for (int64_t i = 0; i < cols; i++)
+        imp[i] = (float)G[i * cols + i];
+    const double base = sample_error(X, n, cols, W, NULL, rows);
+    lmq_pool *pool;
+    lmq_err perr;
+    ck_assert_int_eq(lmq_pool_create(3, &pool, &perr), LMQ_OK);
+    for (size_t k = 0; k < N_BLOCK_TYPES; k++) {
+        const lmq_qparams qp = qp_of(BLOCK_TYPES[k], LMQ_GRAN_NONE, 0, 0);
+        const char *name = lmq_encoding_of(BLOCK_TYPES[k])->name;
+        cal_result res;
+        uint8_t *g = run_gptq(&qp, W, rows, cols, G, CAL_GPTQ_DEFAULTS, NULL, &res), *r = rtn_bytes(&qp, W, rows, cols),
+                *m = weighted_bytes(&qp, W, imp, rows, cols);
+        float *wg = dequant(&qp, g, rows, cols), *wr = dequant(&qp, r, rows, cols), *wm = dequant(&qp, m, rows, cols);
+        const double eg = sample_error(X, n, cols, W, wg, rows) / base,
+                     er = sample_error(X, n, cols, W, wr, rows) / base,
+                     em = sample_error(X, n, cols, W, wm, rows) / base;
+        ck_assert_msg(eg < 0.7 * er && eg < em, "%s: GPTQ %g, imatrix %g, RTN %g", name, eg, em, er);
+        ck_assert_double_eq_tol(res.err, eg, 1e-9 * eg);
+        ck_assert_double_eq_tol(res.err_rtn, er, 1e-9 * er);
+        uint8_t *t = run_gptq(&qp, W, rows, cols, G, CAL_GPTQ_DEFAULTS, pool, NULL);
+        ck_assert_msg(memcmp(t, g, layout_bytes(&qp, rows, cols)) == 0, "%s: bytes depend on the threads", name);
+        free(t);
+        free(g);
+        free(r);
+        free(m);
+        free(wg);
+        free(wr);
+        free(wm);
+    }
+    const lmq_qparams qp = qp_of(LMQ_T_Q4_K, LMQ_GRAN_NONE, 0, 0);
+    cal_gptq_params p = CAL_GPTQ_DEFAULTS;
+    p.act_order = 1;
+    const size_t size = layout_bytes(&qp, rows, cols);
+    uint8_t *out = malloc(size);
+    cal_result res;
+    lmq_err err;
+    ck_assert_int_eq(cal_gptq(&qp, W, rows, cols, G, &p, out, size, NULL, &res, &err), LMQ_E_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(err.msg, "act_order"));
+    lmq_pool_free(pool);
+    free(out);
+    free(X);
+    free(G);
+    free(W);
+    free(imp);
+}
+END_TEST
+
+/* AWQ's clip step on a block grid is the blocks' own scale search weighted by diag(G): those bytes,
+ * and their output error reported. */
+START_TEST(awq_blocks_weighted)
+{
+    const int64_t rows = 16, cols = 256, n = 512;
+    double *X = mixed_inputs(25, n, cols, 8, 10), *G = gram_of(X, n, cols);
+    float *W = gauss_floats(26, (size_t)(rows * cols), 0.05), *imp = malloc((size_t)cols * sizeof *imp);
+    for (int64_t i = 0; i < cols; i++)
+        imp[i] = (float)G[i * cols + i];
+    const double base = sample_error(X, n, cols, W, NULL, rows);
+    static const lmq_dtype tried[] = { LMQ_T_Q4_K, LMQ_T_Q3_K, LMQ_T_IQ4_NL };
+    for (size_t k = 0; k < 3; k++) {
+        const lmq_qparams qp = qp_of(tried[k], LMQ_GRAN_NONE, 0, 0);
+        double mean, least;
+        cal_result res;
+        uint8_t *a = run_clip(&qp, W, rows, cols, G, CAL_AWQ_DEFAULTS, NULL, &mean, &least, &res),
+                *m = weighted_bytes(&qp, W, imp, rows, cols);
+        ck_assert(memcmp(a, m, layout_bytes(&qp, rows, cols)) == 0);
+        float *wa = dequant(&qp, a, rows, cols);
+        const double ea = sample_error(X, n, cols, W, wa, rows) / base;
+        ck_assert_double_eq_tol(res.err, ea, 1e-9 * ea);
+        ck_assert_msg(res.err < res.err_rtn, "%s: weighted %g, RTN %g", lmq_encoding_of(tried[k])->name, res.err,
+                      res.err_rtn);
+        free(a);
+        free(m);
+        free(wa);
+    }
+    free(X);
+    free(G);
+    free(W);
+    free(imp);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("gptq_awq");
@@ -715,6 +855,9 @@ int main(void)
     tcase_add_test(tc, awq_outliers);
     tcase_add_test(tc, awq_clip_per_group);
     tcase_add_test(tc, thread_invariance);
+    tcase_add_test(tc, gptq_blocks_diagonal);
+    tcase_add_test(tc, gptq_blocks_beat_rtn);
+    tcase_add_test(tc, awq_blocks_weighted);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/cpu.h"
 #include "common/fp.h"
 #include "runtime/linear.h"
 #include "tests/testutil.h"
@@ -34,15 +35,33 @@ static const enc ENCODINGS[] = {
     { "int4 g128 asym", Q(INT4, GROUP, 1, 128) },
     { "int4 tensor asym", Q(INT4, TENSOR, 1, 0) }, { "int3 g32", Q(INT3, GROUP, 0, 32) },
     { "int2 g32 asym", Q(INT2, GROUP, 1, 32) }, { "int8 channel asym", Q(INT8, CHANNEL, 1, 0) },
+    /* GGUF's blocks (19 on): fused on every kernel set, the scalar one the reference */
+    { "q8_0", Q(Q8_0, NONE, 0, 0) },          { "q4_0", Q(Q4_0, NONE, 0, 0) },
+    { "q4_1", Q(Q4_1, NONE, 0, 0) },          { "q5_0", Q(Q5_0, NONE, 0, 0) },
+    { "q5_1", Q(Q5_1, NONE, 0, 0) },          { "q2_k", Q(Q2_K, NONE, 0, 0) },
+    { "q3_k", Q(Q3_K, NONE, 0, 0) },          { "q4_k", Q(Q4_K, NONE, 0, 0) },
+    { "q5_k", Q(Q5_K, NONE, 0, 0) },          { "q6_k", Q(Q6_K, NONE, 0, 0) },
+    { "iq4_nl", Q(IQ4_NL, NONE, 0, 0) },      { "iq4_xs", Q(IQ4_XS, NONE, 0, 0) },
 };
+#define FIRST_BLOCK 19
 #define N_ENC (int)(sizeof ENCODINGS / sizeof ENCODINGS[0])
 
 /* out × in: a single row, a single column, tails of every kind, shapes the fused kernels take (in
- * blocks of 32, 64 or 128 columns), and rows of more than 16 groups (33 of 32, 17 of 128: AVX-512
- * reads group parameters 16 at a time). */
+ * blocks of 32, 64 or 128 columns), rows of more than 16 groups (33 of 32, 17 of 128: AVX-512
+ * reads group parameters 16 at a time), and rows of several 256-blocks (GGUF's K-types) on row
+ * counts that are no multiple of a tile or of a task's 64. A block encoding takes the shapes whose
+ * rows are whole blocks. */
 static const int SHAPES[][2] = { { 1, 1 },    { 1, 37 },   { 5, 64 },   { 7, 96 },    { 67, 160 },  { 3, 172 },
-                                 { 130, 256 }, { 9, 288 }, { 1, 384 }, { 5, 1056 }, { 4, 1100 }, { 6, 2176 } };
+                                 { 130, 256 }, { 9, 288 }, { 1, 384 }, { 5, 1056 }, { 4, 1100 }, { 6, 2176 },
+                                 { 7, 768 },   { 67, 512 } };
 #define N_SHAPES (int)(sizeof SHAPES / sizeof SHAPES[0])
+
+/* Whether e stores rows of `in` columns. */
+static int fits(const enc *e, int in)
+{
+    const unsigned block = lmq_encoding_of(e->q.dtype)->block;
+    return !block || in % (int)block == 0;
+}
 
 static uint64_t rng = 0x9e3779b97f4a7c15u;
 static float uniform(void) /* [-1, 1) */
@@ -115,7 +134,7 @@ static void pools_down(void)
         lmq_pool_free(pools[t]);
 }
 
-static void linear(rt_isa isa, int threads, const float *x, int n, const rt_weight *W, float *y)
+static void linear(const rt_kernels *isa, int threads, const float *x, int n, const rt_weight *W, float *y)
 {
     lmq_err err;
     rt_exec ex = { .pool = pools[threads], .isa = isa };
@@ -123,11 +142,14 @@ static void linear(rt_isa isa, int threads, const float *x, int n, const rt_weig
 }
 
 /* Runs check on every kernel set this CPU has × every encoding × every shape. */
-static void each_case(void (*check)(rt_isa isa, const enc *e, stored *s, int out, int in))
+static void each_case(void (*check)(const rt_kernels *isa, const enc *e, stored *s, int out, int in))
 {
-    for (rt_isa isa = RT_ISA_SCALAR; isa <= rt_isa_best(); isa++)
+    const rt_kernels *isa;
+    for (int i = 0; (isa = rt_isa_nth(i)); i++)
         for (int e = 0; e < N_ENC; e++)
             for (int sh = 0; sh < N_SHAPES; sh++) {
+                if (!fits(&ENCODINGS[e], SHAPES[sh][1]))
+                    continue;
                 stored s;
                 make(&s, &ENCODINGS[e], SHAPES[sh][0], SHAPES[sh][1]);
                 check(isa, &ENCODINGS[e], &s, SHAPES[sh][0], SHAPES[sh][1]);
@@ -136,7 +158,7 @@ static void each_case(void (*check)(rt_isa isa, const enc *e, stored *s, int out
 }
 
 /* One-hot rows: y[i][j] = w'[j][k_i] + 0s, exact in any summation order. */
-static void decodes_exactly_case(rt_isa isa, const enc *e, stored *s, int out, int in)
+static void decodes_exactly_case(const rt_kernels *isa, const enc *e, stored *s, int out, int in)
 {
     float *x = calloc((size_t)in * in, sizeof *x), *y = malloc((size_t)in * out * sizeof *y);
     for (int i = 0; i < in; i++)
@@ -148,7 +170,7 @@ static void decodes_exactly_case(rt_isa isa, const enc *e, stored *s, int out, i
         for (int i = 0; i < n; i++)
             for (int j = 0; j < out; j++)
                 ck_assert_msg(y[(size_t)i * out + j] == s->deq[(size_t)j * in + i],
-                              "%s, %s [%d × %d], %d rows: w[%d][%d] = %.9g, decoded %.9g", rt_isa_name(isa), e->name,
+                              "%s, %s [%d × %d], %d rows: w[%d][%d] = %.9g, decoded %.9g", isa->name, e->name,
                               out, in, n, j, i, (double)s->deq[(size_t)j * in + i], (double)y[(size_t)i * out + j]);
     }
     /* The embedding lookup decodes rows the same way. */
@@ -156,7 +178,7 @@ static void decodes_exactly_case(rt_isa isa, const enc *e, stored *s, int out, i
     float *rows = malloc((size_t)out * in * sizeof *rows);
     ck_assert_msg(rt_weight_rows(isa, &s->W, 0, out, rows, &err) == LMQ_OK, "%s", err.msg);
     ck_assert_msg(!memcmp(rows, s->deq, (size_t)out * in * sizeof *rows), "%s, %s: rows differ from q_dequantize",
-                  rt_isa_name(isa), e->name);
+                  isa->name, e->name);
     free(rows);
     free(x);
     free(y);
@@ -168,9 +190,10 @@ START_TEST(decodes_exactly)
 }
 END_TEST
 
-/* Every output within 1e-5 of the double product; a row's bits the same alone, in a batch of
- * 1..50 rows, on 1, 2 or 3 threads. */
-static void products_case(rt_isa isa, const enc *e, stored *s, int out, int in)
+/* Every output within 1e-5 of the double product (and, for GGUF's blocks, of the scalar set's
+ * fused product, the reference); a row's bits the same alone, in a batch of 1..50 rows, on 1, 2 or
+ * 3 threads. */
+static void products_case(const rt_kernels *isa, const enc *e, stored *s, int out, int in)
 {
     const int ns[] = { 1, 3, 8, 9, 50 }; /* fused up to 8 rows, fp32 direct up to 48 */
     s->W.b = s->bias;
@@ -178,8 +201,12 @@ static void products_case(rt_isa isa, const enc *e, stored *s, int out, int in)
     float *alone = malloc((size_t)out * sizeof *alone);
     for (int i = 0; i < 50 * in; i++)
         x[i] = uniform();
+    float *ref_y = malloc((size_t)50 * out * sizeof *ref_y);
+    const int blocks = lmq_encoding_of(e->q.dtype)->block != 0;
     for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
         const int n = ns[k];
+        if (blocks)
+            linear(&rt_kernels_scalar, 1, x, n, &s->W, ref_y);
         for (int threads = 1; threads <= 3; threads++) {
             linear(isa, threads, x, n, &s->W, y);
             for (int i = 0; i < n; i++) {
@@ -193,10 +220,13 @@ static void products_case(rt_isa isa, const enc *e, stored *s, int out, int in)
                     }
                     const float got = y[(size_t)i * out + j];
                     ck_assert_msg(fabs(got - ref) <= 1e-5 * mag, "%s, %s [%d × %d], row %d of %d: %.9g, double "
-                                  "product %.9g", rt_isa_name(isa), e->name, out, in, i, n, (double)got, ref);
+                                  "product %.9g", isa->name, e->name, out, in, i, n, (double)got, ref);
+                    ck_assert_msg(!blocks || fabs(got - ref_y[(size_t)i * out + j]) <= 1e-5 * mag,
+                                  "%s, %s [%d × %d], row %d of %d: %.9g, the scalar set's %.9g", isa->name, e->name,
+                                  out, in, i, n, (double)got, (double)ref_y[(size_t)i * out + j]);
                     ck_assert_msg(memcmp(&got, &alone[j], sizeof got) == 0,
                                   "%s, %s [%d × %d]: row %d of %d on %d threads gives %.9g, alone %.9g",
-                                  rt_isa_name(isa), e->name, out, in, i, n, threads, (double)got, (double)alone[j]);
+                                  isa->name, e->name, out, in, i, n, threads, (double)got, (double)alone[j]);
                 }
             }
         }
@@ -204,6 +234,7 @@ static void products_case(rt_isa isa, const enc *e, stored *s, int out, int in)
     free(x);
     free(y);
     free(alone);
+    free(ref_y);
 }
 
 START_TEST(products_and_invariance)
@@ -256,7 +287,7 @@ static void ref_int8_product(const stored *s, const long *q, const float *sx, in
  * (symmetric int8 per channel per token: the reference's integer product). Row 2 is zero; row 5
  * holds one huge value, which per tensor rounds every other row to 0 and per token touches its
  * own row only; row 7 is subnormal. */
-static void activations_case(rt_isa isa, const enc *e, stored *s, int out, int in)
+static void activations_case(const rt_kernels *isa, const enc *e, stored *s, int out, int in)
 {
     enum { N = 9 };
     float *x = malloc((size_t)N * in * sizeof *x), *xq = malloc((size_t)N * in * sizeof *xq), sc[N];
@@ -282,21 +313,21 @@ static void activations_case(rt_isa isa, const enc *e, stored *s, int out, int i
             for (int threads = 1; threads <= 3; threads++) {
                 linear(isa, threads, x, N, &s->W, y);
                 ck_assert_msg(!memcmp(y, want, (size_t)N * out * sizeof *y), "%s, %s [%d × %d], a8 %s%s on %d threads: "
-                              "not the reference's product", rt_isa_name(isa), e->name, out, in,
+                              "not the reference's product", isa->name, e->name, out, in,
                               lmq_act_gran_names[gran], bias ? " with bias" : "", threads);
             }
             for (int i = 0; i < N && !bias; i++)
                 for (int j = 0; j < out; j++) {
                     const float v = y[(size_t)i * out + j];
                     if (i == 2 || (gran == LMQ_ACT_TENSOR && i != 5))
-                        ck_assert_msg(v == 0.0f, "%s, %s, a8 %s: row %d gives %g, not 0", rt_isa_name(isa), e->name,
+                        ck_assert_msg(v == 0.0f, "%s, %s, a8 %s: row %d gives %g, not 0", isa->name, e->name,
                                       lmq_act_gran_names[gran], i, (double)v);
                 }
             if (gran == LMQ_ACT_TOKEN) /* each row on its own grid: the same bits alone */
                 for (int i = 0; i < N; i++) {
                     linear(isa, 1, x + (size_t)i * in, 1, &s->W, alone);
                     ck_assert_msg(!memcmp(alone, y + (size_t)i * out, (size_t)out * sizeof *alone),
-                                  "%s, %s, a8 token: row %d differs alone", rt_isa_name(isa), e->name, i);
+                                  "%s, %s, a8 token: row %d differs alone", isa->name, e->name, i);
                 }
         }
     s->W.act = (lmq_act){ 0 };
@@ -311,10 +342,14 @@ static void activations_case(rt_isa isa, const enc *e, stored *s, int out, int i
 
 START_TEST(activations_quantised)
 {
-    const int encs[] = { 0, 5, 10, 16 }; /* fp32, int8 channel, int4 g32 (fused on AVX2 and AVX-512), int2 (generic) */
-    for (rt_isa isa = RT_ISA_SCALAR; isa <= rt_isa_best(); isa++)
+    /* fp32, int8 channel, int4 g32 (fused on AVX2 and AVX-512), int2 (generic), q4_k (fused everywhere) */
+    const int encs[] = { 0, 5, 10, 16, FIRST_BLOCK + 7 };
+    const rt_kernels *isa;
+    for (int i = 0; (isa = rt_isa_nth(i)); i++)
         for (size_t k = 0; k < sizeof encs / sizeof encs[0]; k++)
             for (int sh = 0; sh < N_SHAPES; sh++) {
+                if (!fits(&ENCODINGS[encs[k]], SHAPES[sh][1]))
+                    continue;
                 stored s;
                 make(&s, &ENCODINGS[encs[k]], SHAPES[sh][0], SHAPES[sh][1]);
                 activations_case(isa, &ENCODINGS[encs[k]], &s, SHAPES[sh][0], SHAPES[sh][1]);
@@ -323,9 +358,9 @@ START_TEST(activations_quantised)
 }
 END_TEST
 
-/* Which encodings the fused kernels take: the ones the scheme table says they may, on both vector
- * kernel sets or (wide) on AVX-512 alone (fp32 on AVX2 is rt_gemm_nt's product; int3 and int2 have
- * no AVX2 rows), never on the scalar one. */
+/* Which encodings the fused kernels take: the ones the scheme table says they may, on every vector
+ * kernel set or (wide) on the AVX-512 ones alone (fp32 on AVX2 is gemm_nt's product; int3 and int2
+ * have no AVX2 rows), never on the scalar one; GGUF's blocks on every set, the scalar one too. */
 START_TEST(fused_where_expected)
 {
     struct { int e, in, fused, wide; } cases[] = {
@@ -334,13 +369,22 @@ START_TEST(fused_where_expected)
         { 13, 160, 1, 0 }, { 16, 64, 1, 1 }, { 16, 172, 0, 0 }, { 17, 64, 1, 1 }, { 5, 256, 1, 0 },
         { 18, 256, 1, 0 }, { 18, 37, 1, 0 },
     };
-    for (rt_isa isa = RT_ISA_SCALAR; isa <= rt_isa_best(); isa++)
+    const rt_kernels *isa;
+    for (int k = 0; (isa = rt_isa_nth(k)); k++)
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
             stored s;
             make(&s, &ENCODINGS[cases[i].e], 3, cases[i].in);
-            const int want = isa != RT_ISA_SCALAR && cases[i].fused && (!cases[i].wide || isa == RT_ISA_AVX512);
-            ck_assert_msg(rt_linear_fused(isa, &s.W) == want, "%s: %s over %d inputs", rt_isa_name(isa),
+            const int want =
+                isa != &rt_kernels_scalar && cases[i].fused && (!cases[i].wide || isa->needs & LMQ_CPU_AVX512);
+            ck_assert_msg(rt_linear_fused(isa, &s.W) == want, "%s: %s over %d inputs", isa->name,
                           ENCODINGS[cases[i].e].name, cases[i].in);
+            unmake(&s);
+        }
+    for (int k = 0; (isa = rt_isa_nth(k)); k++)
+        for (int e = FIRST_BLOCK; e < N_ENC; e++) {
+            stored s;
+            make(&s, &ENCODINGS[e], 3, 512);
+            ck_assert_msg(rt_linear_fused(isa, &s.W), "%s: %s not fused", isa->name, ENCODINGS[e].name);
             unmake(&s);
         }
 }

@@ -105,7 +105,7 @@ START_TEST(refuses_nan)
 }
 END_TEST
 
-/* Header fields out of range are refused by number before any size is computed: a
+/* Header fields out of range are refused by name before any size is computed: a
  * vocabulary size of INT_MIN (abs() of it is undefined; in practice it stayed negative and got
  * past the bound) and one just past 2^20 either way, found by review while fuzzing. */
 START_TEST(refuses_implausible_header)
@@ -122,8 +122,18 @@ START_TEST(refuses_implausible_header)
         lmq_model m;
         lmq_err e;
         ck_assert_int_eq(l2c_load(path, &m, &e), LMQ_E_FORMAT);
-        ck_assert_msg(strstr(e.msg, "implausible header field 5") != NULL, "vocab %d: %s", (int)vocab[i], e.msg);
+        ck_assert_msg(strstr(e.msg, "implausible header field vocab_size = ") != NULL, "vocab %d: %s", (int)vocab[i],
+                      e.msg);
     }
+    /* Fields in range that do not split into heads: the architecture's rule, naming the field. */
+    int32_t h[7 + 16] = { 6, 1, 1, 4, 1, 4, 1 };
+    FILE *f = fopen(path, "wb");
+    ck_assert_uint_eq(fwrite(h, 1, sizeof h, f), sizeof h);
+    fclose(f);
+    lmq_model m;
+    lmq_err e;
+    ck_assert_int_eq(l2c_load(path, &m, &e), LMQ_E_FORMAT);
+    ck_assert_msg(strstr(e.msg, "architecture.dim 6 is not a multiple of architecture.n_heads 4"), "%s", e.msg);
     test_rmtree(dir);
 }
 END_TEST

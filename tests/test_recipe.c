@@ -8,6 +8,7 @@
 #include <xxhash.h>
 
 #include "common/file.h"
+#include "common/glob.h"
 #include "formats/llama2c.h"
 #include "quantize/recipe.h"
 #include "tests/testutil.h"
@@ -15,19 +16,19 @@
 /* ---- canonical name lists, written out from formats/model.h's header comment ---- */
 
 typedef struct {
-    char names[160][LMQ_NAME_MAX];
-    q_tensor_ref refs[160];
+    char names[320][LMQ_NAME_MAX];
+    q_tensor_ref refs[320];
     int n;
 } names_t;
 
 static void add(names_t *m, int ndim, const char *fmt, ...)
 {
-    ck_assert_int_lt(m->n, 160);
+    ck_assert_int_lt(m->n, 320);
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(m->names[m->n], LMQ_NAME_MAX, fmt, ap);
     va_end(ap);
-    m->refs[m->n] = (q_tensor_ref){ m->names[m->n], ndim };
+    m->refs[m->n] = (q_tensor_ref){ m->names[m->n], ndim, 0 };
     m->n++;
 }
 
@@ -170,8 +171,6 @@ START_TEST(err_bad_values)
 {
     parse_fails("name: x\nrules:\n  - match: \"*\"\n    scheme: int5\n", "recipe.yaml:4: rules[0].scheme: unknown scheme 'int5'",
                 NULL);
-    parse_fails("name: x\nrules:\n  - match: \"*\"\n    scheme: q4_k\n",
-                "recipe.yaml:4: rules[0].scheme: scheme 'q4_k' is imported from GGUF files as it is", NULL);
     const char *bad_groups[] = { "100", "8", "0", "1", "131072", "4294967296" };
     for (size_t i = 0; i < sizeof bad_groups / sizeof *bad_groups; i++) {
         char text[256];
@@ -197,6 +196,11 @@ START_TEST(err_bad_values)
                 "recipe.yaml:5: rules[0].granularity: fp8_e5m2 takes granularity channel only", NULL);
     parse_fails("name: x\nrules:\n  - match: \"*\"\n    scheme: int8\n    granularity: row\n",
                 "recipe.yaml:5: rules[0].granularity: unknown granularity 'row'", NULL);
+    /* none is a granularity of the table, not one a rule names: the scaled ones of the row. */
+    parse_fails("name: x\nrules:\n  - match: \"*\"\n    scheme: int8\n    granularity: none\n",
+                "recipe.yaml:5: rules[0].granularity: unknown granularity 'none' (tensor, channel or group)", NULL);
+    parse_fails("name: x\nrules:\n  - match: \"*\"\n    scheme: fp8_e4m3\n    granularity: none\n",
+                "recipe.yaml:5: rules[0].granularity: unknown granularity 'none' (tensor, channel or group)", NULL);
     parse_fails("name: Int4 G128\nrules:\n  - match: \"*\"\n    scheme: fp16\n", "recipe.yaml:1: name: 'Int4 G128' is not",
                 NULL);
     parse_fails("name: \"\"\nrules:\n  - match: \"*\"\n    scheme: fp16\n", "recipe.yaml:1: name:", NULL);
@@ -240,7 +244,7 @@ START_TEST(methods)
     ck_assert(q_recipe_needs_stats(&r));
     q_recipe_free(&r);
 
-    parse_fails(RULE "    method: optq\n", "recipe.yaml:7: rules[0].method: unknown value 'optq' (known: rtn, gptq, awq)", NULL);
+    parse_fails(RULE "    method: optq\n", "recipe.yaml:7: rules[0].method: unknown value 'optq' (known: rtn, gptq, awq, imatrix)", NULL);
     parse_fails(RULE "    method: {damp: 0.1}\n", "recipe.yaml:7: rules[0].method: needs a name", NULL);
     parse_fails(RULE "    method: {name: awq, damp: 0.1}\n", "rules[0].method.damp: is a parameter of gptq, not of awq",
                 NULL);
@@ -382,7 +386,7 @@ START_TEST(err_malformed_yaml)
     parse_fails("name: x\nrules:\n  - match: \"*\"\n    scheme: fp16\n---\n- : : :\n",
                 "recipe.yaml:5:1: a second YAML document", NULL);
     /* Hostile nesting and aliases are refused before libyaml builds a tree. */
-    parse_fails("name: x\nrules: [[[[[[[[[[[[[[[[[[[[[[[[\n", "recipe.yaml:2:", "nested deeper than 6 levels", NULL);
+    parse_fails("name: x\nrules: [[[[[[[[[[[[[[[[[[[[[[[[\n", "recipe.yaml:2:", "nested deeper than 9 levels", NULL);
     parse_fails("name: &n x\nrules:\n  - match: *n\n    scheme: fp16\n", "recipe.yaml:3:", "aliases are not allowed",
                 NULL);
 }
@@ -518,23 +522,23 @@ END_TEST
 
 START_TEST(glob)
 {
-    ck_assert(q_glob_match("*", ""));
-    ck_assert(q_glob_match("*", "blk.0.attn_q.weight"));
-    ck_assert(q_glob_match("blk.*.attn_q.weight", "blk.10.attn_q.weight"));
-    ck_assert(!q_glob_match("blk.?.attn_q.weight", "blk.10.attn_q.weight"));
-    ck_assert(q_glob_match("blk.??.attn_q.weight", "blk.10.attn_q.weight"));
-    ck_assert(q_glob_match("*.weight", "tok_embd.weight"));
-    ck_assert(!q_glob_match("*.weight", "blk.0.attn_qkv.bias"));
-    ck_assert(!q_glob_match("*.weight", "a.weight.x"));
-    ck_assert(q_glob_match("a*b*c", "aXbYbZc"));
-    ck_assert(q_glob_match("a*b*c", "abc"));
-    ck_assert(!q_glob_match("a*b*c", "aXbYbZ"));
-    ck_assert(q_glob_match("**x", "abx"));
-    ck_assert(!q_glob_match("?", ""));
-    ck_assert(q_glob_match("", ""));
-    ck_assert(!q_glob_match("", "a"));
-    ck_assert(!q_glob_match("blk.*.attn_q.weight", "blk.0.attn_qkv.weight"));
-    ck_assert(q_glob_match("blk.*.ffn_*.weight", "blk.3.ffn_norm.weight")); /* why 1-D pass-over exists */
+    ck_assert(lmq_glob_match("*", ""));
+    ck_assert(lmq_glob_match("*", "blk.0.attn_q.weight"));
+    ck_assert(lmq_glob_match("blk.*.attn_q.weight", "blk.10.attn_q.weight"));
+    ck_assert(!lmq_glob_match("blk.?.attn_q.weight", "blk.10.attn_q.weight"));
+    ck_assert(lmq_glob_match("blk.??.attn_q.weight", "blk.10.attn_q.weight"));
+    ck_assert(lmq_glob_match("*.weight", "tok_embd.weight"));
+    ck_assert(!lmq_glob_match("*.weight", "blk.0.attn_qkv.bias"));
+    ck_assert(!lmq_glob_match("*.weight", "a.weight.x"));
+    ck_assert(lmq_glob_match("a*b*c", "aXbYbZc"));
+    ck_assert(lmq_glob_match("a*b*c", "abc"));
+    ck_assert(!lmq_glob_match("a*b*c", "aXbYbZ"));
+    ck_assert(lmq_glob_match("**x", "abx"));
+    ck_assert(!lmq_glob_match("?", ""));
+    ck_assert(lmq_glob_match("", ""));
+    ck_assert(!lmq_glob_match("", "a"));
+    ck_assert(!lmq_glob_match("blk.*.attn_q.weight", "blk.0.attn_qkv.weight"));
+    ck_assert(lmq_glob_match("blk.*.ffn_*.weight", "blk.3.ffn_norm.weight")); /* why 1-D pass-over exists */
 }
 END_TEST
 
@@ -601,6 +605,182 @@ START_TEST(resolve_int_on_1d)
     ck_assert_int_eq(resolve("name: x\nrules:\n  - match: out_norm.weight\n    scheme: bf16\n", &m, 1, &plan, &e), LMQ_OK);
     expect_qp(entry(&plan, "out_norm.weight"), LMQ_T_BF16, LMQ_GRAN_NONE, 0, 0);
     q_plan_free(&plan);
+}
+END_TEST
+
+/* GGUF's block schemes: the scheme alone (granularity none), to matrices only, round to nearest;
+ * anything their blocks fix is refused with the key's line. */
+/* Sets every tensor's row width as a Llama of width dim and feed-forward width hidden has them. */
+static void llama_widths(names_t *m, int64_t dim, int64_t hidden)
+{
+    for (int i = 0; i < m->n; i++)
+        m->refs[i].cols = strstr(m->names[i], ".ffn_down.") ? hidden : dim;
+}
+
+/* layers and fallback: indexes (negative from the end), the named sets, a fallback taken only
+ * where the rule's blocks do not divide the row, and the errors. */
+START_TEST(layers_and_fallback)
+{
+    names_t m;
+    llama_names(&m, 8);
+    llama_widths(&m, 256, 96); /* 96: 32-blocks, not 256 */
+    q_plan plan;
+    lmq_err e;
+    ck_assert_msg(resolve("name: t\nrules:\n"
+                          "  - match: \"blk.*.attn_v.weight\"\n    layers: [1, -1]\n    scheme: q8_0\n"
+                          "  - match: \"blk.*.attn_v.weight\"\n    layers: more_bits\n    scheme: q6_k\n"
+                          "  - match: \"blk.*.ffn_*.weight\"\n    scheme: q4_k\n    fallback: [q2_k, q5_0, fp16]\n",
+                          &m, 0, &plan, &e) == LMQ_OK, "%s", e.msg);
+    /* more_bits of 8 layers by llama.cpp's use_more_bits: i < 1, i >= 7, (i - 1) % 3 == 2: 0, 3, 6, 7 */
+    static const unsigned want_v[8] = { LMQ_T_Q6_K, LMQ_T_Q8_0, LMQ_T_F32, LMQ_T_Q6_K,
+                                        LMQ_T_F32, LMQ_T_F32, LMQ_T_Q6_K, LMQ_T_Q8_0 };
+    for (int i = 0; i < 8; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "blk.%d.attn_v.weight", i);
+        ck_assert_msg(entry(&plan, name)->qp.dtype == want_v[i], "%s: %u", name, entry(&plan, name)->qp.dtype);
+        snprintf(name, sizeof name, "blk.%d.ffn_up.weight", i);
+        ck_assert_uint_eq(entry(&plan, name)->qp.dtype, LMQ_T_Q4_K);
+        ck_assert_int_eq(entry(&plan, name)->fell_back, 0);
+        snprintf(name, sizeof name, "blk.%d.ffn_down.weight", i); /* 96 wide: q2_k's 256 do not fit, q5_0's 32 do */
+        ck_assert_uint_eq(entry(&plan, name)->qp.dtype, LMQ_T_Q5_0);
+        ck_assert_int_eq(entry(&plan, name)->fell_back, 1);
+        ck_assert_uint_eq(entry(&plan, name)->asked, LMQ_T_Q4_K);
+    }
+    ck_assert_uint_eq(entry(&plan, "blk.0.attn_q.weight")->qp.dtype, LMQ_T_F32);
+    q_plan_free(&plan);
+    parse_fails("name: t\nrules:\n  - match: \"*\"\n    scheme: q4_k\n    layers: [odd]\n", "recipe.yaml:5",
+                "rules[0].layers", "'odd' is neither a layer index nor a layer set (more_bits, first_eighth, "
+                "first_sixteenth)", NULL);
+    parse_fails("name: t\nrules:\n  - match: \"*\"\n    scheme: q4_k\n    layers: []\n", "empty list", NULL);
+    parse_fails("name: t\nrules:\n  - match: \"*\"\n    scheme: int4\n    granularity: channel\n    fallback: q4_0\n",
+                "rules[0].fallback: applies to GGUF block schemes only, not int4", NULL);
+    parse_fails("name: t\nrules:\n  - match: \"*\"\n    scheme: q4_k\n    fallback: int8\n",
+                "'int8' is not a GGUF block scheme or fp32, fp16, bf16", NULL);
+    parse_fails("name: t\nrules:\n  - match: \"*\"\n    scheme: q4_k\n    fallback: [q4_0, q4_0, q4_0, q4_0, q4_0]\n",
+                "gives 5 schemes: 1 to 4", NULL);
+}
+END_TEST
+
+/* recipes/gguf/: llama-quantize's mixes as llama-quant.cpp chooses them (written out by hand from
+ * its llama_tensor_get_type for a 32-layer Llama, no experts, fewer than 4 heads per kv head), on
+ * the 7B shape (4096 wide, ffn_down 11008 = 43 · 256), tied, and on stories260K's widths (64, 172),
+ * where the 256-blocks fall back as llama.cpp's tensor_type_fallback does. */
+START_TEST(gguf_presets)
+{
+    /* use_more_bits(i, 32): i < 4, i >= 28, or (i - 4) % 3 == 2 */
+    const uint32_t MB = 0xFu | 1u << 6 | 1u << 9 | 1u << 12 | 1u << 15 | 1u << 18 | 1u << 21 | 1u << 24 | 1u << 27 |
+                        0xFu << 28;
+    const struct {
+        const char *file;
+        unsigned base, v_lo, v_hi, d_lo, d_hi, out, output;
+        uint32_t v_mask, d_mask; /* layers of attn_v / ffn_down that take v_hi / d_hi */
+    } P[] = {
+        { "Q8_0", LMQ_T_Q8_0, LMQ_T_Q8_0, LMQ_T_Q8_0, LMQ_T_Q8_0, LMQ_T_Q8_0, LMQ_T_Q8_0, LMQ_T_Q8_0, 0, 0 },
+        { "Q6_K", LMQ_T_Q6_K, LMQ_T_Q6_K, LMQ_T_Q6_K, LMQ_T_Q6_K, LMQ_T_Q6_K, LMQ_T_Q6_K, LMQ_T_Q6_K, 0, 0 },
+        { "Q5_K_M", LMQ_T_Q5_K, LMQ_T_Q5_K, LMQ_T_Q6_K, LMQ_T_Q5_K, LMQ_T_Q6_K, LMQ_T_Q5_K, LMQ_T_Q6_K, MB, MB },
+        { "Q4_K_M", LMQ_T_Q4_K, LMQ_T_Q4_K, LMQ_T_Q6_K, LMQ_T_Q4_K, LMQ_T_Q6_K, LMQ_T_Q4_K, LMQ_T_Q6_K, MB, MB },
+        { "Q4_K_S", LMQ_T_Q4_K, LMQ_T_Q4_K, LMQ_T_Q5_K, LMQ_T_Q4_K, LMQ_T_Q5_K, LMQ_T_Q4_K, LMQ_T_Q6_K, 0xF, 0xF },
+        { "Q3_K_M", LMQ_T_Q3_K, LMQ_T_Q4_K, LMQ_T_Q5_K, LMQ_T_Q4_K, LMQ_T_Q5_K, LMQ_T_Q4_K, LMQ_T_Q6_K, 0x3, 0x3 },
+        { "Q2_K", LMQ_T_Q2_K, LMQ_T_Q3_K, LMQ_T_Q3_K, LMQ_T_Q3_K, LMQ_T_Q3_K, LMQ_T_Q3_K, LMQ_T_Q6_K, 0, 0 },
+    };
+    /* 32-block fallbacks of the 256-blocks (llama.cpp): q4_k q5_0, q5_k q5_1, q6_k q8_0, q2_k q3_k q4_0;
+     * the classifier Q8_0; and F16 where no 32-block fits (172 columns) */
+    const unsigned fb[LMQ_T_COUNT] = { [LMQ_T_Q4_K] = LMQ_T_Q5_0, [LMQ_T_Q5_K] = LMQ_T_Q5_1, [LMQ_T_Q6_K] = LMQ_T_Q8_0,
+                                       [LMQ_T_Q3_K] = LMQ_T_Q4_0, [LMQ_T_Q2_K] = LMQ_T_Q4_0, [LMQ_T_Q8_0] = LMQ_T_Q8_0 };
+    for (size_t k = 0; k < sizeof P / sizeof P[0]; k++)
+        for (int narrow = 0; narrow < 2; narrow++) {
+            names_t m;
+            llama_names(&m, narrow ? 5 : 32);
+            llama_widths(&m, narrow ? 64 : 4096, narrow ? 172 : 11008);
+            char path[64];
+            snprintf(path, sizeof path, "recipes/gguf/%s.yaml", P[k].file);
+            q_recipe r;
+            q_plan plan;
+            lmq_err e;
+            ck_assert_msg(q_recipe_load(path, &r, &e) == LMQ_OK, "%s", e.msg);
+            ck_assert_msg(q_recipe_resolve(&r, m.refs, m.n, 1, &plan, &e) == LMQ_OK, "%s: %s", path, e.msg);
+            const int n = narrow ? 5 : 32;
+            /* stories260K's 5 layers: use_more_bits(i, 5) is i >= 4 or i % 3 == 2: 2, 4 */
+            const uint32_t vm = narrow && P[k].v_mask == MB ? 0x14 : P[k].v_mask;
+            const uint32_t dm = narrow && P[k].d_mask == MB ? 0x14 : narrow && P[k].d_mask == 0xF ? 0 : P[k].d_mask;
+            for (int i = 0; i < n; i++) {
+                const struct {
+                    const char *kind;
+                    unsigned want;
+                } T[] = {
+                    { "attn_q", P[k].base },
+                    { "ffn_up", P[k].base },
+                    { "attn_out", P[k].out },
+                    { "attn_v", vm >> i & 1 ? P[k].v_hi : P[k].v_lo },
+                    { "ffn_down", dm >> i & 1 ? P[k].d_hi : P[k].d_lo },
+                };
+                for (size_t j = 0; j < sizeof T / sizeof T[0]; j++) {
+                    char name[64];
+                    snprintf(name, sizeof name, "blk.%d.%s.weight", i, T[j].kind);
+                    const unsigned want = !narrow ? T[j].want : !strcmp(T[j].kind, "ffn_down") ? LMQ_T_F16
+                                                                                                  : fb[T[j].want];
+                    ck_assert_msg(entry(&plan, name)->qp.dtype == want, "%s %s: %s, not %s", path, name,
+                                  lmq_encoding_of(entry(&plan, name)->qp.dtype)->name, lmq_encoding_of(want)->name);
+                }
+            }
+            for (int j = 0; j < 2; j++) {
+                const char *name = j ? "output.weight" : "tok_embd.weight";
+                const unsigned want = narrow ? LMQ_T_Q8_0 : P[k].output;
+                ck_assert_msg(entry(&plan, name)->qp.dtype == want, "%s %s", path, name);
+            }
+            ck_assert_uint_eq(entry(&plan, "blk.0.attn_norm.weight")->qp.dtype, LMQ_T_F32);
+            q_plan_free(&plan);
+            q_recipe_free(&r);
+        }
+}
+END_TEST
+
+START_TEST(block_schemes)
+{
+    names_t m;
+    llama_names(&m, 2);
+    q_plan plan;
+    lmq_err e;
+    ck_assert_int_eq(resolve("name: x\nrules:\n  - match: \"*\"\n    scheme: q4_k\n  - match: \"*\"\n    scheme: fp32\n",
+                             &m, 0, &plan, &e),
+                     LMQ_OK);
+    expect_qp(entry(&plan, "blk.0.attn_q.weight"), LMQ_T_Q4_K, LMQ_GRAN_NONE, 0, 0);
+    expect_qp(entry(&plan, "blk.1.ffn_norm.weight"), LMQ_T_F32, LMQ_GRAN_NONE, 0, 0); /* 1-D: the next rule */
+    q_plan_free(&plan);
+    static const char *const names[] = { "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k",
+                                         "q4_k", "q5_k", "q6_k", "iq4_nl", "iq4_xs" };
+    static const lmq_method methods[] = { LMQ_METHOD_RTN, LMQ_METHOD_IMATRIX, LMQ_METHOD_GPTQ, LMQ_METHOD_AWQ };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        for (size_t k = 0; k < sizeof methods / sizeof methods[0]; k++) {
+            char text[160];
+            snprintf(text, sizeof text, "name: x\nrules:\n  - match: \"blk.*.weight\"\n    scheme: %s\n    method: %s\n",
+                     names[i], lmq_method_names[methods[k]]);
+            ck_assert_msg(resolve(text, &m, 0, &plan, &e) == LMQ_OK, "%s", e.msg);
+            ck_assert_str_eq(lmq_encoding_of(entry(&plan, "blk.1.ffn_up.weight")->qp.dtype)->name, names[i]);
+            ck_assert_int_eq(entry(&plan, "blk.1.ffn_up.weight")->method.method, methods[k]);
+            q_plan_free(&plan);
+        }
+    const char *head = "name: x\nrules:\n  - match: \"*\"\n    scheme: q6_k\n";
+    const struct {
+        const char *tail, *msg;
+    } bad[] = {
+        { "    granularity: group\n", "recipe.yaml:5: rules[0].granularity: does not apply to q6_k, a GGUF block "
+                                       "encoding: its blocks of 256 weights carry their own scales" },
+        { "    group: 32\n", "recipe.yaml:5: rules[0].group: does not apply to q6_k" },
+        { "    symmetric: false\n", "recipe.yaml:5: rules[0].symmetric: does not apply to q6_k" },
+        { "    method: {name: gptq, act_order: true}\n", "recipe.yaml:5: rules[0].method: act_order does not apply "
+                                                         "to q6_k: a block's weights lie along the row" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char text[200];
+        snprintf(text, sizeof text, "%s%s", head, bad[i].tail);
+        parse_fails(text, bad[i].msg, NULL);
+    }
+    parse_fails("name: x\nrules:\n  - match: \"*\"\n    scheme: int4\n    granularity: group\n    group: 32\n"
+                "    method: imatrix\n", "recipe.yaml:7: rules[0].method: imatrix weights the scale search of GGUF's "
+                "block encodings; int4 is not one", NULL);
+    parse_fails("name: x\nrules:\n  - match: \"*\"\n    scheme: q7_k\n", "unknown scheme 'q7_k'",
+                "GGUF blocks q4_1, q5_0, q5_1, q4_k, q5_k, q6_k, q8_0, q4_0, q2_k, q3_k, iq4_nl, iq4_xs", NULL);
 }
 END_TEST
 
@@ -974,7 +1154,7 @@ START_TEST(shipped_on_stories260K)
         ck_assert_msg(q_recipe_resolve_model(&r, &mod, &plan, &e) == LMQ_OK, "%s", e.msg);
         q_tensor_ref refs[160];
         for (int i = 0; i < mod.n_tensors; i++)
-            refs[i] = (q_tensor_ref){ mod.tensors[i].name, mod.tensors[i].ndim };
+            refs[i] = (q_tensor_ref){ mod.tensors[i].name, mod.tensors[i].ndim, mod.tensors[i].shape[mod.tensors[i].ndim - 1] };
         check_plan(k, &plan, refs, mod.n_tensors, SHIPPED[k].quantised_llama5);
         q_plan_free(&plan);
         q_recipe_free(&r);
@@ -1152,7 +1332,8 @@ START_TEST(presets)
     parse_fails("name: x\nrules:\n  - match: \"blk.*\"\n    scheme: W8A8\n    activations: {scheme: int8, "
                 "granularity: tensor}\n", "recipe.yaml:5: rules[0].activations: comes with preset W8A8", NULL);
     parse_fails("name: x\nrules:\n  - match: \"blk.*\"\n    scheme: w4a16\n",
-                "recipe.yaml:4: rules[0].scheme: unknown scheme 'w4a16'", "presets W8A16, W4A16, W8A8, FP8", NULL);
+                "recipe.yaml:4: rules[0].scheme: unknown scheme 'w4a16'",
+                "presets W8A16, W4A16, W4A16_ASYM, W8A8, INT8, W4A8, FP8", NULL);
 }
 END_TEST
 
@@ -1177,6 +1358,9 @@ int main(void)
     tcase_add_test(tc, resolve_unmatched_pattern);
     tcase_add_test(tc, resolve_int_on_1d);
     tcase_add_test(tc, resolve_1d_pass_over);
+    tcase_add_test(tc, block_schemes);
+    tcase_add_test(tc, layers_and_fallback);
+    tcase_add_test(tc, gguf_presets);
     tcase_add_test(tc, activations);
     tcase_add_test(tc, resolve_first_match);
     tcase_add_test(tc, resolve_ignore);

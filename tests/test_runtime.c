@@ -60,7 +60,7 @@ static void load_quantised(const char *rel, const char *recipe, lmq_model *m)
 }
 
 /* A state for the model with the given thread count and kernel set. */
-static void start(loaded *L, int threads, rt_isa isa, int max_tokens)
+static void start(loaded *L, int threads, const rt_kernels *isa, int max_tokens)
 {
     lmq_err e;
     ck_assert_msg(rt_model_init(&L->rm, &L->m, &e) == LMQ_OK, "%s", e.msg);
@@ -69,13 +69,13 @@ static void start(loaded *L, int threads, rt_isa isa, int max_tokens)
     ck_assert_msg(rt_state_create(&L->rm, &ex, max_tokens, &L->st, &e) == LMQ_OK, "%s", e.msg);
 }
 
-static void open_model_opts(loaded *L, const char *rel, int split_qkv, int threads, rt_isa isa)
+static void open_model_opts(loaded *L, const char *rel, int split_qkv, int threads, const rt_kernels *isa)
 {
     load_model(rel, split_qkv, &L->m);
     start(L, threads, isa, 256);
 }
 
-static void open_model(loaded *L, const char *rel, int threads, rt_isa isa)
+static void open_model(loaded *L, const char *rel, int threads, const rt_kernels *isa)
 {
     open_model_opts(L, rel, 0, threads, isa);
 }
@@ -255,7 +255,7 @@ END_TEST
 /* Every position of a 256 window: the logits from decoding one token at a time from the cache
  * are bit-identical to the window pass's (both kernel sets); a second window pass in the same
  * state (starting again at 0) gives the same logits again. */
-static void check_decode_equals_window(const char *rel, const char *recipe, rt_isa isa)
+static void check_decode_equals_window(const char *rel, const char *recipe, const rt_kernels *isa)
 {
     loaded L;
     if (recipe) {
@@ -272,7 +272,7 @@ static void check_decode_equals_window(const char *rel, const char *recipe, rt_i
         ck_assert_msg(rt_decode(L.st, t[p], p, one, &e) == LMQ_OK, "%s", e.msg);
         ck_assert_msg(memcmp(one, win + (size_t)p * V, (size_t)V * sizeof *one) == 0,
                       "%s %s (%s): decoded logits differ from the window's at position %d", rel,
-                      recipe ? recipe : "", rt_isa_name(isa), p);
+                      recipe ? recipe : "", isa->name, p);
     }
     float *again = window_logits(&L, t, n);
     ck_assert(memcmp(again, win, (size_t)n * V * sizeof *win) == 0);
@@ -291,7 +291,7 @@ START_TEST(decode_equals_window)
 {
     check_decode_equals_window(STORIES, NULL, rt_isa_best());
     check_decode_equals_window(SOTU, NULL, rt_isa_best());
-    check_decode_equals_window(STORIES, NULL, RT_ISA_SCALAR);
+    check_decode_equals_window(STORIES, NULL, &rt_kernels_scalar);
 }
 END_TEST
 
@@ -302,8 +302,8 @@ START_TEST(decode_equals_window_packed)
 {
     const char *recipes[] = { "recipes/w4a16.yaml", "recipes/int4-g32-asym.yaml", "recipes/int3-g32.yaml" };
     for (int r = 0; r < 3; r++)
-        for (rt_isa isa = RT_ISA_SCALAR; isa <= rt_isa_best(); isa++)
-            check_decode_equals_window(STORIES, recipes[r], isa);
+        for (int i = 0; rt_isa_nth(i); i++)
+            check_decode_equals_window(STORIES, recipes[r], rt_isa_nth(i));
 }
 END_TEST
 
@@ -462,7 +462,7 @@ static void fill(float *x, size_t n, float scale, rt_rng *r)
 
 START_TEST(kernels_match_scalar)
 {
-    const rt_isa fast = rt_isa_best();
+    const rt_kernels *ref = &rt_kernels_scalar, *fast = rt_isa_best();
     rt_rng r;
     rt_rng_seed(&r, 5);
     /* Shapes around the vector width and the tile sizes, with strides. */
@@ -474,8 +474,8 @@ START_TEST(kernels_match_scalar)
         fill(x, (size_t)m * ldx, 1.0f, &r);
         fill(w, (size_t)cols * ldw, 1.0f, &r);
         fill(b, (size_t)cols, 1.0f, &r);
-        rt_gemm_nt(RT_ISA_SCALAR, x, ldx, w, ldw, b, y0, ldy, m, cols, k);
-        rt_gemm_nt(fast, x, ldx, w, ldw, b, y1, ldy, m, cols, k);
+        ref->gemm_nt(x, ldx, w, ldw, b, y0, ldy, m, cols, k);
+        fast->gemm_nt(x, ldx, w, ldw, b, y1, ldy, m, cols, k);
         for (int i = 0; i < m; i++)
             for (int j = 0; j < ldy; j++) {
                 float e0 = y0[i * ldy + j], e1 = y1[i * ldy + j];
@@ -492,31 +492,31 @@ START_TEST(kernels_match_scalar)
         fill(vals, (size_t)n * 8, 1.0f, &r);
         memcpy(b0, a, sizeof a);
         memcpy(b1, a, sizeof a);
-        rt_gelu_tanh(RT_ISA_SCALAR, b0, n);
-        rt_gelu_tanh(fast, b1, n);
+        ref->gelu_tanh(b0, n);
+        fast->gelu_tanh(b1, n);
         for (int i = 0; i < n; i++)
             ck_assert_msg(fabsf(b0[i] - b1[i]) <= 2e-6f * (1 + fabsf(a[i])), "gelu(%g): %g vs %g", a[i], b0[i], b1[i]);
         memcpy(b0, a, sizeof a);
         memcpy(b1, a, sizeof a);
-        rt_silu_mul(RT_ISA_SCALAR, b0, u, n);
-        rt_silu_mul(fast, b1, u, n);
+        ref->silu_mul(b0, u, n);
+        fast->silu_mul(b1, u, n);
         for (int i = 0; i < n; i++)
             ck_assert_msg(fabsf(b0[i] - b1[i]) <= 2e-6f * (1 + fabsf(a[i] * u[i])), "silu: %g vs %g", b0[i], b1[i]);
         memcpy(b0, a, sizeof a);
         memcpy(b1, a, sizeof a);
-        float s0 = rt_softmax_unnorm(RT_ISA_SCALAR, b0, n, 0.7f), s1 = rt_softmax_unnorm(fast, b1, n, 0.7f);
+        float s0 = ref->softmax_unnorm(b0, n, 0.7f), s1 = fast->softmax_unnorm(b1, n, 0.7f);
         ck_assert(fabsf(s0 - s1) <= 1e-6f * s0);
         for (int i = 0; i < n; i++)
             ck_assert(fabsf(b0[i] - b1[i]) <= 1e-6f && b0[i] <= 1.0f && b1[i] <= 1.0f);
-        rt_wsum_rows(RT_ISA_SCALAR, b0, n, vals, 8, 0.5f, v0, 7);
-        rt_wsum_rows(fast, b0, n, vals, 8, 0.5f, v1, 7);
+        ref->wsum_rows(b0, n, vals, 8, 0.5f, v0, 7);
+        fast->wsum_rows(b0, n, vals, 8, 0.5f, v1, 7);
         for (int i = 0; i < 7; i++)
             ck_assert(fabsf(v0[i] - v1[i]) <= 1e-5f);
     }
     /* A softmax weighted sum against its definition. */
     float sc[3] = { 1.0f, 2.0f, 3.0f }, vals[3] = { 10.0f, 20.0f, 30.0f }, out;
-    float sum = rt_softmax_unnorm(fast, sc, 3, 1.0f);
-    rt_wsum_rows(fast, sc, 3, vals, 1, 1.0f / sum, &out, 1);
+    float sum = fast->softmax_unnorm(sc, 3, 1.0f);
+    fast->wsum_rows(sc, 3, vals, 1, 1.0f / sum, &out, 1);
     const double e1 = exp(-2.0), e2 = exp(-1.0);
     ck_assert_double_eq_tol(out, (10 * e1 + 20 * e2 + 30) / (e1 + e2 + 1), 1e-5);
 }
@@ -536,9 +536,10 @@ START_TEST(row_kernels_against_definition)
     for (int i = 0; i < n; i++)
         s += exp(l[i] - mx);
     const float scales[] = { 0.0f, 1e-4f, 1e-2f, 1.0f, 8.0f };
-    for (int isa = 0; isa <= (int)rt_isa_best(); isa++) {
+    const rt_kernels *isa;
+    for (int set = 0; (isa = rt_isa_nth(set)); set++) {
         rt_rowstat st;
-        ck_assert_int_eq(rt_row_stats((rt_isa)isa, l, n, &st), 0);
+        ck_assert_int_eq(isa->row_stats(l, n, &st), 0);
         ck_assert_int_eq(st.argmax, 777);
         ck_assert(st.max == 40.0f);
         ck_assert_double_eq_tol(st.sumexp, s, 1e-7 * s);
@@ -558,17 +559,17 @@ START_TEST(row_kernels_against_definition)
                 acc += expl(lp) * (lp - lqv);
             }
             kl = (double)acc;
-            double got = rt_kl_row((rt_isa)isa, l, &st, q, n);
+            double got = isa->kl_row(l, &st, q, n);
             ck_assert_msg(fabs(got - kl) <= 1e-6 * kl + 1e-12, "%s KL at noise %g: %.10g, definition %.10g",
-                          rt_isa_name((rt_isa)isa), scales[k], got, kl);
+                          isa->name, scales[k], got, kl);
             if (scales[k] == 0.0f)
                 ck_assert(got < 1e-12);
         }
-        ck_assert_double_eq(rt_kl_row((rt_isa)isa, l, &st, l, n), 0.0);
+        ck_assert_double_eq(isa->kl_row(l, &st, l, n), 0.0);
         l[123] = NAN;
-        ck_assert_int_eq(rt_row_stats((rt_isa)isa, l, n, &st), -1);
+        ck_assert_int_eq(isa->row_stats(l, n, &st), -1);
         l[123] = INFINITY;
-        ck_assert_int_eq(rt_row_stats((rt_isa)isa, l, n, &st), -1);
+        ck_assert_int_eq(isa->row_stats(l, n, &st), -1);
         l[123] = 0.0f;
     }
     free(l);
@@ -606,7 +607,7 @@ START_TEST(forward_errors)
     ck_assert_int_eq(rt_forward_from(L.st, 2, 0, 5, &e), LMQ_OK);
     ck_assert_int_eq(rt_decode(L.st, 5, 2, lg, &e), LMQ_E_ARG);
     rt_state *s2;
-    rt_exec ex = { .pool = NULL, .isa = RT_ISA_SCALAR };
+    rt_exec ex = { .pool = NULL, .isa = &rt_kernels_scalar };
     ck_assert_int_eq(rt_state_create(&L.rm, &ex, 513, &s2, &e), LMQ_E_ARG);
     ck_assert_int_eq(rt_state_create(&L.rm, &ex, -1, &s2, &e), LMQ_E_ARG);
     ck_assert_int_eq(rt_state_create(&L.rm, &ex, 0, &s2, &e), LMQ_OK);
@@ -640,40 +641,51 @@ START_TEST(device_seam)
     ck_assert_int_eq(rt_backend_ready("tpu", &b, &e), LMQ_E_ARG);
     ck_assert_msg(strstr(e.msg, "'tpu' is not cpu or cuda") != NULL, "%s", e.msg);
     ck_assert_int_eq(rt_backend_ready("cpu", &b, &e), LMQ_OK);
-    ck_assert_int_eq(b->device, RT_DEVICE_CPU);
-    const rt_backend *cuda = rt_backend_find("cuda");
+    ck_assert_ptr_eq(b, &rt_cpu_backend);
+    const rt_backend *cuda;
+    const int built = rt_backend_get("cuda", &cuda, &e) == LMQ_OK, present = built && cuda->devices() > 0;
+    if (!built)
+        ck_assert_msg(strstr(e.msg, "lmq was built without CUDA") != NULL, "%s", e.msg);
     const lmq_code c = rt_backend_ready("cuda", &b, &e);
-    if (!cuda->built || !cuda->devices()) {
+    if (!present) {
         ck_assert_int_eq(c, LMQ_E_UNSUPPORTED);
-        ck_assert_msg(strstr(e.msg, cuda->built ? "--device cuda: no CUDA device" : "--device cuda: lmq was built "
+        ck_assert_msg(strstr(e.msg, built ? "--device cuda: no CUDA device" : "--device cuda: lmq was built "
                              "without CUDA") != NULL, "%s", e.msg);
     } else
-        ck_assert_msg(c == LMQ_OK && b->device == RT_DEVICE_CUDA, "%s", e.msg);
+        ck_assert_msg(c == LMQ_OK && b == cuda && !strcmp(b->name, "cuda"), "%s", e.msg);
 
     loaded L;
-    open_model(&L, STORIES, 1, RT_ISA_SCALAR);
+    open_model(&L, STORIES, 1, &rt_kernels_scalar);
     rt_state *s2;
-    const rt_exec ex = { .isa = RT_ISA_SCALAR };
+    const rt_exec ex = { .isa = &rt_kernels_scalar };
     ck_assert_int_eq(rt_state_create_seqs(&L.rm, &ex, 16, 2, &s2, &e), LMQ_E_UNSUPPORTED);
-    ck_assert_msg(strstr(e.msg, "cuda device only") != NULL, "%s", e.msg);
+    ck_assert_msg(strstr(e.msg, "the cpu backend decodes 1 at a time") != NULL, "%s", e.msg);
     ck_assert_int_eq(rt_state_create_seqs(&L.rm, &ex, 16, 0, &s2, &e), LMQ_E_ARG);
     int32_t t[3] = { 1, 2, 3 };
     float *lg = malloc((size_t)3 * L.m.arch.vocab_size * sizeof *lg), *lg0 = malloc(L.m.arch.vocab_size * sizeof *lg0);
-    ck_assert_int_eq(rt_decode_batch(L.st, 1, t, lg, &e), LMQ_E_UNSUPPORTED);
+    /* a batch of the one sequence the CPU's state holds is its next token */
+    ck_assert_int_eq(rt_decode_batch(L.st, 2, t, lg, &e), LMQ_E_ARG);
+    ck_assert_int_eq(rt_forward(L.st, t, 2, 0, RT_LOGITS_NONE, NULL, &e), LMQ_OK);
+    ck_assert_int_eq(rt_decode_batch(L.st, 1, t + 2, lg, &e), LMQ_OK);
+    ck_assert_int_eq(rt_decode(L.st, t[2], 2, lg0, &e), LMQ_OK);
+    ck_assert_int_eq(memcmp(lg, lg0, L.m.arch.vocab_size * sizeof *lg), 0);
     ck_assert_int_eq(rt_forward_seq(L.st, 1, t, 3, 0, RT_LOGITS_LAST, lg, &e), LMQ_E_ARG);
     /* sequence 0 is rt_forward's */
     ck_assert_int_eq(rt_forward_seq(L.st, 0, t, 3, 0, RT_LOGITS_LAST, lg, &e), LMQ_OK);
     ck_assert_int_eq(rt_forward(L.st, t, 3, 0, RT_LOGITS_LAST, lg0, &e), LMQ_OK);
     ck_assert_int_eq(memcmp(lg, lg0, L.m.arch.vocab_size * sizeof *lg), 0);
-    /* the cuda device without one (or without CUDA): refused with why, nothing left open */
-    const rt_exec on_cuda = { .isa = RT_ISA_SCALAR, .device = RT_DEVICE_CUDA };
-    if (!cuda->built || !cuda->devices()) {
-        ck_assert_int_eq(rt_state_create(&L.rm, &on_cuda, 16, &s2, &e), LMQ_E_UNSUPPORTED);
-        ck_assert_msg(strstr(e.msg, cuda->built ? "no CUDA device" : "built without CUDA") != NULL, "%s", e.msg);
-    } else {
-        ck_assert_msg(rt_state_create(&L.rm, &on_cuda, 16, &s2, &e) == LMQ_OK, "%s", e.msg);
-        ck_assert_int_eq(rt_forward_blocks(s2, t, 3, 1, &e), LMQ_E_UNSUPPORTED); /* calibration: the CPU's */
-        rt_state_free(s2);
+    /* the cuda backend without a device: refused with why, nothing left open */
+    if (built) {
+        const rt_exec on_cuda = { .isa = &rt_kernels_scalar, .backend = cuda };
+        const lmq_code made = rt_state_create(&L.rm, &on_cuda, 16, &s2, &e);
+        if (!present) {
+            ck_assert_int_eq(made, LMQ_E_UNSUPPORTED);
+            ck_assert_msg(strstr(e.msg, "no CUDA device") != NULL, "%s", e.msg);
+        } else {
+            ck_assert_msg(made == LMQ_OK, "%s", e.msg);
+            ck_assert_int_eq(rt_forward_blocks(s2, t, 3, 1, &e), LMQ_E_UNSUPPORTED); /* calibration: the CPU's */
+            rt_state_free(s2);
+        }
     }
     free(lg);
     free(lg0);

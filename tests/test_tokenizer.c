@@ -6,10 +6,10 @@
 #include <string.h>
 
 #include "common/file.h"
+#include "tokenizer/stream.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode.h"
 #include "tests/testutil.h"
-#include "verify/stream.h"
 
 /* ---- helpers ---- */
 
@@ -109,7 +109,7 @@ START_TEST(golden_streams)
             size_t n;
             int nd;
             lmq_err e;
-            ck_assert_msg(vf_stream_build(t, (const char *)text.data, text.size, &ids, &n, &nd, &e) ==
+            ck_assert_msg(tok_stream_build(t, (const char *)text.data, text.size, &ids, &n, &nd, &e) ==
                               LMQ_OK, "%s %s: %s", path, name, e.msg);
             ck_assert_int_eq(nd, json_integer_value(json_object_get(entry, "documents")));
             ck_assert_int_eq(n, json_integer_value(json_object_get(exp, "p1_stream_tokens")));
@@ -159,7 +159,7 @@ END_TEST
 
 /* decode(encode(x)) == x for every document and every whole text, both tokenizers; the streams
  * decode to the documents (llama2c: back to back, BOS printing nothing; gpt2: joined by the
- * <|endoftext|> token's text), and the document starts vf_stream_build_docs gives cut the stream
+ * <|endoftext|> token's text), and the document starts tok_stream_build_docs gives cut the stream
  * into the documents' own encodings. */
 START_TEST(round_trips)
 {
@@ -167,10 +167,10 @@ START_TEST(round_trips)
     for (size_t f = 0; f < N_TEXTS; f++) {
         lmq_blob text = load(TEXTS[f]);
         const char *s = (const char *)text.data;
-        vf_doc *docs;
+        tok_doc *docs;
         int nd;
         lmq_err e;
-        ck_assert_int_eq(vf_docs_split(s, text.size, &docs, &nd, &e), LMQ_OK);
+        ck_assert_int_eq(tok_docs_split(s, text.size, &docs, &nd, &e), LMQ_OK);
         for (int k = 0; k < 2; k++) {
             const tok_tokenizer *t = toks[k];
             size_t total = 0;
@@ -180,7 +180,7 @@ START_TEST(round_trips)
             size_t jn = 0, n_stream, *starts;
             int32_t *stream;
             int nd2;
-            ck_assert_int_eq(vf_stream_build_docs(t, s, text.size, &stream, &n_stream, &starts, &nd2, &e),
+            ck_assert_int_eq(tok_stream_build_docs(t, s, text.size, &stream, &n_stream, &starts, &nd2, &e),
                              LMQ_OK);
             ck_assert_int_eq(nd2, nd);
             for (int d = 0; d < nd; d++) {
@@ -1041,11 +1041,11 @@ START_TEST(documents)
         { " \n\t ", 0, { 0 } },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        vf_doc *d;
+        tok_doc *d;
         int n;
         lmq_err e;
         const char *s = cases[i].text;
-        ck_assert_int_eq(vf_docs_split(s, strlen(s), &d, &n, &e), LMQ_OK);
+        ck_assert_int_eq(tok_docs_split(s, strlen(s), &d, &n, &e), LMQ_OK);
         ck_assert_msg(n == cases[i].n, "case %zu: %d documents", i, n);
         for (int k = 0; k < n; k++) {
             ck_assert_uint_eq(d[k].len, strlen(cases[i].docs[k]));
@@ -1078,7 +1078,7 @@ START_TEST(stream_errors)
             lmq_err e;
             char want[64];
             snprintf(want, sizeof want, "byte offset %zu", bad[i].offset);
-            ck_assert_int_eq(vf_stream_build(toks[k], bad[i].text, bad[i].len, &ids, &n, &nd, &e),
+            ck_assert_int_eq(tok_stream_build(toks[k], bad[i].text, bad[i].len, &ids, &n, &nd, &e),
                              LMQ_E_FORMAT);
             ck_assert_msg(strstr(e.msg, want) != NULL, "case %zu: %s", i, e.msg);
             ck_assert_int_eq(tok_encode(toks[k], bad[i].text, bad[i].len, &ids, &n, &e), LMQ_E_FORMAT);
@@ -1090,7 +1090,7 @@ START_TEST(stream_errors)
             size_t n;
             int nd;
             lmq_err e;
-            ck_assert_int_eq(vf_stream_build(toks[k], empty[i], strlen(empty[i]), &ids, &n, &nd, &e),
+            ck_assert_int_eq(tok_stream_build(toks[k], empty[i], strlen(empty[i]), &ids, &n, &nd, &e),
                              LMQ_E_FORMAT);
             ck_assert_msg(strstr(e.msg, "no document") != NULL, "%s", e.msg);
         }

@@ -14,10 +14,10 @@
 #include "formats/container.h"
 #include "runtime/artefact.h"
 #include "tests/testutil.h"
+#include "tokenizer/stream.h"
 #include "tokenizer/tok_internal.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode.h"
-#include "verify/stream.h"
 
 #define SP "\xE2\x96\x81" /* U+2581 */
 
@@ -477,7 +477,7 @@ START_TEST(streams_follow_bos)
     size_t n;
     int docs;
     lmq_err e;
-    ck_assert_msg(vf_stream_build(t, text, strlen(text), &ids, &n, &docs, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_msg(tok_stream_build(t, text, strlen(text), &ids, &n, &docs, &e) == LMQ_OK, "%s", e.msg);
     ck_assert_int_eq(docs, 2);
     static const int32_t want[] = { 1, P_SP_AB, 1, P_SP_AB };
     ck_assert(n == 4 && !memcmp(ids, want, sizeof want));
@@ -488,7 +488,7 @@ START_TEST(streams_follow_bos)
     json_array_append_new(json_object_get(root, "added_tokens"),
                           json_pack("{s:i, s:s}", "id", B_EOT + 1, "content", "<|endoftext|>"));
     t = open_json_ok(root);
-    ck_assert_msg(vf_stream_build(t, text, strlen(text), &ids, &n, &docs, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_msg(tok_stream_build(t, text, strlen(text), &ids, &n, &docs, &e) == LMQ_OK, "%s", e.msg);
     static const int32_t want2[] = { 'a', 'b', B_EOT + 1, 'a', 'b' };
     ck_assert(n == 5 && !memcmp(ids, want2, sizeof want2));
     free(ids);

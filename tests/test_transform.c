@@ -90,17 +90,17 @@ static void scale_everything(lmq_model *m, const char *what)
     rt_rng r;
     rt_rng_seed(&r, 3);
     lmq_tensor *readers[CAL_MAX_READERS];
-    const int n = cal_input_readers(m, 0, CAL_ATTN_IN, readers);
+    const int n = cal_input_readers(m, 0, LMQ_IN_ATTN, readers);
     ck_assert_int_gt(n, 0);
     lmq_tensor *norm = lmq_model_find(m, "blk.0.attn_norm.weight");
     float *norm0 = copy_of(norm), *reader0 = copy_of(readers[n - 1]);
     for (int l = 0; l < m->arch.n_layers; l++)
         for (int k = 0; k < 2; k++) {
-            const cal_input which = k ? CAL_FFN_IN : CAL_ATTN_IN;
+            const lmq_input which = k ? LMQ_IN_FFN : LMQ_IN_ATTN;
             for (int j = 0; j < dim; j++)
                 s[j] = 0.1f * powf(100.0f, (float)(rt_rng_u32(&r) >> 8) / 16777216.0f);
             ck_assert_msg(cal_scale_norm_input(m, l, which, s, &e) == LMQ_OK, "%s: %s", what, e.msg);
-            if (l == 0 && which == CAL_ATTN_IN)
+            if (l == 0 && which == LMQ_IN_ATTN)
                 for (int j = 0; j < dim; j++) {
                     ck_assert(norm->data[j] == norm0[j] * s[j]);
                     for (int64_t row = 0; row < readers[n - 1]->shape[0]; row += 7)
@@ -192,25 +192,25 @@ END_TEST
 START_TEST(readers)
 {
     static const struct { const char *rel; int split, input; const char *names[4]; } cases[] = {
-        { STORIES, 0, CAL_ATTN_IN, { "blk.3.attn_q.weight", "blk.3.attn_k.weight", "blk.3.attn_v.weight" } },
-        { STORIES, 0, CAL_FFN_IN, { "blk.3.ffn_gate.weight", "blk.3.ffn_up.weight" } },
-        { SOTU, 0, CAL_ATTN_IN, { "blk.3.attn_qkv.weight" } },
-        { SOTU, 0, CAL_FFN_IN, { "blk.3.ffn_up.weight" } },
-        { SOTU, 1, CAL_ATTN_IN, { "blk.3.attn_q.weight", "blk.3.attn_k.weight", "blk.3.attn_v.weight" } },
+        { STORIES, 0, LMQ_IN_ATTN, { "blk.3.attn_q.weight", "blk.3.attn_k.weight", "blk.3.attn_v.weight" } },
+        { STORIES, 0, LMQ_IN_FFN, { "blk.3.ffn_gate.weight", "blk.3.ffn_up.weight" } },
+        { SOTU, 0, LMQ_IN_ATTN, { "blk.3.attn_qkv.weight" } },
+        { SOTU, 0, LMQ_IN_FFN, { "blk.3.ffn_up.weight" } },
+        { SOTU, 1, LMQ_IN_ATTN, { "blk.3.attn_q.weight", "blk.3.attn_k.weight", "blk.3.attn_v.weight" } },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         lmq_model m;
         lmq_tensor *r[CAL_MAX_READERS];
         convert(cases[i].rel, cases[i].split, &m);
-        const int n = cal_input_readers(&m, 3, (cal_input)cases[i].input, r);
+        const int n = cal_input_readers(&m, 3, (lmq_input)cases[i].input, r);
         int want = 0;
         while (want < 4 && cases[i].names[want])
             want++;
         ck_assert_int_eq(n, want);
         for (int k = 0; k < n; k++)
             ck_assert_str_eq(r[k]->name, cases[i].names[k]);
-        ck_assert_int_eq(cal_input_readers(&m, m.arch.n_layers, CAL_ATTN_IN, r), 0);
-        ck_assert_int_eq(cal_input_readers(&m, -1, CAL_FFN_IN, r), 0);
+        ck_assert_int_eq(cal_input_readers(&m, m.arch.n_layers, LMQ_IN_ATTN, r), 0);
+        ck_assert_int_eq(cal_input_readers(&m, -1, LMQ_IN_FFN, r), 0);
         lmq_model_free(&m);
     }
 }
@@ -229,13 +229,13 @@ START_TEST(bad_scales_and_encodings)
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         for (int j = 0; j < dim; j++)
             s[j] = j == 5 ? bad[i] : 2.0f;
-        ck_assert_int_eq(cal_scale_norm_input(&m, 1, CAL_FFN_IN, s, &e), LMQ_E_ARG);
+        ck_assert_int_eq(cal_scale_norm_input(&m, 1, LMQ_IN_FFN, s, &e), LMQ_E_ARG);
         ck_assert_msg(strstr(e.msg, "blk.1.ffn_norm") && strstr(e.msg, "channel 5"), "%s", e.msg);
         ck_assert(!memcmp(norm->data, was, (size_t)dim * sizeof *was));
     }
     for (int j = 0; j < dim; j++)
         s[j] = 2.0f;
-    ck_assert_int_eq(cal_scale_norm_input(&m, m.arch.n_layers, CAL_FFN_IN, s, &e), LMQ_E_ARG);
+    ck_assert_int_eq(cal_scale_norm_input(&m, m.arch.n_layers, LMQ_IN_FFN, s, &e), LMQ_E_ARG);
 
     /* Quantised readers are refused by name, and the norm is left as it was. */
     const char *dir = test_tmpdir();
@@ -246,7 +246,7 @@ START_TEST(bad_scales_and_encodings)
     ck_assert_msg(q_quantize_file(in, "recipes/int8-channel.yaml", out, NULL, &e) == LMQ_OK, "%s", e.msg);
     ck_assert_msg(rt_load_artefact(out, &q, &e) == LMQ_OK, "%s", e.msg);
     float *qnorm = copy_of(lmq_model_find(&q, "blk.1.ffn_norm.weight"));
-    ck_assert_int_eq(cal_scale_norm_input(&q, 1, CAL_FFN_IN, s, &e), LMQ_E_UNSUPPORTED);
+    ck_assert_int_eq(cal_scale_norm_input(&q, 1, LMQ_IN_FFN, s, &e), LMQ_E_UNSUPPORTED);
     ck_assert_msg(strstr(e.msg, "blk.1.ffn_gate.weight") && strstr(e.msg, "fp32"), "%s", e.msg);
     ck_assert(!memcmp(lmq_model_find(&q, "blk.1.ffn_norm.weight")->data, qnorm, (size_t)dim * sizeof *qnorm));
     free(qnorm);
@@ -322,9 +322,10 @@ static void attn_input_max(const lmq_model *m, float *mx)
     for (int j = 0; j < d; j++)
         mx[j] = 0;
     for (int t = 0; t < WINDOW; t++) {
-        ck_assert(rt_weight_rows(RT_ISA_SCALAR, &rm.tok_embd, (t * 37) % m->arch.vocab_size, 1, x, &e) == LMQ_OK);
+        ck_assert(rt_weight_rows(&rt_kernels_scalar, &rm.tok_embd, (t * 37) % m->arch.vocab_size, 1, x, &e) ==
+                  LMQ_OK);
         if (b) {
-            ck_assert(rt_weight_rows(RT_ISA_SCALAR, &rm.pos_embd, t, 1, p, &e) == LMQ_OK);
+            ck_assert(rt_weight_rows(&rt_kernels_scalar, &rm.pos_embd, t, 1, p, &e) == LMQ_OK);
             for (int j = 0; j < d; j++)
                 x[j] += p[j];
         }

@@ -105,7 +105,7 @@ void tok_pairmap_put(tok_pairmap *m, int32_t a, int32_t b, int32_t rank, int32_t
     m->slot[i] = (tok_pair_slot){ k, rank, merged };
 }
 
-const tok_pair_slot *tok_pairmap_get(const tok_pairmap *m, int32_t a, int32_t b)
+static const tok_pair_slot *pairmap_get(const tok_pairmap *m, int32_t a, int32_t b)
 {
     uint64_t k = pair_key(a, b);
     for (size_t i = pair_hash(k) & m->mask; m->slot[i].rank >= 0; i = (i + 1) & m->mask)
@@ -269,7 +269,7 @@ lmq_code tok_ids_push(tok_ids *a, int32_t id, lmq_err *err)
 
 int tok_rank_pair(const tok_tokenizer *t, int32_t a, int32_t b, int32_t *merged, double *key)
 {
-    const tok_pair_slot *s = tok_pairmap_get(&t->merges, a, b);
+    const tok_pair_slot *s = pairmap_get(&t->merges, a, b);
     if (!s)
         return 0;
     *merged = s->merged;

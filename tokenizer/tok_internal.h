@@ -36,7 +36,6 @@ typedef struct {
 lmq_code tok_pairmap_init(tok_pairmap *m, size_t expected);
 /* Sets (a, b), replacing an earlier rank for the same pair. */
 void tok_pairmap_put(tok_pairmap *m, int32_t a, int32_t b, int32_t rank, int32_t merged);
-const tok_pair_slot *tok_pairmap_get(const tok_pairmap *m, int32_t a, int32_t b);
 void tok_pairmap_free(tok_pairmap *m);
 
 /* How a byte-level tokenizer splits text before merging (tok_pretok.c). */

@@ -147,6 +147,14 @@ static const struct {
       "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+", TOK_PRE_QWEN2 },
 };
 
+/* GGUF's tokenizer.ggml.pre for each pre-tokenizer, indexed by tok_pretok. */
+static const char *const GGML_PRE[] = { [TOK_PRE_GPT2] = "gpt-2", [TOK_PRE_LLAMA3] = "llama-bpe", [TOK_PRE_QWEN2] = "qwen2" };
+
+const char *tok_ggml_pre(const tok_tokenizer *t)
+{
+    return t->sp ? NULL : GGML_PRE[t->pretok];
+}
+
 int tok_split_pattern(const char *regex, tok_pretok *kind)
 {
     for (size_t i = 0; i < sizeof SPLIT_PATTERNS / sizeof SPLIT_PATTERNS[0]; i++)

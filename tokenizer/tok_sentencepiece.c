@@ -5,26 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/le.h"
 #include "tokenizer/tok_internal.h"
 #include "tokenizer/unicode.h"
 
 enum { L2C_UNK = 0, L2C_BOS = 1, L2C_EOS = 2, L2C_MIN_VOCAB = 3 };
-
-static int32_t rd_i32(const uint8_t *p)
-{
-    uint32_t v = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-    int32_t s;
-    memcpy(&s, &v, sizeof s);
-    return s;
-}
-
-static float rd_f32(const uint8_t *p)
-{
-    int32_t v = rd_i32(p);
-    float f;
-    memcpy(&f, &v, sizeof f);
-    return f;
-}
 
 static int hex_digit(uint8_t c)
 {
@@ -55,7 +40,7 @@ static lmq_code scan_entries(const uint8_t *data, size_t size, int want, int *co
             return lmq_fail(err, LMQ_E_FORMAT,
                             "tokenizer.bin: token %d at byte %zu is truncated (%zu bytes left, "
                             "an entry needs at least 8)", n, pos, size - pos);
-        int32_t len = rd_i32(data + pos + 4);
+        int32_t len = lmq_le_i32(data + pos + 4);
         if (len < 0 || (size_t)len > size - pos - 8)
             return lmq_fail(err, LMQ_E_FORMAT,
                             "tokenizer.bin: token %d at byte %zu has length %d but %zu bytes are "
@@ -82,7 +67,7 @@ lmq_code tok_open_llama2c(const uint8_t *data, size_t size, int vocab_size, tok_
     if (size < 4)
         return lmq_fail(err, LMQ_E_FORMAT, "tokenizer.bin: %zu bytes, too short for its header",
                         size);
-    int32_t max_len = rd_i32(data);
+    int32_t max_len = lmq_le_i32(data);
     if (max_len < 0)
         return lmq_fail(err, LMQ_E_FORMAT, "tokenizer.bin: negative max_token_length %d",
                         (int)max_len);
@@ -111,8 +96,8 @@ lmq_code tok_open_llama2c(const uint8_t *data, size_t size, int vocab_size, tok_
     }
     size_t pos = 4, at = 0;
     for (int i = 0; i < n; i++) {
-        size_t len = (size_t)rd_i32(data + pos + 4);
-        t->score[i] = rd_f32(data + pos);
+        size_t len = (size_t)lmq_le_i32(data + pos + 4);
+        t->score[i] = lmq_le_f32(data + pos);
         t->off[i] = at;
         memcpy(t->bytes + at, data + pos + 8, len);
         at += len;

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/le.h"
 #include "tokenizer/tok_internal.h"
 
 #define FILE_NAME "tokenizer.model"
@@ -67,9 +68,7 @@ static int next_field(pb_reader *r, pb_field *f, const char *what, lmq_code *c, 
         size_t k = f->wire == WIRE_I64 ? 8 : 4;
         if ((size_t)(r->end - r->p) < k)
             break;
-        f->value = 0;
-        for (size_t i = 0; i < k; i++)
-            f->value |= (uint64_t)r->p[i] << (8 * i);
+        f->value = lmq_le(r->p, (unsigned)k);
         r->p += k;
         return 1;
     }

@@ -63,6 +63,11 @@ lmq_code tok_open_model(const lmq_model *m, tok_tokenizer **out, lmq_err *err);
 
 void tok_free(tok_tokenizer *t);
 
+/* llama.cpp's name for a byte-level BPE tokenizer's pre-tokenizer (GGUF's tokenizer.ggml.pre, as
+ * llama-vocab.cpp spells them): "gpt-2" (GPT-2's regex), "llama-bpe" (Llama-3's Split),
+ * "qwen2"; NULL for the SentencePiece kinds. */
+const char *tok_ggml_pre(const tok_tokenizer *t);
+
 lmq_tok_kind tok_kind(const tok_tokenizer *t); /* the kind it was opened as */
 int tok_vocab_size(const tok_tokenizer *t);    /* ids are 0..vocab_size-1 */
 int tok_bos_id(const tok_tokenizer *t);        /* what tok_encode puts first (llama2c: 1), or -1 */

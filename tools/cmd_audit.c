@@ -197,6 +197,19 @@ static void summary(FILE *f, const list *l, const int *by_kind)
         fprintf(f, "%s %d%s", kinds[k].name, by_kind[k], k ? ", " : ")\n");
 }
 
+/* s with its control bytes written as \n or \xHH: a name or message from a file (a file name
+ * with a newline) stays on its line of the text report. */
+static void put_line_safe(FILE *f, const char *s)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        if (*p == '\n')
+            fputs("\\n", f);
+        else if (*p < 0x20 || *p == 0x7f)
+            fprintf(f, "\\x%02x", *p);
+        else
+            fputc(*p, f);
+}
+
 static void write_text(FILE *f, const list *l, const int *by_kind, int code)
 {
     (void)code;
@@ -204,17 +217,23 @@ static void write_text(FILE *f, const list *l, const int *by_kind, int code)
         const artefact *a = &l->a[i];
         for (int j = 0; j < a->n; j++) {
             const problem *p = &a->p[j];
-            fprintf(f, "%s: %s: %s%s%s%s\n", a->path, p->check, p->tensor ? "tensor " : "", p->tensor ? p->tensor : "",
-                    p->tensor ? ": " : "", p->msg);
+            put_line_safe(f, a->path);
+            fprintf(f, ": %s: %s", p->check, p->tensor ? "tensor " : "");
+            if (p->tensor) {
+                put_line_safe(f, p->tensor);
+                fputs(": ", f);
+            }
+            put_line_safe(f, p->msg);
+            fputc('\n', f);
         }
+        put_line_safe(f, a->path);
         if (!a->opened)
-            fprintf(f, "%s: FAILED (cannot open)\n", a->path);
+            fputs(": FAILED (cannot open)\n", f);
         else if (a->n)
-            fprintf(f, "%s: FAILED (%d problem%s)\n", a->path, a->n, a->n == 1 ? "" : "s");
+            fprintf(f, ": FAILED (%d problem%s)\n", a->n, a->n == 1 ? "" : "s");
         else
-            fprintf(f,
-                    "%s: OK (%d entries, checksums, manifest, values, file names and tokenizer verified)\n",
-                    a->path, a->n_tensors);
+            fprintf(f, ": OK (%d entries, checksums, manifest, values, file names and tokenizer verified)\n",
+                    a->n_tensors);
     }
     summary(f, l, by_kind);
 }
@@ -308,38 +327,68 @@ static void xml_text(FILE *f, const char *s)
     free(c);
 }
 
-/* One testsuite; one testcase per artefact (classname "lmq.audit", name its path); one failure
- * per problem (type: its kind; message: check, tensor and text). */
+/* A problem as one line of text: check, tensor and message. */
+static void xml_problem(FILE *f, const problem *p)
+{
+    xml_text(f, p->check);
+    fputs(": ", f);
+    if (p->tensor) {
+        fputs("tensor ", f);
+        xml_text(f, p->tensor);
+        fputs(": ", f);
+    }
+    xml_text(f, p->msg);
+}
+
+/* Check c on artefact a: its first problem's index, -1 when it passed, -2 when it did not run
+ * (every check but open after a failed open). */
+static int junit_case(const artefact *a, size_t c)
+{
+    for (int j = 0; j < a->n; j++)
+        if (!strcmp(a->p[j].check, check_kinds[c].check))
+            return j;
+    return !a->opened && c ? -2 : -1;
+}
+
+/* One testcase per artefact and check (classname the artefact's path, name the check), so that
+ * failures count the failed checks and never exceed the tests; a failed check has one <failure>
+ * (type: its kind; message: its first problem; its text: every problem of that check, a line
+ * each); the checks an artefact that does not open cannot run are skipped. */
 static void write_junit(FILE *f, const list *l, const int *by_kind, int code)
 {
-    int failures = 0;
+    const size_t n_checks = sizeof check_kinds / sizeof check_kinds[0];
+    int failures = 0, skipped = 0;
     for (int i = 0; i < l->n; i++)
-        failures += l->a[i].n;
+        for (size_t c = 0; c < n_checks; c++) {
+            const int j = junit_case(&l->a[i], c);
+            failures += j >= 0;
+            skipped += j == -2;
+        }
     (void)by_kind, (void)code;
     fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-               "<testsuite name=\"lmq audit\" tests=\"%d\" failures=\"%d\" errors=\"0\" skipped=\"0\">\n",
-            l->n, failures);
-    for (int i = 0; i < l->n; i++) {
-        const artefact *a = &l->a[i];
-        fputs("  <testcase classname=\"lmq.audit\" name=\"", f);
-        xml_text(f, a->path);
-        fputs(a->n ? "\">\n" : "\"/>\n", f);
-        for (int j = 0; j < a->n; j++) {
-            const problem *p = &a->p[j];
-            fprintf(f, "    <failure type=\"%s\" message=\"", kinds[p->k].name);
-            xml_text(f, p->check);
-            fputs(": ", f);
-            if (p->tensor) {
-                fputs("tensor ", f);
-                xml_text(f, p->tensor);
-                fputs(": ", f);
-            }
-            xml_text(f, p->msg);
-            fputs("\"/>\n", f);
+               "<testsuite name=\"lmq audit\" tests=\"%d\" failures=\"%d\" errors=\"0\" skipped=\"%d\">\n",
+            l->n * (int)n_checks, failures, skipped);
+    for (int i = 0; i < l->n; i++)
+        for (size_t c = 0; c < n_checks; c++) {
+            const artefact *a = &l->a[i];
+            const int j = junit_case(a, c);
+            fputs("  <testcase classname=\"", f);
+            xml_text(f, a->path);
+            fprintf(f, "\" name=\"%s\"%s", check_kinds[c].check, j == -1 ? "/>\n" : ">\n");
+            if (j == -2)
+                fputs("    <skipped/>\n  </testcase>\n", f);
+            if (j < 0)
+                continue;
+            fprintf(f, "    <failure type=\"%s\" message=\"", kinds[a->p[j].k].name);
+            xml_problem(f, &a->p[j]);
+            fputs("\">", f);
+            for (int k = j; k < a->n; k++)
+                if (!strcmp(a->p[k].check, a->p[j].check)) {
+                    fputs("\n", f);
+                    xml_problem(f, &a->p[k]);
+                }
+            fputs("\n    </failure>\n  </testcase>\n", f);
         }
-        if (a->n)
-            fputs("  </testcase>\n", f);
-    }
     fputs("</testsuite>\n", f);
 }
 

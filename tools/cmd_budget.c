@@ -64,20 +64,36 @@ static int parse_size(const char *s, uint64_t *out)
     return 0;
 }
 
-/* Reads the lengths in path; messages name the file and line. */
+/* Reads the lengths in path (a regular file, as every input: lmq_blob_open refuses a FIFO or a
+ * device); messages name the file and line. */
 static int read_lengths(const char *path, int ctx, int32_t **out, size_t *n)
 {
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        fprintf(stderr, "lmq budget: %s: %s\n", path, strerror(errno));
+    lmq_blob b;
+    lmq_err err;
+    if (lmq_blob_open(path, &b, &err)) {
+        fprintf(stderr, "lmq budget: %s\n", err.msg);
         return 0;
     }
-    size_t cap = 0, line_cap = 0;
+    char *text = malloc(b.size + 1);
+    if (text) {
+        memcpy(text, b.data, b.size);
+        text[b.size] = 0;
+    }
+    lmq_blob_close(&b);
+    if (!text) {
+        fprintf(stderr, "lmq budget: %s: out of memory\n", path);
+        return 0;
+    }
+    size_t cap = 0;
     int32_t *v = NULL;
-    char *line = NULL;
     int ok = 1;
     *n = 0;
-    for (long no = 1; ok && getline(&line, &line_cap, f) >= 0; no++) {
+    char *next = text;
+    for (long no = 1; ok && next; no++) {
+        char *line = next, *nl = strchr(line, '\n');
+        if (nl)
+            *nl = 0;
+        next = nl ? nl + 1 : NULL;
         char *hash = strchr(line, '#');
         if (hash)
             *hash = 0;
@@ -101,12 +117,7 @@ static int read_lengths(const char *path, int ctx, int32_t **out, size_t *n)
                 v[(*n)++] = (int32_t)L;
         }
     }
-    if (ok && ferror(f)) {
-        fprintf(stderr, "lmq budget: %s: read error\n", path);
-        ok = 0;
-    }
-    free(line);
-    fclose(f);
+    free(text);
     if (ok && !*n) {
         fprintf(stderr, "lmq budget: %s: no lengths\n", path);
         ok = 0;

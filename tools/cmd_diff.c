@@ -12,11 +12,18 @@ typedef struct {
     json_t *rows; /* --json: the differences; NULL: printed as found */
 } out;
 
+/* A side's value as JSON holds it (the engine's text is JSON), null when the side lacks it. */
+static json_t *value(const char *v)
+{
+    return strcmp(v, "(absent)") ? json_loads(v, JSON_DECODE_ANY, NULL) : json_null();
+}
+
 static void difference(void *ctx, const char *tensor, const char *key, const char *a, const char *b)
 {
     out *o = ctx;
     if (o->rows)
-        json_array_append_new(o->rows, json_pack("{s:s?,s:s,s:s,s:s}", "tensor", tensor, "key", key, "a", a, "b", b));
+        json_array_append_new(o->rows, json_pack("{s:s?,s:s,s:o,s:o}", "tensor", tensor, "key", key, "a", value(a), "b",
+                                                 value(b)));
     else
         printf("%s%s%s%s: %s -> %s\n", tensor ? "tensor " : "", tensor ? tensor : "", tensor ? ": " : "", key, a, b);
 }
@@ -30,7 +37,7 @@ int cmd_diff(int argc, char **argv)
         "bits per weight, relative error, statistics and (two artefacts) the stored bytes' checksum.\n"
         "Input paths (source.path, calibration.source) are not compared. Each difference prints as\n"
         "'[tensor NAME: ]KEY: A -> B' (values as JSON); --json prints {a, b, tolerance, equal,\n"
-        "differences: [{tensor, key, a, b}]}.\n"
+        "differences: [{tensor, key, a, b}]}, a and b the values themselves (null: that side lacks it).\n"
         "--tolerance T: relative errors and bits per weight within T (absolute) are equal, and the\n"
         "byte checksums are left out (values, not bytes, are compared). Default 0: exact.\n"
         "Exit status: 0 equal, 1 different, 2 usage, 6 a side is not a valid artefact or manifest,\n"

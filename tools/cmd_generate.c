@@ -153,7 +153,7 @@ int cmd_generate(int argc, char **argv)
     }
     if (!(c = tok_open_model(&m, &tok, &err)) && !(c = rt_gen_prompt(&m, tok, prompt, &ids, &n_ids, &err)) &&
         !(c = lmq_pool_create((int)threads, &pool, &err))) {
-        rt_exec ex = { .pool = pool, .isa = rt_isa_best(), .device = dev->device };
+        rt_exec ex = { .pool = pool, .isa = rt_isa_best(), .backend = dev };
         printer pr = { .tok = tok, .prev = ids[n_ids - 1], .echo = prompt };
         c = rt_generate(&m, &ex, ids, n_ids, &o, print_token, &pr, &st, &err);
         if (!c && !(c = print_echo(&pr, &err))) /* the prompt, when nothing followed it */

@@ -25,6 +25,15 @@ static void shape_str(const lmq_tensor_entry *t, char *buf, size_t n)
         snprintf(buf + k, n - k, "]");
 }
 
+/* A tensor's encoding; a carried file is its bytes as they are. */
+static void encoding_str(const lmq_tensor_entry *t, char *buf, size_t n)
+{
+    if (lmq_entry_is_file(t))
+        snprintf(buf, n, "bytes");
+    else
+        q_describe(&t->q, buf, n);
+}
+
 /* The manifest's scheme, and the activation quantisation of its layer when it has one. */
 static void scheme_str(const lmq_manifest_tensor *mt, char *buf, size_t n)
 {
@@ -45,7 +54,7 @@ static void print_table(const lmq_container *c, const lmq_manifest *man)
         const lmq_tensor_entry *t = &c->tensors[i];
         const lmq_manifest_tensor *mt = man ? lmq_manifest_find(man, t->name) : NULL;
         shape_str(t, shape, sizeof shape);
-        q_describe(&t->q, enc, sizeof enc);
+        encoding_str(t, enc, sizeof enc);
         int l;
         if ((l = (int)strlen(t->name)) > wn)
             wn = l;
@@ -64,7 +73,7 @@ static void print_table(const lmq_container *c, const lmq_manifest *man)
         const lmq_tensor_entry *t = &c->tensors[c->by_offset[k]];
         const lmq_manifest_tensor *mt = man ? lmq_manifest_find(man, t->name) : NULL;
         shape_str(t, shape, sizeof shape);
-        q_describe(&t->q, enc, sizeof enc);
+        encoding_str(t, enc, sizeof enc);
         scheme_str(mt, scheme, sizeof scheme);
         printf("%-*s  %-*s  %-*s  %-*s  %-5s  %12" PRIu64 "  %12" PRIu64 "  %12" PRIu64 "  %016" PRIx64 "\n", wn,
                t->name, ws, shape, we, enc, wc, scheme, lmq_codec_names[t->codec], t->stored_size,

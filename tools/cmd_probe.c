@@ -56,21 +56,31 @@ int cmd_probe(int argc, char **argv)
         !args_int("probe", "--threads", threads_s, 0, LMQ_POOL_MAX_THREADS, &threads) ||
         !args_int("probe", "--rounds", rounds_s, 1, 1000, &rounds))
         return 2;
-    const rt_backend *b = rt_backend_find(device_s);
-    if (!b) {
-        fprintf(stderr, "lmq probe: --device '%s' is not cpu or cuda\n", device_s);
+    const rt_backend *b;
+    lmq_err err;
+    lmq_code c = rt_backend_get(device_s, &b, &err);
+    if (c == LMQ_E_ARG) {
+        fprintf(stderr, "lmq probe: %s\n", err.msg);
         return 2;
+    }
+    if (c) {
+        fprintf(stderr, "lmq probe: %s: %s\n", device_s, err.msg);
+        return 1;
     }
     if (b->probe)
         return probe_device(b, mib, rounds, json);
-    const size_t bytes = (size_t)mib << 20, llc = rt_probe_llc_bytes();
+    const size_t bytes = (size_t)mib << 20;
+    size_t llc = 0;
+    if (rt_probe_llc(&llc, &err)) {
+        fprintf(stderr, "lmq probe: %s\n", err.msg);
+        return 1;
+    }
     if (llc && bytes < 8 * llc)
         fprintf(stderr, "lmq probe: note: %ld MiB is less than 8x the last-level cache (%zu MiB): caches inflate "
                         "the figures\n", mib, llc >> 20);
     lmq_pool *pool = NULL;
-    lmq_err err;
     double one = 0, all = 0;
-    lmq_code c = rt_probe_read_bw(NULL, bytes, (int)rounds, &one, &err);
+    c = rt_probe_read_bw(NULL, bytes, (int)rounds, &one, &err);
     if (!c)
         c = lmq_pool_create((int)threads, &pool, &err);
     const int nt = pool ? lmq_pool_threads(pool) : 1;
@@ -86,7 +96,7 @@ int cmd_probe(int argc, char **argv)
         return 0;
     }
     printf("memory read bandwidth: %ld MiB buffer, best of %ld rounds, %s\n", mib, rounds,
-           rt_isa_name(rt_isa_best()));
+           rt_isa_best()->name);
     char label[32];
     snprintf(label, sizeof label, "%d threads:", nt);
     printf("  %-12s %8.2f GB/s\n  %-12s %8.2f GB/s\n", "1 thread:", one, label, all);

@@ -18,16 +18,18 @@ static const char usage[] =
     "                    [--threads N] [--requantize]\n"
     "       lmq quantize IN.lmq --recipe R.yaml --explain\n"
     "Applies the recipe (recipes/README.md) tensor by tensor and writes OUT.lmq atomically, with a\n"
-    "manifest of what was done to each tensor. Recipes with calibrated methods (gptq, awq) or\n"
-    "smoothquant need the statistics `lmq calibrate` took on IN.lmq (--stats; recipes that round to\n"
-    "nearest leave them unused). GPTQ runs the calibration windows again block by block, from the\n"
+    "manifest of what was done to each tensor. Recipes with calibrated methods (imatrix, gptq,\n"
+    "awq) or smoothquant need the statistics `lmq calibrate` took on IN.lmq (--stats; recipes that\n"
+    "round to nearest leave them unused). GPTQ runs the calibration windows again block by block, from the\n"
     "text the statistics name or --calib-text (the same text, elsewhere: its checksum is checked).\n"
     "Each tensor is quantised on N threads (default 0: one per CPU); the bytes do not depend on N.\n"
     "An input already quantised is refused unless --requantize is given; OUT's manifest then records\n"
     "its lineage (the input's file checksum, recipe, schemes, bits per weight).\n"
     "--explain writes nothing: it prints each pattern (a Hugging Face module name with the canonical\n"
     "name it stands for) and how many tensors it matches, then each tensor's scheme and the rule or\n"
-    "ignore pattern (recipe file:line) that decided it; exit 1 when a pattern matches no tensor.\n";
+    "ignore pattern (recipe file:line) that decided it; exit 1 when a pattern matches no tensor.\n"
+    "A recipe as llm-compressor writes it (quant_stage: quant_modifiers: GPTQModifier: ...) is read as\n"
+    "it is and translated into lmq's rules; --explain prints first what each part of it became.\n";
 
 /* --explain: the patterns, then the plan, tensor by tensor. */
 static void print_pattern(const q_explain *x, const q_pattern *p, const char *key, int *unmatched)
@@ -59,7 +61,10 @@ static int explain(const char *in, const char *recipe)
     const q_recipe *r = &x.recipe;
     int unmatched = 0;
     char key[48];
-    printf("recipe %s (%s), %d rule%s\npatterns:\n", r->path, r->name, r->n_rules, r->n_rules == 1 ? "" : "s");
+    printf("recipe %s (%s), %d rule%s\n", r->path, r->name, r->n_rules, r->n_rules == 1 ? "" : "s");
+    if (r->translation) /* an llm-compressor recipe: what each of its parts became */
+        printf("translated from llm-compressor:\n%s", r->translation);
+    printf("patterns:\n");
     for (int k = 0; k < r->n_rules; k++)
         for (int i = 0; i < r->rules[k].n_match; i++) {
             snprintf(key, sizeof key, "rules[%d].match", k);
@@ -74,9 +79,14 @@ static int explain(const char *in, const char *recipe)
         q_describe(&e->qp, scheme, sizeof scheme);
         if (e->act.scheme != LMQ_ACT_NONE)
             snprintf(scheme + strlen(scheme), sizeof scheme - strlen(scheme), ", a8 %s", lmq_act_gran_names[e->act.gran]);
+        /* llm-compressor's FP8 rounds activations too; lmq's fp8 is weights only: say so. */
+        else if (lmq_encodings[e->qp.dtype].scale_bits == 32)
+            snprintf(scheme + strlen(scheme), sizeof scheme - strlen(scheme), ", weights only (fp32 activations)");
         if (!e->keep_reason)
-            snprintf(why, sizeof why, "rule at %s:%d%s%s", r->path, e->rule_line,
-                     e->method.method ? ", method " : "", e->method.method ? lmq_method_names[e->method.method] : "");
+            snprintf(why, sizeof why, "rule at %s:%d%s%s%s%s%s", r->path, e->rule_line,
+                     e->method.method ? ", method " : "", e->method.method ? lmq_method_names[e->method.method] : "",
+                     e->fell_back ? ", fallback: " : "", e->fell_back ? lmq_encoding_of(e->asked)->name : "",
+                     e->fell_back ? "'s blocks do not divide a row" : "");
         else if (e->rule_line)
             snprintf(why, sizeof why, "%s (%s:%d)", e->keep_reason, r->path, e->rule_line);
         else

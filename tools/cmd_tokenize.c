@@ -8,9 +8,9 @@
 
 #include "common/file.h"
 #include "runtime/artefact.h"
+#include "tokenizer/stream.h"
 #include "tools/args.h"
 #include "tools/cmd.h"
-#include "verify/stream.h"
 
 static const char usage[] =
     "usage: lmq tokenize A.lmq (--text FILE | --string S) [--json] [--documents]\n"
@@ -101,7 +101,7 @@ int cmd_tokenize(int argc, char **argv)
     if (!c) {
         const char *s = text_path ? (const char *)text.data : str;
         size_t len = text_path ? text.size : strlen(str);
-        c = documents ? vf_stream_build_docs(tok, s, len, &ids, &n, &starts, &n_docs, &err)
+        c = documents ? tok_stream_build_docs(tok, s, len, &ids, &n, &starts, &n_docs, &err)
                       : tok_encode(tok, s, len, &ids, &n, &err);
         if (c)
             lmq_err_prefix(&err, "%s: ", text_path ? text_path : "--string");

@@ -91,10 +91,15 @@ static void report_failures(const vf_report *r)
 {
     for (int i = 1; i < r->n_rows; i++) {
         json_t *row = vf_row_json(r, i);
-        for (int g = 0; g < r->n_gates; g++)
+        for (int g = 0; g < r->n_gates; g++) {
+            const json_t *v = json_object_get(row, r->gates[g].metric);
+            char value[32] = "unknown";
+            if (!json_is_null(v))
+                snprintf(value, sizeof value, "%.6g", json_number_value(v));
             if (r->rows[i].gates_failed >> g & 1)
-                fprintf(stderr, "lmq verify: %s: gate '%s' failed (%s = %.6g)\n", r->rows[i].path, r->gates[g].text,
-                        r->gates[g].metric, json_number_value(json_object_get(row, r->gates[g].metric)));
+                fprintf(stderr, "lmq verify: %s: gate '%s' failed (%s = %s)\n", r->rows[i].path, r->gates[g].text,
+                        r->gates[g].metric, value);
+        }
         json_decref(row);
     }
 }
@@ -137,7 +142,7 @@ int cmd_verify(int argc, char **argv)
         fprintf(stderr, "lmq verify: %s\n", err.msg);
         return dc == LMQ_E_ARG ? 2 : 1;
     }
-    if (n_batch && dev->device != RT_DEVICE_CUDA) {
+    if (n_batch && dev->max_seqs < 2) {
         fprintf(stderr, "lmq verify: --batch: batched decoding runs on --device cuda only\n");
         return 2;
     }
@@ -188,11 +193,17 @@ int cmd_verify(int argc, char **argv)
         }
         outputs[n_out++] = records[i];
     }
-    for (int i = 0; i < n_out; i++)
+    for (int i = 0; i < n_out; i++) {
         if (outputs[i] && lmq_output_check(outputs[i], inputs, n + 3, &err)) {
             fprintf(stderr, "lmq verify: %s\n", err.msg);
             return 1;
         }
+        for (int j = 0; j < i; j++)
+            if (outputs[i] && outputs[j] && !strcmp(outputs[i], outputs[j])) { /* one would replace the other */
+                fprintf(stderr, "lmq verify: %s is named by two outputs: each needs a file of its own\n", outputs[i]);
+                return 2;
+            }
+    }
 
     progress pr;
     progress_init(&pr, "verify");

@@ -191,8 +191,8 @@ if forward:
 if decode:
     md += ["## Decode at batch 1 on the 1B shape (%s; copy bandwidth %.1f GB/s)" % (decode.get("device_name", "?"), decode["read_gbps"]), "",
            "| artefact | W MiB | prefill tok/s | decode tok/s | roofline | target |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
-    md += ["| %s | %.0f | %.0f | %.1f | %.0f %% | >= 60 %% |" % (r["artefact"], r["weight_mib"], r["prefill_tokens_per_s"], r["decode_tokens_per_s"],
-           100 * r["decode_roofline"]) for r in decode["rows"]]
+    md += ["| %s | %.0f | %.0f | %.1f | %s | >= 60 %% |" % (r["artefact"], r["weight_mib"], r["prefill_tokens_per_s"], r["decode_tokens_per_s"],
+           "-" if r["decode_roofline"] is None else "%.0f %%" % (100 * r["decode_roofline"])) for r in decode["rows"]]
     md.append("")
 if sweep:
     md += ["## Batch sweep on the 1B shape, int4 g128", "", "| batch | prompt | new | TTFT ms | ms/token | tok/s |", "| ---: | ---: | ---: | ---: | ---: | ---: |"]

@@ -9,15 +9,16 @@
 #   OUTDIR               where the artefacts, GGUF files, logs and table.md go (created)
 # Environment: LMQ (default build/lmq), LMQ_FIXTURES (../shared/fixtures), WINDOWS (P1 windows
 # scored per row, default 16), TYPES (llama-quantize types, default Q8_0 Q4_0 Q4_1 Q5_0 Q5_1
-# Q4_K Q5_K Q6_K).
+# Q4_K Q5_K Q6_K), LMQ_TYPES (lmq's own block types and recipes/gguf/ mixes exported from
+# sotu-llama256, default q4_k q6_k iq4_xs Q4_K_M).
 #
 # For each fixture model (stories260K from llama2.c, stories260K-hf with Hugging Face's rope order,
-# sotu-gpt2) and its text:
+# sotu-gpt2) and its text (and sotu-llama256 for LMQ_TYPES, last):
 #   lmq rows: the fp32 conversion, fp16, int8 g32 (linear layers and the token embedding; Q8_0)
 #     and int4 g32 (linear layers; Q4_0) artefacts exported with `lmq export --to gguf`;
 #   llama.cpp rows: llama-quantize of the fp32 export to each of TYPES, imported with
 #     `lmq convert`, exported again by lmq and imported again: every tensor must come back with
-#     the same bytes (the files differ only in general.file_type, which lmq does not carry).
+#     the same bytes (the files may differ in general.file_type: lmq writes the loader's guess).
 # Each row's GGUF is run by interop/llamacpp_p1.c (llama.cpp's loader, tokenizer and CPU forward
 # through libllama) against lmq's runtime on the matching artefact: the P1 token streams must be
 # equal, then PPL of each, top-1 agreement and KL(lmq || llama.cpp) over the first WINDOWS
@@ -37,6 +38,7 @@ LMQ=${LMQ:-build/lmq}
 FIX=${LMQ_FIXTURES:-../shared/fixtures}
 WINDOWS=${WINDOWS:-16}
 TYPES=${TYPES:-Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K}
+LMQ_TYPES=${LMQ_TYPES:-q4_k q6_k iq4_xs Q4_K_M}
 SRC=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$LL/CMakeCache.txt" 2>/dev/null || true)
 for f in bin/llama-quantize bin/llama-perplexity bin/libllama.so; do
     [ -e "$LL/$f" ] || { echo "$0: $LL/$f is missing (build llama.cpp's llama-quantize and llama-perplexity)" >&2; exit 2; }
@@ -120,6 +122,21 @@ for spec in "stories260K stories260K/stories260K.bin tinystories-valid.txt" \
             { note="tensors differ"; echo "$0: $g: lmq's export of its import holds other tensors ($g.again.diff)" >&2; bad=1; }
         row "$name" "llama-quantize $t" "$g" "$o.llama-$t.lmq" "$text" "$note"
     done
+done
+# lmq's own block encodings, exported as they are: sotu-llama256 (every matrix 256·k wide) with
+# each of LMQ_TYPES on its matrices (a type: every matrix; a recipes/gguf/ name: that mix).
+o="$OUT/sotu-llama256"
+"$LMQ" convert "$FIX/sotu-llama256/model.bin" -o "$o.f32.lmq" >/dev/null
+for t in $LMQ_TYPES; do
+    r="recipes/gguf/$t.yaml"
+    if [ ! -f "$r" ]; then
+        r="$o.$t.yaml"
+        printf 'name: %s\nrules:\n  - match: ["blk.*.attn_*.weight", "blk.*.ffn_*.weight", "tok_embd.weight", "output.weight"]\n    scheme: %s\n' \
+            "$t" "$t" >"$r"
+    fi
+    "$LMQ" quantize "$o.f32.lmq" --recipe "$r" -o "$o.$t.lmq" >/dev/null
+    "$LMQ" export "$o.$t.lmq" --to gguf -o "$o.$t.gguf" >"$o.$t.export.log"
+    row sotu-llama256 "lmq $t" "$o.$t.gguf" "$o.$t.lmq" "$FIX/text/sotu-eval.txt" "$(sed -n 's/.*, \([0-9]* re-quantised\).*/\1/p' "$o.$t.export.log")"
 done
 # Stock llama-perplexity on P1's own windows: with a one-document text and a vocabulary that adds
 # no BOS (GPT-2) its windows are P1's, of which it scores positions 128..254; llamacpp_p1 reports

@@ -9,6 +9,17 @@
 #include "formats/manifest.h"
 #include "tools/cmd.h"
 
+#ifdef __SANITIZE_ADDRESS__
+/* Under AddressSanitizer (make check-asan) the CUDA driver must be able to map the range ASan
+ * protects as its shadow gap, or it fails to initialise; ASan asks the program for this when it
+ * starts, before the plugin is opened (the program's, so liblmq.so exports only lmq.h). */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void)
+{
+    return "protect_shadow_gap=0";
+}
+#endif
+
 static const struct {
     const char *name;
     int (*run)(int, char **);

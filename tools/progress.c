@@ -47,15 +47,14 @@ void progress_show(progress *p, int64_t done, int64_t total, const char *what)
     if (done < p->last_done) /* a new stage (calibrated runs report several): its own rate */
         p->start = now;
     p->last_done = done;
-    if (p->tty) {
-        fprintf(stderr, "\r\033[K%s: %lld/%lld %s", p->label, (long long)done, (long long)total, what ? what : "");
-        return;
-    }
-    if (now - p->last < p->every)
+    if (!p->tty && now - p->last < p->every)
         return;
     char line[512];
     format_line(line, sizeof line, p->label, done, total, what, now - p->start);
-    fprintf(stderr, "%s\n", line);
+    if (p->tty) /* the same line, redrawn in place */
+        fprintf(stderr, "\r\033[K%s", line);
+    else
+        fprintf(stderr, "%s\n", line);
     p->last = now;
 }
 

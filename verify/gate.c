@@ -3,10 +3,9 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include "verify/report.h"
 
 static int le(double v, double x) { return v <= x; }
 static int ge(double v, double x) { return v >= x; }
@@ -20,14 +19,6 @@ static const struct {
 } ops[] = { { "<=", le }, { ">=", ge }, { "<", lt }, { ">", gt } };
 #define N_OPS (int)(sizeof ops / sizeof ops[0])
 
-/* The numeric fields of a report row: the metrics a gate may name. */
-static json_t *metric_fields(void)
-{
-    vf_row blank = { .path = "" };
-    vf_report r = { .rows = &blank, .n_rows = 1 };
-    return vf_row_json(&r, 0);
-}
-
 static lmq_code unknown_metric(const vf_gate *g, const json_t *fields, lmq_err *err)
 {
     char list[768] = "";
@@ -35,12 +26,12 @@ static lmq_code unknown_metric(const vf_gate *g, const json_t *fields, lmq_err *
     const char *k;
     json_t *v;
     json_object_foreach((json_t *)fields, k, v)
-        if (json_is_number(v) && n < sizeof list)
+        if ((json_is_number(v) || json_is_null(v)) && n < sizeof list)
             n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", n ? ", " : "", k);
     return lmq_fail(err, LMQ_E_ARG, "gate '%s': unknown metric '%s' (metrics: %s)", g->text, g->metric, list);
 }
 
-lmq_code vf_gate_parse(const char *s, vf_gate *g, lmq_err *err)
+lmq_code vf_gate_parse_over(const char *s, const json_t *metrics, vf_gate *g, lmq_err *err)
 {
     memset(g, 0, sizeof *g);
     if (strlen(s) >= sizeof g->text)
@@ -73,12 +64,8 @@ lmq_code vf_gate_parse(const char *s, vf_gate *g, lmq_err *err)
         end++;
     if (end == p || *end || errno || !isfinite(g->limit))
         return lmq_fail(err, LMQ_E_ARG, "gate '%s': the limit '%s' is not a finite number", s, p);
-    json_t *fields = metric_fields();
-    if (!fields)
-        return lmq_fail(err, LMQ_E_NOMEM, "out of memory");
-    lmq_code c = json_is_number(json_object_get(fields, g->metric)) ? LMQ_OK : unknown_metric(g, fields, err);
-    json_decref(fields);
-    return c;
+    const json_t *m = json_object_get(metrics, g->metric);
+    return json_is_number(m) || json_is_null(m) ? LMQ_OK : unknown_metric(g, metrics, err);
 }
 
 int vf_gate_holds(const vf_gate *g, const json_t *row)

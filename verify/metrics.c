@@ -15,7 +15,7 @@ typedef struct {
 } pos_score;
 
 typedef struct {
-    rt_isa isa;
+    const rt_kernels *isa;
     int vocab;
     const int32_t *next;  /* the token each position predicts */
     const float *lr;      /* reference logits [ctx × vocab] */
@@ -31,12 +31,12 @@ static void score_task(void *v, int64_t begin, int64_t end, int thread)
     for (int64_t t = begin; t < end; t++) {
         const float *l = j->lq + (size_t)t * j->vocab;
         pos_score *o = &j->out[t];
-        if ((o->bad = rt_row_stats(j->isa, l, j->vocab, &o->st) != 0))
+        if ((o->bad = j->isa->row_stats(l, j->vocab, &o->st) != 0))
             continue;
         o->nll = (double)o->st.max + log(o->st.sumexp) - (double)l[j->next[t]];
         if (j->ref) {
             o->agree = o->st.argmax == j->ref[t].st.argmax;
-            o->kl = rt_kl_row(j->isa, j->lr + (size_t)t * j->vocab, &j->ref[t].st, l, j->vocab);
+            o->kl = j->isa->kl_row(j->lr + (size_t)t * j->vocab, &j->ref[t].st, l, j->vocab);
         } else {
             o->agree = 1;
             o->kl = 0.0;

@@ -8,6 +8,7 @@
 #include <zstd.h>
 
 #include "common/file.h"
+#include "common/le.h"
 #include "formats/container.h"
 #include "formats/manifest.h"
 
@@ -38,20 +39,6 @@ struct vf_logits_file {
 uint64_t vf_tokens_checksum(const int32_t *ids, size_t n)
 {
     return XXH3_64bits(ids, n * sizeof *ids);
-}
-
-static void put_le(uint8_t *p, uint64_t v, int bytes)
-{
-    for (int i = 0; i < bytes; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t get_le(const uint8_t *p, int bytes)
-{
-    uint64_t v = 0;
-    for (int i = bytes - 1; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
 }
 
 /* ---- the header as JSON ---------------------------------------------------------------- */
@@ -156,8 +143,8 @@ lmq_code vf_logits_create(const char *path, const vf_logits_head *head, vf_logit
         XXH3_64bits_reset(f->hash);
         uint8_t pre[PREFIX];
         memcpy(pre, MAGIC, sizeof MAGIC);
-        put_le(pre + 8, VERSION, 4);
-        put_le(pre + 12, strlen(js), 4);
+        lmq_put_le(pre + 8, VERSION, 4);
+        lmq_put_le(pre + 12, strlen(js), 4);
         if (!(c = emit(f, pre, sizeof pre, err)))
             c = emit(f, js, strlen(js), err);
     }
@@ -184,7 +171,7 @@ lmq_code vf_logits_save(void *file, int64_t w, float *logits, size_t n, lmq_err 
     if (ZSTD_isError(z))
         return lmq_fail(err, LMQ_E_IO, "%s: zstd: %s", f->path, ZSTD_getErrorName(z));
     uint8_t len[8];
-    put_le(len, z, 8);
+    lmq_put_le(len, z, 8);
     lmq_code c = emit(f, len, sizeof len, err);
     if (!c && !(c = emit(f, f->zbuf, z, err)))
         f->next++;
@@ -198,7 +185,7 @@ lmq_code vf_logits_finish(vf_logits_file *f, uint64_t *checksum, lmq_err *err)
                                                   (long long)f->next, (long long)f->windows);
     const uint64_t sum = XXH3_64bits_digest(f->hash);
     uint8_t tail[8];
-    put_le(tail, sum, 8);
+    lmq_put_le(tail, sum, 8);
     if (!c && !(c = lmq_atomic_write(&f->out, tail, sizeof tail, err))) {
         f->writing = 0;
         c = lmq_atomic_commit(&f->out, err);
@@ -224,12 +211,12 @@ lmq_code vf_logits_open(const char *path, vf_logits_head *head, uint64_t *checks
     const size_t size = f->blob.size;
     if (!c && (size < PREFIX + 8 || memcmp(d, MAGIC, sizeof MAGIC)))
         c = lmq_fail(err, LMQ_E_FORMAT, "%s: not saved reference logits (no LMQLOGIT magic)", path);
-    if (!c && get_le(d + 8, 4) != VERSION)
+    if (!c && lmq_le(d + 8, 4) != VERSION)
         c = lmq_fail(err, LMQ_E_UNSUPPORTED, "%s: version %u of saved logits (this build reads %d)", path,
-                     (unsigned)get_le(d + 8, 4), VERSION);
-    if (!c && XXH3_64bits(d, size - 8) != get_le(d + size - 8, 8))
+                     (unsigned)lmq_le(d + 8, 4), VERSION);
+    if (!c && XXH3_64bits(d, size - 8) != lmq_le(d + size - 8, 8))
         c = lmq_fail(err, LMQ_E_CHECKSUM, "%s: checksum mismatch: the file is damaged", path);
-    const uint64_t hlen = c ? 0 : get_le(d + 12, 4);
+    const uint64_t hlen = c ? 0 : lmq_le(d + 12, 4);
     if (!c && hlen > size - PREFIX - 8)
         c = lmq_fail(err, LMQ_E_FORMAT, "%s: a header of %" PRIu64 " bytes does not fit", path, hlen);
     if (!c)
@@ -237,7 +224,7 @@ lmq_code vf_logits_open(const char *path, vf_logits_head *head, uint64_t *checks
     /* Before allocating a window: the first one's frame must say it holds that many bytes, and be
      * large enough to: a zstd block holds at most 128 KiB and takes at least 4 bytes. */
     const size_t first = PREFIX + (size_t)hlen, bytes = (size_t)(head->ctx - 1) * (size_t)head->vocab * sizeof(float);
-    const uint64_t z = !c && size - 8 - first >= 8 ? get_le(d + first, 8) : 0;
+    const uint64_t z = !c && size - 8 - first >= 8 ? lmq_le(d + first, 8) : 0;
     if (!c && (!z || z > size - 8 - first - 8 || bytes / ((size_t)128 << 10) > z / 4 ||
                ZSTD_getFrameContentSize(d + first + 8, (size_t)z) != bytes))
         c = lmq_fail(err, LMQ_E_FORMAT, "%s: the first window does not hold %d × %d logits", path, head->ctx - 1,
@@ -252,7 +239,7 @@ lmq_code vf_logits_open(const char *path, vf_logits_head *head, uint64_t *checks
     }
     f->at = first;
     if (checksum)
-        *checksum = get_le(d + size - 8, 8);
+        *checksum = lmq_le(d + size - 8, 8);
     *out = f;
     return LMQ_OK;
 }
@@ -265,9 +252,9 @@ lmq_code vf_logits_load(void *file, int64_t w, float *logits, size_t n, lmq_err 
                         f->path, (long long)w, n, (long long)f->next, f->n);
     const size_t end = f->blob.size - 8;
     const uint8_t *d = f->blob.data;
-    if (end - f->at < 8 || get_le(d + f->at, 8) > end - f->at - 8)
+    if (end - f->at < 8 || lmq_le(d + f->at, 8) > end - f->at - 8)
         return lmq_fail(err, LMQ_E_FORMAT, "%s: window %lld does not fit in the file", f->path, (long long)w);
-    const size_t z = (size_t)get_le(d + f->at, 8);
+    const size_t z = (size_t)lmq_le(d + f->at, 8);
     size_t got = ZSTD_decompressDCtx(f->dctx, f->planes, n * sizeof(float), d + f->at + 8, z);
     if (ZSTD_isError(got) || got != n * sizeof(float))
         return lmq_fail(err, LMQ_E_FORMAT, "%s: window %lld does not decode to %zu logits", f->path, (long long)w, n);

@@ -38,6 +38,7 @@ lmq_code vf_row_from_artefact(const char *path, vf_row *row, lmq_err *err)
     row->mib = (double)c.size / (1024.0 * 1024.0);
     row->file_checksum = c.file_checksum;
     row->linear_bpw = man.totals.linear_bpw;
+    row->calibration_checksum = man.calibration ? man.calibration_checksum : 0;
     uint64_t bits = 0;
     for (int i = 0; i < man.n_tensors; i++)
         bits += man.tensors[i].bits;
@@ -62,9 +63,14 @@ lmq_code vf_row_from_artefact(const char *path, vf_row *row, lmq_err *err)
             snprintf(row->worst, sizeof row->worst, "%s", t->name);
         }
     }
+    row->imported = row->n_changed && !man.recipe;
     if (!row->n_changed)
         snprintf(row->scheme, sizeof row->scheme, "fp32");
-    else {
+    else if (row->imported) {
+        char s[sizeof row->scheme];
+        snprintf(s, sizeof s, "%s", row->scheme);
+        snprintf(row->scheme, sizeof row->scheme, "imported %.*s", (int)sizeof s - 10, s);
+    } else {
         qsort(errs, (size_t)row->n_changed, sizeof *errs, by_value);
         int h = row->n_changed / 2;
         row->err_median = row->n_changed % 2 ? errs[h] : 0.5 * (errs[h - 1] + errs[h]);
@@ -89,14 +95,23 @@ static const char *const main_heads[N_MAIN] = { "artefact", "scheme",  "bpw lin"
                                                 "err max",  "PPL",     "dPPL %",  "top-1",         "KL mean", "KL p99",
                                                 "tok/s pre/dec", "W MiB", "roofline", "gates" };
 
+/* Gate g as it failed on w: its text, and "(unknown)" when w has no value for its metric. */
+static void gate_failure(const vf_report *r, const vf_row *w, int g, char *out, size_t size)
+{
+    snprintf(out, size, "%s%s", r->gates[g].text, w->gates_unknown >> g & 1 ? " (unknown)" : "");
+}
+
 /* "PASS", or "FAIL" and the gates that failed; "ref" for the reference. */
 static void gate_cell(const vf_report *r, int i, char *out)
 {
     const vf_row *w = &r->rows[i];
     size_t n = (size_t)snprintf(out, VF_CELL, "%s", !i ? "ref" : w->gates_failed ? "FAIL" : "PASS");
     for (int g = 0; g < r->n_gates && n < VF_CELL; g++)
-        if (i && w->gates_failed >> g & 1)
-            n += (size_t)snprintf(out + n, VF_CELL - n, " %s", r->gates[g].text);
+        if (i && w->gates_failed >> g & 1) {
+            char f[sizeof r->gates[g].text + 16];
+            gate_failure(r, w, g, f, sizeof f);
+            n += (size_t)snprintf(out + n, VF_CELL - n, " %s", f);
+        }
 }
 
 static void main_cells(const vf_report *r, int i, char out[][VF_CELL])
@@ -107,8 +122,9 @@ static void main_cells(const vf_report *r, int i, char out[][VF_CELL])
     snprintf(out[2], VF_CELL, "%.3f", w->linear_bpw);
     snprintf(out[3], VF_CELL, "%.3f", w->model_bpw);
     snprintf(out[4], VF_CELL, "%.2f", w->mib);
-    snprintf(out[5], VF_CELL, w->n_changed ? "%.4f" : "-", w->err_median);
-    snprintf(out[6], VF_CELL, w->n_changed ? "%.4f" : "-", w->err_worst);
+    const int e = w->n_changed && !w->imported; /* errors known */
+    snprintf(out[5], VF_CELL, e ? "%.4f" : "-", w->err_median);
+    snprintf(out[6], VF_CELL, e ? "%.4f" : "-", w->err_worst);
     const int q = w->res.positions > 0; /* quality measured (not --speed-only) */
     snprintf(out[7], VF_CELL, q ? "%.4f" : "-", w->res.ppl);
     snprintf(out[8], VF_CELL, q ? "%+.3f" : "-", w->dppl_pct);
@@ -326,6 +342,10 @@ static void tables(FILE *f, const vf_report *r, int markdown)
         (markdown ? markdown_table : text_table)(f, &g);
         vf_grid_free(&g);
     }
+    for (int i = 0; i < r->n_rows; i++)
+        if (r->rows[i].on_calibration_text)
+            fprintf(f, "%swarning: %s was calibrated on this text: its scores are not held-out\n", markdown ? "\n" : "",
+                    vf_file_name(r->rows[i].path));
 }
 
 void vf_report_table(FILE *f, const vf_report *r)
@@ -378,19 +398,25 @@ static json_t *kl_stats_json(const vf_result *res)
 json_t *vf_row_json(const vf_report *r, int i)
 {
     const vf_row *w = &r->rows[i];
-    json_t *o = json_pack("{s:s, s:s, s:o, s:b, s:s, s:f, s:f, s:i, s:f, s:f, s:s, s:f, s:f, s:f, s:f, s:f, s:f, s:f, "
-                          "s:f, s:f, s:f}",
+    /* No roofline (weights in the cache, or no rate): unknown, not zero, so a gate on it fails as unknown. */
+    json_t *roofline = w->roofline > 0 ? json_real(w->roofline) : json_null();
+    /* An imported artefact's errors against fp32 are unknown: null, as the table's '-'. */
+    json_t *err_med = w->imported ? json_null() : json_real(w->err_median);
+    json_t *err_max = w->imported ? json_null() : json_real(w->err_worst);
+    json_t *o = json_pack("{s:s, s:s, s:o, s:b, s:s, s:f, s:f, s:i, s:o, s:o, s:s, s:f, s:f, s:f, s:f, s:f, s:f, s:f, "
+                          "s:f, s:f, s:o}",
                           "artefact", vf_file_name(w->path), "path", w->path, "file_checksum", hex_json(w->file_checksum),
                           "is_reference", i == 0, "scheme", w->scheme, "linear_bpw", w->linear_bpw, "mib", w->mib,
-                          "changed_tensors", w->n_changed, "rel_error_median", w->err_median, "rel_error_worst",
-                          w->err_worst, "worst_tensor", w->worst, "ppl", w->res.ppl, "nll", w->res.nll, "dppl_pct",
+                          "changed_tensors", w->n_changed, "rel_error_median", err_med, "rel_error_worst",
+                          err_max, "worst_tensor", w->worst, "ppl", w->res.ppl, "nll", w->res.nll, "dppl_pct",
                           w->dppl_pct, "top1", w->res.top1, "kl_mean", w->res.kl_mean, "kl_p99", w->res.kl_p99,
                           "prefill_tokens_per_s", w->prefill_tps, "decode_tokens_per_s", w->decode_tps, "weight_mib",
-                          w->weight_mib, "decode_roofline", w->roofline);
+                          w->weight_mib, "decode_roofline", roofline);
     if (o && w->read_gbps > 0)
         json_object_set_new(o, "read_gbps", json_real(w->read_gbps));
     if (o) {
         json_object_set_new(o, "model_bpw", json_real(w->model_bpw));
+        json_object_set_new(o, "scored_on_calibration_text", json_boolean(w->on_calibration_text));
         if (r->text)
             json_object_update_new(o, kl_stats_json(&w->res));
     }
@@ -407,12 +433,27 @@ json_t *vf_row_json(const vf_report *r, int i)
     if (o && r->n_gates && i > 0) {
         json_t *failed = json_array();
         for (int g = 0; g < r->n_gates; g++)
-            if (w->gates_failed >> g & 1)
-                json_array_append_new(failed, json_string(r->gates[g].text));
+            if (w->gates_failed >> g & 1) {
+                char f[sizeof r->gates[g].text + 16];
+                gate_failure(r, w, g, f, sizeof f);
+                json_array_append_new(failed, json_string(f));
+            }
         json_object_set_new(o, "pass", json_boolean(!w->gates_failed));
         json_object_set_new(o, "failed_gates", failed);
     }
     return o;
+}
+
+lmq_code vf_gate_parse(const char *s, vf_gate *g, lmq_err *err)
+{
+    vf_row blank = { .path = "" };
+    const vf_report r = { .rows = &blank, .n_rows = 1 };
+    json_t *metrics = vf_row_json(&r, 0);
+    if (!metrics)
+        return lmq_fail(err, LMQ_E_NOMEM, "out of memory");
+    lmq_code c = vf_gate_parse_over(s, metrics, g, err);
+    json_decref(metrics);
+    return c;
 }
 
 void vf_report_gate(vf_report *r)
@@ -420,10 +461,13 @@ void vf_report_gate(vf_report *r)
     vf_row *rows = (vf_row *)r->rows;
     for (int i = 1; i < r->n_rows; i++) {
         json_t *o = vf_row_json(r, i);
-        rows[i].gates_failed = 0;
-        for (int g = 0; g < r->n_gates; g++)
+        rows[i].gates_failed = rows[i].gates_unknown = 0;
+        for (int g = 0; g < r->n_gates; g++) {
             if (!vf_gate_holds(&r->gates[g], o))
                 rows[i].gates_failed |= 1u << g;
+            if (json_is_null(json_object_get(o, r->gates[g].metric)))
+                rows[i].gates_unknown |= 1u << g;
+        }
         json_decref(o);
     }
 }

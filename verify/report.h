@@ -30,6 +30,10 @@ typedef struct {
     double model_bpw;     /* storage bits per weight over every tensor (the whole model) */
     double mib;           /* the whole artefact on disk */
     int n_changed;        /* tensors whose encoding is not fp32 */
+    uint64_t calibration_checksum; /* of the text its calibrated methods were fitted on; 0: none */
+    int on_calibration_text;       /* ... which is the text it is scored on: not held-out */
+    int imported;         /* they came encoded (a plain conversion of a GGUF file, no recipe): their
+                             error against fp32 weights is unknown, not 0 */
     double err_median;    /* relative Frobenius error over the changed tensors */
     double err_worst;
     char worst[128];      /* the tensor with the worst error */
@@ -40,7 +44,8 @@ typedef struct {
     double weight_mib;    /* stored weight matrices one decoded token reads (resident as mapped) */
     double read_gbps;     /* the bandwidth its roofline is taken against (see vf_report.bandwidth_gbps) */
     double roofline;      /* decode_tps · weight bytes / read_gbps: 1 = memory-bound limit */
-    uint32_t gates_failed; /* bit g: the report's gates[g] failed on this row (vf_gates_apply) */
+    uint32_t gates_failed; /* bit g: the report's gates[g] failed on this row (vf_report_gate) */
+    uint32_t gates_unknown; /* bit g: ... because the row has no value for its metric (JSON null) */
     vf_batch batch[VF_MAX_BATCH]; /* the batch sweep (vf_run_opts.batch), n_batch sizes */
     int n_batch;
 } vf_row;
@@ -78,6 +83,9 @@ lmq_code vf_row_from_artefact(const char *path, vf_row *row, lmq_err *err);
  * file_checksum, is_reference, the measurements, and pass / failed_gates when gates are set. */
 json_t *vf_row_json(const vf_report *r, int i);
 
+/* Parses gate s (verify/gate.h) over the metrics a report row has: the numeric fields of
+ * vf_row_json. */
+lmq_code vf_gate_parse(const char *s, vf_gate *g, lmq_err *err);
 /* Sets every non-reference row's gates_failed from r->gates. */
 void vf_report_gate(vf_report *r);
 /* 1 when no row failed a gate. */

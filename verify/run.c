@@ -8,9 +8,9 @@
 #include "runtime/artefact.h"
 #include "runtime/backend.h"
 #include "runtime/probe.h"
+#include "tokenizer/stream.h"
 #include "tokenizer/tokenizer.h"
 #include "verify/ref_logits.h"
-#include "verify/stream.h"
 
 /* Tokens decoded one at a time to measure decode speed (fewer if the window is shorter); each
  * speed is the best of SPEED_ROUNDS, taken in turn across the artefacts. A CUDA device's copy
@@ -206,16 +206,18 @@ lmq_code vf_run(const char *ref_path, const char *const *cand_paths, int n_cands
     const rt_backend *dev = NULL;
     if (!c)
         c = rt_backend_ready(opts->device ? opts->device : "cpu", &dev, err);
-    if (!c && opts->n_batch && dev->device != RT_DEVICE_CUDA)
+    if (!c && opts->n_batch && dev->max_seqs < 2)
         c = lmq_fail(err, LMQ_E_UNSUPPORTED, "--batch: batched decoding runs on --device cuda only");
-    rt_exec ex = { .pool = pool, .isa = rt_isa_best(), .device = dev ? dev->device : RT_DEVICE_CPU };
-    report->isa = rt_isa_name(ex.isa);
+    rt_exec ex = { .pool = pool, .isa = rt_isa_best(), .backend = dev };
+    report->isa = ex.isa->name;
     report->device = dev ? dev->name : "cpu";
     report->bandwidth_gbps = opts->bandwidth_gbps;
     /* The roofline's bandwidth and the cache whose size exempts a model from it: the CPU's read
      * bandwidth and last-level cache, or the device's copy bandwidth and L2. */
-    size_t cache = rt_probe_llc_bytes();
+    size_t cache = 0;
     double probed = 0;
+    if (!c)
+        c = rt_probe_llc(&cache, err);
     if (!c && dev->probe)
         c = dev->probe(PROBE_BYTES, SPEED_ROUNDS, &probed, report->device_desc, sizeof report->device_desc, &cache,
                        err);
@@ -235,7 +237,7 @@ lmq_code vf_run(const char *ref_path, const char *const *cand_paths, int n_cands
     /* The stream comes from the reference's tokenizer, or the first candidate's with saved logits. */
     if (!c)
         c = opts->speed_only ? speed_tokens(l[0].m.arch.vocab_size, ctx, &ids, &n_ids, err)
-                             : vf_stream_read(&l[saved].m, text_path, &ids, &n_ids, &report->documents,
+                             : tok_stream_read(&l[saved].m, text_path, &ids, &n_ids, &report->documents,
                                               &report->text_checksum, err);
     if (!c && n_ids < (size_t)ctx)
         c = lmq_fail(err, LMQ_E_ARG, "%s: %zu tokens, shorter than one window of %d", text_path, n_ids, ctx);
@@ -258,6 +260,8 @@ lmq_code vf_run(const char *ref_path, const char *const *cand_paths, int n_cands
         lf = NULL;
     }
     for (int i = 0; i < n && !c; i++) {
+        rows[i].on_calibration_text =
+            !opts->speed_only && rows[i].calibration_checksum && rows[i].calibration_checksum == report->text_checksum;
         rows[i].res = res[i];
         rows[i].dppl_pct = opts->speed_only ? 0 : 100.0 * (res[i].ppl / res[0].ppl - 1.0);
     }

@@ -48,7 +48,7 @@
 #include <stddef.h>
 
 #include "common/err.h"
-#include "runtime/forward.h"
+#include "runtime/backend.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -63,16 +63,17 @@ typedef struct rtc_state rtc_state;
 #define RTC_GEMV_MAX_ROWS 8
 
 /* The backend is a plugin, liblmq_cuda.so, that the host opens only when CUDA is asked for
- * (runtime/backend.h, rt_cuda): linking cuBLAS and the CUDA runtime into every lmq command
- * costs each one about 210 MiB of resident memory. The plugin exports one symbol, RTC_ENTRY,
- * a function returning this table; the host refuses a table from another build (abi and the
- * sizes of the structs they share). */
-typedef struct {
+ * (rt_cuda below): linking cuBLAS and the CUDA runtime into every lmq command costs each one
+ * about 210 MiB of resident memory. The plugin exports one symbol, RTC_ENTRY, a function
+ * returning this table; the host refuses a table from another build (abi and the sizes of the
+ * structs they share). Its backend is what forward passes run on (runtime/backend.h: a state
+ * is a device context, the model uploaded once, and the device state); the rest is the device
+ * API under it, which the tests and the benchmark call directly. */
+typedef struct rtc_api {
     unsigned abi;
     /* sizeof (rt_weight), (lmq_err), (rt_model), (rt_layer) where it was built */
     size_t weight_size, err_size, model_size, layer_size;
-    /* Devices the driver sees; 0 when there is no device or no driver (never an error). */
-    int (*device_count)(void);
+    rt_backend backend; /* "cuda"; devices: the driver's count, 0 when there is no device or no driver */
     /* Opens device `device` (0-based). LMQ_E_UNSUPPORTED "no CUDA device" when there is none. */
     lmq_code (*open)(int device, rtc_ctx **out, lmq_err *err);
     void (*close)(rtc_ctx *c);
@@ -88,10 +89,8 @@ typedef struct {
     lmq_code (*to_host)(rtc_ctx *c, void *host, const void *dev, size_t bytes, lmq_err *err);
     lmq_code (*sync)(rtc_ctx *c, lmq_err *err);
 
-    /* Whether there is a linear kernel for W (encoding, granularity, symmetry, activation
-     * quantisation); when not, why (naming the tensor) goes to why. Needs no device. */
-    int (*supports)(const rt_weight *W, char *why, size_t size);
-    /* Uploads W's stored bytes and bias. LMQ_E_UNSUPPORTED when supports refuses it. */
+    /* Uploads W's stored bytes and bias. LMQ_E_UNSUPPORTED when backend.supports (which needs
+     * no device) refuses it. */
     lmq_code (*upload)(rtc_ctx *c, const rt_weight *W, rtc_weight **out, lmq_err *err);
     void (*weight_free)(rtc_weight *w);
     /* Device bytes the weight occupies (its stored bytes, the codes' alignment and the bias). */
@@ -102,29 +101,17 @@ typedef struct {
     /* Copies a `bytes` buffer to another on the device `rounds` times; *gbps gets the best
      * round's (read + written bytes) / time in 10^9 bytes per second. */
     lmq_code (*probe_copy)(rtc_ctx *c, size_t bytes, int rounds, double *gbps, lmq_err *err);
-
-    /* Uploads every weight of m (LMQ_E_UNSUPPORTED naming the first without a kernel); m's
-     * bytes may go once it returns. */
-    lmq_code (*model_upload)(rtc_ctx *c, const rt_model *m, rtc_model **out, lmq_err *err);
-    void (*model_free)(rtc_model *m);
-    /* Device bytes of the model's weights and vectors. */
-    size_t (*model_bytes)(const rtc_model *m);
-    /* Activations for up to max(max_tokens, seqs) rows a call and seqs KV caches of max_tokens
-     * positions (1 <= max_tokens <= the model's context). The model must outlive it. */
-    lmq_code (*state_create)(rtc_ctx *c, const rtc_model *m, int max_tokens, int seqs, rtc_state **out,
-                             lmq_err *err);
-    void (*state_free)(rtc_state *s);
-    /* Row i: token tokens[i] of sequence seqs[i] (NULL: all 0) at position pos[i], its k and v
-     * stored in that sequence's cache before any row attends (a row sees positions 0..pos[i]
-     * of its sequence, which earlier calls or earlier rows filled). logits [(n − from) × vocab]
-     * on the host gets rows [from, n); from = n: none. Synchronous. */
-    lmq_code (*forward)(rtc_state *s, int n, const int32_t *tokens, const int32_t *seqs, const int32_t *pos,
-                        int from, float *logits, lmq_err *err);
 } rtc_api;
 
-#define RTC_ABI 4
+#define RTC_ABI 5
 #define RTC_ENTRY "lmq_cuda_api"
 typedef const rtc_api *(*rtc_entry)(void);
+
+/* Host side (runtime/backend.c): the plugin's table, opened on the first call (thread-safe): from
+ * $LMQ_CUDA_PLUGIN when set, else where this build put it, else lib/lmq/ of the installed tree
+ * (make install). NULL with why in err when lmq was built without CUDA or the plugin does not
+ * load. */
+const rtc_api *rt_cuda(lmq_err *err);
 
 #ifdef __cplusplus
 }

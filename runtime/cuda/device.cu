@@ -169,16 +169,3 @@ lmq_code rtc_probe_copy(rtc_ctx *c, size_t bytes, int rounds, double *gbps, lmq_
     cudaFree(b);
     return code;
 }
-
-extern "C" const rtc_api *lmq_cuda_api(void)
-{
-    static const rtc_api api = {
-        RTC_ABI,          sizeof(rt_weight),  sizeof(lmq_err), sizeof(rt_model), sizeof(rt_layer),
-        rtc_device_count, rtc_open,           rtc_close,       rtc_describe,     rtc_l2_bytes,
-        rtc_alloc,        rtc_free,           rtc_to_device,   rtc_to_host,      rtc_sync,
-        rtc_supports,     rtc_upload,         rtc_weight_free, rtc_weight_bytes, rtc_linear,
-        rtc_probe_copy,   rtc_model_upload,   rtc_model_free,  rtc_model_bytes,  rtc_state_create,
-        rtc_state_free,   rtc_forward,
-    };
-    return &api;
-}

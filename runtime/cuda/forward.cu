@@ -25,7 +25,6 @@ struct rtc_model {
     dev_layer *layers;
     const float *out_norm_w, *out_norm_b;
     float *vectors; /* one allocation holding every vector */
-    size_t bytes;
 };
 
 /* ---- the model ------------------------------------------------------------------------- */
@@ -52,21 +51,11 @@ void rtc_model_free(rtc_model *m)
     model_free(m);
 }
 
-size_t rtc_model_bytes(const rtc_model *m)
-{
-    return m->bytes;
-}
-
-/* Uploads W when the model has it (data set), adding its bytes to the model's. */
-static lmq_code put(rtc_ctx *c, rtc_model *m, const rt_weight *W, rtc_weight **out, lmq_err *err)
+/* Uploads W when the model has it (data set). */
+static lmq_code put(rtc_ctx *c, const rt_weight *W, rtc_weight **out, lmq_err *err)
 {
     *out = NULL;
-    if (!W->data)
-        return LMQ_OK;
-    lmq_code code = rtc_upload(c, W, out, err);
-    if (!code)
-        m->bytes += rtc_weight_bytes(*out);
-    return code;
+    return W->data ? rtc_upload(c, W, out, err) : LMQ_OK;
 }
 
 lmq_code rtc_model_upload(rtc_ctx *c, const rt_model *rm, rtc_model **out, lmq_err *err)
@@ -114,19 +103,18 @@ lmq_code rtc_model_upload(rtc_ctx *c, const rt_model *rm, rtc_model **out, lmq_e
                          "copy of the norm vectors", err);
         *dev[i] = m->vectors + (size_t)i * d;
     }
-    m->bytes = vbytes;
     if (!code)
-        code = put(c, m, &rm->tok_embd, &m->tok, err);
+        code = put(c, &rm->tok_embd, &m->tok, err);
     if (!code)
-        code = put(c, m, &rm->pos_embd, &m->pos, err);
+        code = put(c, &rm->pos_embd, &m->pos, err);
     if (!code && rm->classifier.data == rm->tok_embd.data && rm->classifier.q.dtype == rm->tok_embd.q.dtype &&
         rm->classifier.act.scheme == rm->tok_embd.act.scheme)
         m->cls = m->tok; /* tied: one copy serves both */
     else if (!code)
-        code = put(c, m, &rm->classifier, &m->cls, err);
+        code = put(c, &rm->classifier, &m->cls, err);
     for (int l = 0; l < nl && !code; l++)
         for (int w = 0; w < RT_W_BLOCK && !code; w++)
-            code = put(c, m, &rm->layers[l].w[w], &m->layers[l].w[w], err);
+            code = put(c, &rm->layers[l].w[w], &m->layers[l].w[w], err);
     if (code) {
         model_free(m);
         return code;
@@ -224,7 +212,7 @@ lmq_code rtc_state_create(rtc_ctx *c, const rtc_model *m, int max_tokens, int se
         code = rtc_check(cudaMalloc((void **)&s->ids, 3 * R * sizeof(int32_t)), "cudaMalloc (state)", err);
     if (!code && !(s->host_ids = (int32_t *)calloc(3 * R, sizeof(int32_t))))
         code = lmq_fail(err, LMQ_E_NOMEM, "cuda: out of memory for the state");
-    /* forward.c's rt_state_create: angles pos·theta^(−2i/head_dim) in double, rounded to float */
+    /* cpu.c's cpu_state_create: angles pos·theta^(−2i/head_dim) in double, rounded to float */
     float *cs = NULL;
     if (!code && rope && !(cs = (float *)malloc(2 * T * hd2 * sizeof(float))))
         code = lmq_fail(err, LMQ_E_NOMEM, "cuda: out of memory for the state");
@@ -270,7 +258,7 @@ __device__ T block_reduce(T v, T *red)
     return v;
 }
 
-/* forward.c's layernorm (b set) and rmsnorm, one block per row, the sums in double. */
+/* cpu.c's layernorm (b set) and rmsnorm, one block per row, the sums in double. */
 __global__ void norm_rows(float *__restrict__ y, const float *__restrict__ x, const float *__restrict__ w,
                           const float *__restrict__ b, int d, float eps)
 {
@@ -298,7 +286,7 @@ __global__ void norm_rows(float *__restrict__ y, const float *__restrict__ x, co
     }
 }
 
-/* forward.c's cpu_rope_store: the q/k/v split (fused) and rope, and the append to the cache, one block per row:
+/* cpu.c's cpu_rope_store: the q/k/v split (fused) and rope, and the append to the cache, one block per row:
  * q[i] ← rotated q row; the cache of seqs[i] at pos[i] ← rotated k row and v row. rope:
  * LMQ_ROPE_NONE copies; interleaved pairs (2j, 2j+1), half pairs (j, j + head_dim/2). */
 __global__ void rope_store(const float *qs, const float *__restrict__ ks, const float *__restrict__ vs, int ldq,
@@ -335,7 +323,7 @@ __global__ void rope_store(const float *qs, const float *__restrict__ ks, const 
     }
 }
 
-/* forward.c's attn_task for one row and head (block (i, h)): scores against the cached keys of
+/* cpu.c's attn_task for one row and head (block (i, h)): scores against the cached keys of
  * positions 0..pos[i] of sequence seqs[i], exp(scale·(s − max)) and their float sum, then the
  * weighted sum of the cached values times 1/sum into out. Shared: the q head, then the scores. */
 __global__ void attention(const float *__restrict__ q, int d, const float *__restrict__ kc,
@@ -377,7 +365,7 @@ __global__ void attention(const float *__restrict__ q, int d, const float *__res
     }
 }
 
-/* forward.c's act_task: GELU (tanh form, as x / (1 + exp(−2u)), the AVX2 kernels' form) on g,
+/* cpu.c's act_task: GELU (tanh form, as x / (1 + exp(−2u)), the AVX2 kernels' form) on g,
  * or g ← silu(g)·u. */
 __global__ void activation(float *__restrict__ g, const float *__restrict__ u, size_t n)
 {
@@ -390,7 +378,7 @@ __global__ void activation(float *__restrict__ g, const float *__restrict__ u, s
     }
 }
 
-/* forward.c's add_rows. */
+/* cpu.c's add_rows. */
 __global__ void add_rows(float *__restrict__ x, const float *__restrict__ y, size_t n)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
@@ -474,7 +462,7 @@ static int dev_has(void *be, int layer, rt_wslot w)
     return dev_weight(((dev_call *)be)->s->m, layer, w) != NULL;
 }
 
-/* forward.c's cpu_embed: rows by the tokens, then added by the positions. */
+/* cpu.c's cpu_embed: rows by the tokens, then added by the positions. */
 static lmq_code dev_embed(void *be, rt_wslot w, lmq_err *err)
 {
     const dev_call *k = (const dev_call *)be;

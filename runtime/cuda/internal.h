@@ -19,7 +19,11 @@ struct rtc_ctx {
     unsigned scratch_gen; /* counts reallocations: a captured graph holds the scratch's address */
 };
 
-/* The table's functions (runtime/cuda/cuda.h documents each; the plugin exports none of them). */
+/* The table's functions (runtime/cuda/cuda.h documents each; the plugin exports none of them),
+ * and what the backend's states are made of (runtime/cuda/backend.cu): the model uploaded (every
+ * weight as upload does, LMQ_E_UNSUPPORTED naming the first without a kernel; m's bytes may go
+ * once it returns), device states of seqs KV caches, and forward (rt_call's rows, runtime/backend.h:
+ * logits [(n − from) × vocab] on the host for rows [from, n); synchronous). */
 int rtc_device_count(void);
 lmq_code rtc_open(int device, rtc_ctx **out, lmq_err *err);
 void rtc_close(rtc_ctx *c);
@@ -38,7 +42,6 @@ lmq_code rtc_linear(rtc_ctx *c, const float *x, int n, const rtc_weight *W, floa
 lmq_code rtc_probe_copy(rtc_ctx *c, size_t bytes, int rounds, double *gbps, lmq_err *err);
 lmq_code rtc_model_upload(rtc_ctx *c, const rt_model *m, rtc_model **out, lmq_err *err);
 void rtc_model_free(rtc_model *m);
-size_t rtc_model_bytes(const rtc_model *m);
 lmq_code rtc_state_create(rtc_ctx *c, const rtc_model *m, int max_tokens, int seqs, rtc_state **out, lmq_err *err);
 void rtc_state_free(rtc_state *s);
 lmq_code rtc_forward(rtc_state *s, int n, const int32_t *tokens, const int32_t *seqs, const int32_t *pos, int from,

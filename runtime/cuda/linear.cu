@@ -324,7 +324,7 @@ static size_t align256(size_t n)
 /* ---- W8A8: int8 activations per token times int8 weights per channel, as integers ------- */
 
 /* The CPU's integer path (runtime/linear.h), bit for bit: codes and scale of each row of x as
- * runtime/linear.c's act_codes_scalar makes them, the sums Σ q_x·(code − 128) exact in int32,
+ * runtime/kernels_scalar.c's act_codes_scalar makes them, the sums Σ q_x·(code − 128) exact in int32,
  * then ((float)sum · s_x) · s_w (+ b) with each operation rounded on its own (no contraction). */
 
 /* The largest of v over the block; every thread gets it. red: 32 slots of shared memory. v is
@@ -504,16 +504,15 @@ static lmq_code linear_w8a8(rtc_ctx *c, const float *x, int n, const rtc_weight 
 
 /* ---- the table --------------------------------------------------------------------------- */
 
-#define SCALED ((1u << LMQ_GRAN_TENSOR) | (1u << LMQ_GRAN_CHANNEL) | (1u << LMQ_GRAN_GROUP))
-
+/* grans 0: every granularity the encoding's row allows. */
 static const rtc_row rows[] = {
-    { LMQ_T_F32, 1u << LMQ_GRAN_NONE, LMQ_ACT_NONE, CUDA_R_32F, linear_float },
-    { LMQ_T_F16, 1u << LMQ_GRAN_NONE, LMQ_ACT_NONE, CUDA_R_16F, linear_float },
-    { LMQ_T_BF16, 1u << LMQ_GRAN_NONE, LMQ_ACT_NONE, CUDA_R_16BF, linear_float },
-    { LMQ_T_INT8, SCALED, LMQ_ACT_NONE, CUDA_R_8I, linear_int<8> },
-    { LMQ_T_INT4, SCALED, LMQ_ACT_NONE, CUDA_R_4I, linear_int<4> },
-    { LMQ_T_INT3, SCALED, LMQ_ACT_NONE, CUDA_R_8I, linear_int<3> }, /* type: float rows only */
-    { LMQ_T_INT2, SCALED, LMQ_ACT_NONE, CUDA_R_8I, linear_int<2> },
+    { LMQ_T_F32, 0, LMQ_ACT_NONE, CUDA_R_32F, linear_float },
+    { LMQ_T_F16, 0, LMQ_ACT_NONE, CUDA_R_16F, linear_float },
+    { LMQ_T_BF16, 0, LMQ_ACT_NONE, CUDA_R_16BF, linear_float },
+    { LMQ_T_INT8, 0, LMQ_ACT_NONE, CUDA_R_8I, linear_int<8> },
+    { LMQ_T_INT4, 0, LMQ_ACT_NONE, CUDA_R_4I, linear_int<4> },
+    { LMQ_T_INT3, 0, LMQ_ACT_NONE, CUDA_R_8I, linear_int<3> }, /* type: float rows only */
+    { LMQ_T_INT2, 0, LMQ_ACT_NONE, CUDA_R_8I, linear_int<2> },
     { LMQ_T_INT8, 1u << LMQ_GRAN_CHANNEL, LMQ_ACT_INT8, CUDA_R_8I, linear_w8a8 },
 };
 
@@ -535,7 +534,7 @@ static const rtc_row *row_for(const rt_weight *W, char *why, size_t size)
     else if (!row)
         snprintf(why, size, "%s: %s with activation quantisation: no CUDA kernel (W8A8: int8 per channel)", name,
                  e->name);
-    else if (!(row->grans >> W->q.gran & 1))
+    else if (!((row->grans ? row->grans : e->grans) >> W->q.gran & 1))
         snprintf(why, size, "%s: %s per %s: no CUDA kernel for this granularity", name, e->name,
                  lmq_gran_name(W->q.gran));
     else if (W->q.asym && row->act != LMQ_ACT_NONE)

@@ -73,7 +73,7 @@ bw = float(sys.argv[3])
 # Weights that fit in the last-level cache get no roofline from verify (they need not come from
 # memory); here they are set against the probe's rate from memory all the same, marked *.
 def roof(w):
-    if w.get('read_gbps'):
+    if w.get('decode_roofline') is not None:
         return f"{w['read_gbps']:10.1f} {100 * w['decode_roofline']:8.0f}%"
     return f"{bw:9.1f}* {100 * w['decode_tokens_per_s'] * w['weight_mib'] * 1048576 / (bw * 1e9):7.0f}%*"
 print(f"\n{'artefact':<12} {'scheme':<38} {'W MiB':>8} {'prefill tok/s':>14} {'×fp32':>6} {'decode tok/s':>13} {'×fp32':>6} {'read GB/s':>10} {'roofline':>9}")

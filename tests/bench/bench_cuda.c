@@ -10,7 +10,7 @@
 
 #include "common/clock.h"
 #include "common/pool.h"
-#include "runtime/backend.h"
+#include "runtime/cuda/cuda.h"
 #include "schemes/scheme.h"
 
 #define PREFILL 512

@@ -6,7 +6,8 @@
  * bandwidth that is (all threads reading the same copies just before: on a shared host the
  * memory's speed changes from one second to the next), the speed-up over fp32, and the kernels'
  * own ceiling: the same rate over the first rows of the matrix, HOT_BYTES of them, which stay in
- * cache. Usage: bench_linear [threads] [out] [in]. */
+ * cache. Usage: bench_linear [threads] [out] [in] [names]: names, comma-separated, runs those encodings
+ * alone (fp32 always runs first, the others' ×fp32 is over it). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,7 +43,30 @@ static const struct {
     { .name = "int3 g32", .q = { .dtype = LMQ_T_INT3, .gran = LMQ_GRAN_GROUP, .group = 32 } },
     { .name = "int2 g32 asym", .q = { .dtype = LMQ_T_INT2, .gran = LMQ_GRAN_GROUP, .group = 32, .asym = 1 } },
     { .name = "fp8 e4m3 per-channel", .q = { .dtype = LMQ_T_F8_E4M3, .gran = LMQ_GRAN_CHANNEL } },
+    /* GGUF's blocks (Q8_0 and Q4_0 as blocks: what llama.cpp's negative scales import as) */
+    { .name = "q8_0", .q = { .dtype = LMQ_T_Q8_0 } },
+    { .name = "q4_0", .q = { .dtype = LMQ_T_Q4_0 } },
+    { .name = "q4_1", .q = { .dtype = LMQ_T_Q4_1 } },
+    { .name = "q5_0", .q = { .dtype = LMQ_T_Q5_0 } },
+    { .name = "q5_1", .q = { .dtype = LMQ_T_Q5_1 } },
+    { .name = "q2_k", .q = { .dtype = LMQ_T_Q2_K } },
+    { .name = "q3_k", .q = { .dtype = LMQ_T_Q3_K } },
+    { .name = "q4_k", .q = { .dtype = LMQ_T_Q4_K } },
+    { .name = "q5_k", .q = { .dtype = LMQ_T_Q5_K } },
+    { .name = "q6_k", .q = { .dtype = LMQ_T_Q6_K } },
+    { .name = "iq4_nl", .q = { .dtype = LMQ_T_IQ4_NL } },
+    { .name = "iq4_xs", .q = { .dtype = LMQ_T_IQ4_XS } },
 };
+
+/* Whether name is one of the comma-separated names in list. */
+static int listed(const char *list, const char *name)
+{
+    const size_t n = strlen(name);
+    for (const char *p = list; p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+        if (!strncmp(p, name, n) && (p[n] == ',' || !p[n]))
+            return 1;
+    return 0;
+}
 
 static int fail(const lmq_err *e)
 {
@@ -97,6 +121,7 @@ int main(int argc, char **argv)
 {
     const int threads = argc > 1 ? atoi(argv[1]) : 0, out = argc > 2 ? atoi(argv[2]) : 4096,
               in = argc > 3 ? atoi(argv[3]) : 4096;
+    const char *only = argc > 4 ? argv[4] : NULL;
     lmq_err e;
     lmq_pool *pool;
     if (out < 1 || in < 1 || lmq_pool_create(threads, &pool, &e))
@@ -114,15 +139,20 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < (size_t)PREFILL * in; i++)
         x[i] = (float)(i % 97) / 97.0f - 0.5f;
     printf("one [%d × %d] matrix, kernels %s, %d threads; roofline: GB/s over read GB/s, the rate all threads read "
-           "the same copies just before\n", out, in, rt_isa_name(ex.isa), lmq_pool_threads(pool));
+           "the same copies just before\n", out, in, ex.isa->name, lmq_pool_threads(pool));
     printf("%-22s %6s %6s %10s %8s %9s %9s %7s %11s %8s %8s\n", "encoding", "path", "bpw", "1 tok µs", "GB/s", "read GB/s",
            "roofline", "×fp32", "512 tok ms", "×fp32", "hot GB/s");
     double t1_f32 = 0, tn_f32 = 0;
     for (size_t k = 0; k < sizeof ENC / sizeof ENC[0]; k++) {
+        if (k && only && !listed(only, ENC[k].name))
+            continue;
         lmq_layout L;
         if (lmq_layout_of(&ENC[k].q, out, in, &L, &e))
             return fail(&e);
-        const size_t llc = rt_probe_llc_bytes(), span = 4 * llc > SPAN ? 4 * llc : SPAN;
+        size_t llc = 0;
+        if (rt_probe_llc(&llc, &e))
+            return fail(&e);
+        const size_t span = 4 * llc > SPAN ? 4 * llc : SPAN;
         const int hot_rows = HOT_BYTES / (L.bytes / (size_t)out) < (size_t)out ? (int)(HOT_BYTES / (L.bytes / (size_t)out)) : out;
         const int copies = (int)((span + L.bytes - 1) / L.bytes);
         uint8_t *bytes = NULL, *hot_bytes = NULL;

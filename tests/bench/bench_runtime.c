@@ -50,7 +50,7 @@ int main(int argc, char **argv)
     const char *root = getenv("LMQ_FIXTURES") ? getenv("LMQ_FIXTURES") : "../shared/fixtures";
     const char *models[] = { "stories260K/stories260K.bin", "sotu-gpt2" };
     const int reps = argc > 1 ? atoi(argv[1]) : 5;
-    printf("CPU runtime, kernels %s, %d online CPUs; tokens/s, best of %d\n", rt_isa_name(rt_isa_best()),
+    printf("CPU runtime, kernels %s, %d online CPUs; tokens/s, best of %d\n", rt_isa_best()->name,
            lmq_online_cpus(), reps);
     printf("%-12s %7s %12s %12s %12s\n", "model", "threads", "prefill", "window", "decode");
     for (size_t mi = 0; mi < sizeof models / sizeof models[0]; mi++) {

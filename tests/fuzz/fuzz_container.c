@@ -69,7 +69,7 @@ static void decode(const lmq_container *c, const lmq_tensor_entry *t)
 {
     lmq_err err = { 0 };
     void *raw;
-    if (t->q.dtype == LMQ_T_BYTES || t->raw_size > MAX_DECODED) {
+    if (lmq_entry_is_file(t) || t->raw_size > MAX_DECODED) {
         if (t->raw_size <= MAX_DECODED && !lmq_container_read_alloc(c, t, &raw, &err))
             free(raw);
         return;

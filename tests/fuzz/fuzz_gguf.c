@@ -56,11 +56,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FZ_CHECK(gf_find_tensor(&f, t->name) == t, "tensor %s found elsewhere", t->name);
         FZ_CHECK(t->data >= f.data && t->offset + t->size <= f.data_size && f.data + f.data_size <= end,
                  "tensor %s outside the data section", t->name);
-        const gf_type_info *ti = gf_type_of(t->type);
+        const gf_type_info ti = gf_type_of(t->type);
         for (size_t d = 0; d < sizeof decoders / sizeof decoders[0]; d++)
             if (decoders[d].type == t->type)
-                for (uint64_t b = 0; b < t->size / ti->block_bytes && b < 4096; b++)
-                    decoders[d].decode(t->data + b * ti->block_bytes, block);
+                for (uint64_t b = 0; b < t->size / ti.block_bytes && b < 4096; b++)
+                    decoders[d].decode(t->data + b * ti.block_bytes, block);
     }
     gf_close(&f);
     lmq_model m;

@@ -1,23 +1,24 @@
 /* Recipes: q_recipe_parse on raw text, then q_recipe_resolve against the canonical names of a
  * small Llama and a small GPT-2 (untied, and tied without output.weight). Checks what the
  * resolver promises: one entry per tensor, a rule's parameters pass q_check, integer and fp8
- * schemes only on matrices; and q_glob_match agrees with fnmatch(3), which for the pattern
+ * schemes only on matrices; and lmq_glob_match agrees with fnmatch(3), which for the pattern
  * alphabet recipes allow has the same meaning. */
 #include <fnmatch.h>
 
 #include "tests/fuzz/fuzz_util.h"
+#include "common/glob.h"
 #include "quantize/recipe.h"
 #include "schemes/scheme.h"
 
 static const q_tensor_ref NAMES[] = {
-    { "tok_embd.weight", 2 },         { "pos_embd.weight", 2 },         { "blk.0.attn_norm.weight", 1 },
-    { "blk.0.attn_norm.bias", 1 },    { "blk.0.attn_q.weight", 2 },     { "blk.0.attn_k.weight", 2 },
-    { "blk.0.attn_v.weight", 2 },     { "blk.0.attn_qkv.weight", 2 },   { "blk.0.attn_qkv.bias", 1 },
-    { "blk.0.attn_out.weight", 2 },   { "blk.0.attn_out.bias", 1 },     { "blk.0.ffn_norm.weight", 1 },
-    { "blk.0.ffn_norm.bias", 1 },     { "blk.0.ffn_gate.weight", 2 },   { "blk.0.ffn_up.weight", 2 },
-    { "blk.0.ffn_up.bias", 1 },       { "blk.0.ffn_down.weight", 2 },   { "blk.0.ffn_down.bias", 1 },
-    { "blk.11.attn_q.weight", 2 },    { "blk.11.ffn_down.weight", 2 },  { "blk.11.ffn_norm.weight", 1 },
-    { "out_norm.weight", 1 },         { "out_norm.bias", 1 },           { "output.weight", 2 },
+    { "tok_embd.weight", 2, 64 },         { "pos_embd.weight", 2, 64 },         { "blk.0.attn_norm.weight", 1, 64 },
+    { "blk.0.attn_norm.bias", 1, 64 },    { "blk.0.attn_q.weight", 2, 64 },     { "blk.0.attn_k.weight", 2, 64 },
+    { "blk.0.attn_v.weight", 2, 64 },     { "blk.0.attn_qkv.weight", 2, 64 },   { "blk.0.attn_qkv.bias", 1, 64 },
+    { "blk.0.attn_out.weight", 2, 64 },   { "blk.0.attn_out.bias", 1, 64 },     { "blk.0.ffn_norm.weight", 1, 64 },
+    { "blk.0.ffn_norm.bias", 1, 64 },     { "blk.0.ffn_gate.weight", 2, 64 },   { "blk.0.ffn_up.weight", 2, 64 },
+    { "blk.0.ffn_up.bias", 1, 64 },       { "blk.0.ffn_down.weight", 2, 64 },   { "blk.0.ffn_down.bias", 1, 64 },
+    { "blk.11.attn_q.weight", 2, 64 },    { "blk.11.ffn_down.weight", 2, 64 },  { "blk.11.ffn_norm.weight", 1, 64 },
+    { "out_norm.weight", 1, 64 },         { "out_norm.bias", 1, 64 },           { "output.weight", 2, 64 },
 };
 #define N_NAMES (int)(sizeof NAMES / sizeof NAMES[0])
 
@@ -26,7 +27,7 @@ static void check_globs(const q_pattern *p, int n)
     for (int i = 0; i < n; i++)
         for (int k = 0; k < N_NAMES; k++) {
             int want = fnmatch(p[i].text, NAMES[k].name, 0) == 0;
-            FZ_CHECK(q_glob_match(p[i].text, NAMES[k].name) == want, "pattern '%s', name '%s': fnmatch says %d",
+            FZ_CHECK(lmq_glob_match(p[i].text, NAMES[k].name) == want, "pattern '%s', name '%s': fnmatch says %d",
                      p[i].text, NAMES[k].name, want);
         }
 }

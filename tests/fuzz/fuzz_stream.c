@@ -2,8 +2,8 @@
  * inside the text, in order, stripped and non-empty; the stream is built from exactly those
  * documents (llama2c: one BOS each; GPT-2: joined by <|endoftext|>). */
 #include "tests/fuzz/fuzz_util.h"
+#include "tokenizer/stream.h"
 #include "tokenizer/tokenizer.h"
-#include "verify/stream.h"
 
 static tok_tokenizer *toks[2];
 
@@ -23,13 +23,13 @@ static int space(char c)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     const char *text = (const char *)data;
-    vf_doc *docs;
+    tok_doc *docs;
     int nd;
     lmq_err err = { 0 };
-    FZ_CHECK(vf_docs_split(text, size, &docs, &nd, &err) == LMQ_OK, "%s", err.msg);
+    FZ_CHECK(tok_docs_split(text, size, &docs, &nd, &err) == LMQ_OK, "%s", err.msg);
     size_t prev_end = 0;
     for (int i = 0; i < nd; i++) {
-        const vf_doc *d = &docs[i];
+        const tok_doc *d = &docs[i];
         FZ_CHECK(d->len > 0 && d->off >= prev_end && d->len <= size - d->off, "document %d", i);
         FZ_CHECK(!space(text[d->off]) && !space(text[d->off + d->len - 1]), "document %d not stripped", i);
         prev_end = d->off + d->len;
@@ -39,7 +39,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         int32_t *ids;
         size_t n;
         int n_docs;
-        if (vf_stream_build(toks[k], text, size, &ids, &n, &n_docs, &err))
+        if (tok_stream_build(toks[k], text, size, &ids, &n, &n_docs, &err))
             continue;
         FZ_CHECK(n_docs == nd, "%d documents, the split found %d", n_docs, nd);
         size_t marks = 0;

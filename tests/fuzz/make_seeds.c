@@ -197,6 +197,25 @@ static void hf_seeds(void)
 
 /* ---- containers and manifests ---- */
 
+/* An llm-compressor recipe (quantize/llmc.c): every modifier, a preset, two config groups. */
+static const char LLMC_RECIPE[] =
+    "quant_stage:\n"
+    "  quant_modifiers:\n"
+    "    SmoothQuantModifier: {smoothing_strength: 0.7}\n"
+    "    QuantizationModifier: {targets: \"re:.*self_attn\\\\.(q|k)_proj$\", scheme: W8A8}\n"
+    "    AWQModifier: {targets: [model.layers.0.mlp.up_proj], scheme: W4A16_ASYM}\n"
+    "    GPTQModifier:\n"
+    "      ignore: [lm_head]\n"
+    "      dampening_frac: 0.05\n"
+    "      config_groups:\n"
+    "        group_0:\n"
+    "          targets: [\"re:.*mlp.*\"]\n"
+    "          weights: {num_bits: 4, type: int, symmetric: false, strategy: group, group_size: 32, actorder: weight}\n"
+    "        group_1:\n"
+    "          targets: [Linear]\n"
+    "          weights: {num_bits: 8, type: int, strategy: channel}\n"
+    "          input_activations: {num_bits: 8, type: int, strategy: token, dynamic: true}\n";
+
 static const char MIXED_RECIPE[] =
     "name: fuzz-mixed\n"
     "description: one tensor kind per scheme, so one artefact holds every encoding\n"
@@ -264,6 +283,7 @@ static void container_seeds(const char *tmp)
     if (!f || fputs(MIXED_RECIPE, f) < 0 || fclose(f))
         die(recipe, NULL);
     put_text("recipe", "fuzz-mixed.yaml", MIXED_RECIPE);
+    put_text("recipe", "llmc-groups.yaml", LLMC_RECIPE);
     const struct { const char *recipe, *name; } q[] = {
         { recipe, "mixed" },
         { "recipes/int4-g32-asym.yaml", "int4-g32-asym" },

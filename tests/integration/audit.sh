@@ -32,7 +32,17 @@ size=$(stat -c %s "$good")
 
 # The clean artefact.
 run 0 "$LMQ" audit "$good"
-has "$good: OK (10 entries, checksums, manifest, values, file names and tokenizer verified)"
+has "$good: OK (14 entries, checksums, manifest, values, file names and tokenizer verified)"
+
+# A file name with a newline and a tab stays on its line of the text report, escaped.
+odd_name="$tmp/new
+line	tab.lmq"
+cp "$good" "$odd_name"
+run 0 "$LMQ" audit "$odd_name"
+has "$tmp/new\nline\x09tab.lmq: OK (14 entries"
+[ "$(grep -c . "$tmp/out")" = 2 ] || fail "the text report of one artefact is not two lines"
+rm "$odd_name"
+
 run 0 "$LMQ" inspect "$good"
 has "format_version: 1"
 has "reason: \"plain conversion: no recipe applied\""
@@ -75,7 +85,7 @@ run 1 "$LMQ" inspect "$bad"
 # A manifest that leaves out a tensor (checksums intact) fails the schema check.
 LMQ_WRITE_SAMPLE="$tmp/unlisted.lmq" LMQ_SAMPLE_KIND=unlisted "$SAMPLER"
 run 4 "$LMQ" audit "$tmp/unlisted.lmq"
-has "$tmp/unlisted.lmq: manifest: tensor out_norm.weight: has no manifest entry"
+has "$tmp/unlisted.lmq: manifest: tensor blk.0.ffn_up.weight: has no manifest entry"
 has "$tmp/unlisted.lmq: FAILED"
 
 # What a loader refuses, in files whose checksums are right: each is named with its rule.
@@ -142,7 +152,7 @@ $tree/a/nan_scale.lmq
 $tree/c/good2.lmq
 $odd
 $tree/c/unlisted.lmq" ] || fail "directory order or contents"
-has "$tree/c/unlisted.lmq: manifest: tensor out_norm.weight: has no manifest entry"
+has "$tree/c/unlisted.lmq: manifest: tensor blk.0.ffn_up.weight: has no manifest entry"
 has "audit: 5 artefacts, 2 passed, 3 failed (io 0, format 0, checksum 0, manifest 1, values 2, verification 0, policy 0)"
 run 2 "$LMQ" audit "$tree/empty"
 has "$tree/empty: no *.lmq file under this directory"
@@ -157,26 +167,38 @@ j="$tmp/audit.json"
 [ "$(grep -c '"path": ' "$j")" = 5 ] || fail "json: 5 artefacts"
 [ "$(grep -c '"status": "passed"' "$j")" = 2 ] || fail "json: 2 passed"
 for want in '"artefacts": 5,' '"failed": 3,' '"manifest": 1,' '"values": 2' '"exit": 4' \
-    '"tensor": "out_norm.weight",' '"kind": "manifest",' '"check": "values",' \
+    '"tensor": "blk.0.ffn_up.weight",' '"kind": "manifest",' '"check": "values",' \
     '"message": "scale 0 is nan: scales are finite and >= 0"' "\"path\": \"$tree/c/odd &<name>\\\"'.lmq\""; do
     grep -qF -- "$want" "$j" || { cat "$j" >&2; fail "json lacks $want"; }
 done
 [ "$(tr -cd '{' <"$j" | wc -c)" = "$(tr -cd '}' <"$j" | wc -c)" ] || fail "json: unbalanced braces"
 ls "$tmp" | grep -q 'audit.json.tmp' && fail "a temporary file of --output was left behind"
 
-# JUnit: one testsuite, one testcase per artefact, one failure per problem; every line one
-# well-formed element whose attribute values hold no raw '<', '>', '"' or stray '&'.
+# JUnit: one testsuite, one testcase per artefact and check (10 checks: open, parse, checksum,
+# manifest, values, files, tokenizer, policy, verification, expect), one failure per failed check,
+# so failures never exceed tests (they were "tests=5 failures=4", a failure per problem); the
+# problems of a failed check one a line inside it; every line one well-formed element or problem
+# line whose attribute values hold no raw '<', '>', '"' or stray '&'.
 run 4 "$LMQ" audit "$tree" --format junit --output "$tmp/audit.xml"
 x="$tmp/audit.xml"
-[ "$(grep -c '<testcase ' "$x")" = 5 ] && [ "$(grep -c "<failure " "$x")" = 4 ] || fail "junit: counts"
+FAILED_CHECKS=3 # the JSON's four problems fall in three (artefact, check) pairs
+[ "$(grep -c '<testcase ' "$x")" = 50 ] && [ "$(grep -c "<failure " "$x")" = "$FAILED_CHECKS" ] || fail "junit: counts"
 [ "$(grep -c '<testcase .*[^/]>$' "$x")" = "$(grep -c '</testcase>' "$x")" ] || fail "junit: unbalanced"
-grep -q '^<testsuite name="lmq audit" tests="5" failures="4" errors="0" skipped="0">$' "$x" || fail "junit: suite"
+grep -q '^<testsuite name="lmq audit" tests="50" failures="'"$FAILED_CHECKS"'" errors="0" skipped="0">$' "$x" || fail "junit: suite"
 attrs='( [a-z]+="[^"<>]*")*'
-bad_lines=$(sed -E 's/&(amp|lt|gt|quot|apos|#[0-9]+);//g' "$x" | grep -vE "^(<\?xml version=\"1.0\" encoding=\"UTF-8\"\?>|<testsuite$attrs>|  <testcase$attrs/?>|    <failure$attrs/>|  </testcase>|</testsuite>)\$" || true)
+bad_lines=$(sed -E 's/&(amp|lt|gt|quot|apos|#[0-9]+);//g' "$x" | grep -vE "^(<\?xml version=\"1.0\" encoding=\"UTF-8\"\?>|<testsuite$attrs>|  <testcase$attrs/?>|    <failure$attrs>|[a-z]+: [^<>\"]*|    </failure>|  </testcase>|</testsuite>)\$" || true)
 [ -z "$bad_lines" ] || fail "junit: malformed lines: $bad_lines"
-grep -qF 'name="'"$tree"'/c/odd &amp;&lt;name&gt;&quot;&apos;.lmq"' "$x" || fail "junit: escaped name"
-grep -qF '<failure type="manifest" message="manifest: tensor out_norm.weight: has no manifest entry' "$x" ||
+grep -qF 'classname="'"$tree"'/c/odd &amp;&lt;name&gt;&quot;&apos;.lmq" name="files">' "$x" || fail "junit: escaped name"
+grep -qF '<testcase classname="'"$tree"'/c/unlisted.lmq" name="manifest">' "$x" || fail "junit: the failed check's case"
+grep -qF '<failure type="manifest" message="manifest: tensor blk.0.ffn_up.weight: has no manifest entry' "$x" ||
     fail "junit: failure names the check, tensor and rule"
+# An artefact that does not open: open fails, the nine checks after it are skipped.
+mkdir "$tmp/cut"
+head -c 3000 "$good" >"$tmp/cut/cut.lmq"
+run 6 "$LMQ" audit "$tmp/cut" --format junit
+has '<testsuite name="lmq audit" tests="10" failures="1" errors="0" skipped="9">'
+has '<testcase classname="'"$tmp/cut/cut.lmq"'" name="open">'
+[ "$(grep -c '<skipped/>' "$tmp/out")" = 9 ] || fail "junit: skipped checks"
 
 # A file name that is not UTF-8 and holds a control byte is reported with '?' in their place, so
 # that both reports stay well-formed.
@@ -185,13 +207,13 @@ cp "$good" "$tmp/odd/"$'x\xff\x01\xed\xa0\x80y.lmq'
 run 0 "$LMQ" audit "$tmp/odd" --format json
 has "\"path\": \"$tmp/odd/x?????y.lmq\","
 run 0 "$LMQ" audit "$tmp/odd" --format junit
-has "name=\"$tmp/odd/x?????y.lmq\"/>"
+has "classname=\"$tmp/odd/x?????y.lmq\" name=\"open\"/>"
 
 # --output replaces its file whole, and is refused (usage, nothing written) when it names an input.
 echo stale >"$tmp/audit.xml"
 run 0 "$LMQ" audit "$good" --format junit --output "$tmp/audit.xml"
 grep -q stale "$tmp/audit.xml" && fail "--output kept old content"
-grep -q '<testcase classname="lmq.audit" name="'"$good"'"/>' "$tmp/audit.xml" || fail "junit: passing case"
+[ "$(grep -c '<testcase classname="'"$good"'" name="[a-z]*"/>' "$tmp/audit.xml")" = 10 ] || fail "junit: passing cases"
 run 2 "$LMQ" audit "$tree" --output "$tree/a/b/good.lmq"
 has "good.lmq"
 cmp -s "$good" "$tree/a/b/good.lmq" || fail "--output overwrote an audited file"
@@ -211,7 +233,7 @@ for name in $(awk '$1 ~ /\./ && $2 ~ /^\[/ { sub(/^file:/, "", $1); print $1 }' 
     has "\"name\": \"$name\","
     n_names=$((n_names + 1))
 done
-[ "$n_names" = 10 ] || fail "inspect's table: $n_names names"
+[ "$n_names" = 14 ] || fail "inspect's table: $n_names names"
 has '"format_version": 1,'
 has '"tied_embedding": true,'
 has '"path": "in-memory test model: \"quoted\", colons: yes",'

@@ -67,4 +67,13 @@ for bad in "--shape llama-7b" "--memory 80GiB" "--shape nope --memory 1GiB" "--s
     run 2 "$LMQ" budget $bad
 done
 run 0 "$LMQ" budget --help
+
+# A lengths file that is not a regular file is refused at once, as every input: a FIFO no one
+# writes (read, it would block forever) and a character device (endless bytes). The timeout
+# keeps a regression from hanging the script.
+mkfifo "$tmp/lengths.fifo"
+for f in "$tmp/lengths.fifo" /dev/zero; do
+    run 1 timeout 20 "$LMQ" budget "$tmp/s.lmq" --memory 16MiB --ctx 512 --lengths "$f"
+    has "lmq budget: $f: not a regular file"
+done
 echo "budget.sh: ok"

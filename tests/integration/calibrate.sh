@@ -69,6 +69,15 @@ has "not smoothed: its input is attention's output"
 "$LMQ" quantize "$tmp/s.lmq" --recipe recipes/int4-g128.yaml --stats "$tmp/stats.lmq" -o "$tmp/rtn-a.lmq" >/dev/null
 "$LMQ" quantize "$tmp/s.lmq" --recipe recipes/int4-g128.yaml -o "$tmp/rtn-b.lmq" >/dev/null
 cmp -s "$tmp/rtn-a.lmq" "$tmp/rtn-b.lmq" || fail "--stats changed a round-to-nearest artefact"
-# The calibrated artefacts run.
+# The calibrated artefacts run. Scored on the text they were calibrated on, verify warns (the
+# table, the JSON); on another text, not.
 run 0 "$LMQ" generate "$tmp/gptq-int4-g128-1.lmq" -n 8
+run 0 "$LMQ" verify "$tmp/s.lmq" "$tmp/gptq-int4-g128-1.lmq" "$tmp/rtn-a.lmq" --text "$tmp/calib.txt" --ctx 128 --json "$tmp/v.json"
+has "warning: gptq-int4-g128-1.lmq was calibrated on this text: its scores are not held-out"
+[ "$(grep -c "^warning: " "$tmp/out")" = 1 ] || fail "a warning for an artefact not calibrated on the text"
+python3 -c 'import json, sys; print([w["scored_on_calibration_text"] for w in json.load(open(sys.argv[1]))["rows"]])' \
+    "$tmp/v.json" | grep -qx "\[False, True, False\]" || fail "scored_on_calibration_text: $(cat "$tmp/v.json")"
+head -c 29000 "$T" | tail -c 9000 >"$tmp/held.txt" # after the calibration text
+run 0 "$LMQ" verify "$tmp/s.lmq" "$tmp/gptq-int4-g128-1.lmq" --text "$tmp/held.txt" --ctx 128
+grep -q "^warning: " "$tmp/out" && fail "a warning on held-out text"
 echo "calibrate.sh: ok"

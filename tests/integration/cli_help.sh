@@ -45,4 +45,10 @@ n=$("$LMQ" inspect "$tmp/fp32.lmq" | grep -c '^\(tok_embd\|pos_embd\|blk\|out_no
 tail -1 "$tmp/err" | grep -q "^quantize: $n/$n .*(100%, .* elapsed, ETA 0 s)$" || fail "last progress line: $(tail -1 "$tmp/err")"
 LMQ_PROGRESS_EVERY=0 "$LMQ" convert demo/sotu-gpt2 -o "$tmp/fp32b.lmq" 2>"$tmp/err" >/dev/null
 grep -q '^convert: 1/52 tok_embd.weight (2%, ' "$tmp/err" || { cat "$tmp/err" >&2; fail "convert progress"; }
+# On a terminal (script(1) gives one) the line is redrawn in place, with the same ETA.
+if command -v script >/dev/null; then
+    script -qec "\"$LMQ\" quantize \"$tmp/fp32.lmq\" --recipe recipes/int4-g32.yaml -o \"$tmp/q2.lmq\" >/dev/null" /dev/null |
+        tr '\r' '\n' >"$tmp/tty"
+    grep -q "quantize: $n/$n .*(100%, .* elapsed, ETA 0 s)" "$tmp/tty" || { cat "$tmp/tty" >&2; fail "no ETA on a terminal"; }
+fi
 echo "$SCRIPT: ok"

@@ -7,12 +7,25 @@
 need_fixtures
 
 "$LMQ" convert "$FIX/stories260K-hf" -o "$tmp/s.lmq" >/dev/null
-"$LMQ" quantize "$tmp/s.lmq" --recipe recipes/int4-g32.yaml -o "$tmp/q.lmq" >/dev/null
+# int4 in groups of 32, but ffn_down per channel: its 172 columns are not whole groups of 32.
+cat >"$tmp/g32.yaml" <<'Y'
+name: g32
+rules:
+  - match: "blk.*.ffn_down.weight"
+    scheme: int4
+    granularity: channel
+  - match: ["blk.*.attn_*.weight", "blk.*.ffn_*.weight"]
+    scheme: int4
+    granularity: group
+    group: 32
+Y
+"$LMQ" quantize "$tmp/s.lmq" --recipe "$tmp/g32.yaml" -o "$tmp/q.lmq" >/dev/null
 run 0 "$LMQ" export "$tmp/q.lmq" --to compressed-tensors -o "$tmp/ct"
-has "35 quantised Linear modules (pack-quantized, 1 config group), 12 float tensors"
+has "35 quantised Linear modules (pack-quantized, 2 config groups), 12 float tensors"
 for f in model.safetensors config.json tokenizer.bin; do [ -s "$tmp/ct/$f" ] || fail "ct/$f missing"; done
 for key in '"quant_method": "compressed-tensors"' '"format": "pack-quantized"' '"group_size": 32' \
-    '"LlamaForCausalLM"' '"num_key_value_heads": 4'; do
+    '"LlamaForCausalLM"' '"num_key_value_heads": 4' '"version": "' '"sparsity_config": {}' \
+    '"transform_config": {}' '"global_compression_ratio": 3.'; do
     grep -qF -- "$key" "$tmp/ct/config.json" || fail "config.json lacks $key"
 done
 grep -qF '"model.layers.0.self_attn.q_proj.weight_packed":{"dtype":"I32","shape":[64,8]' "$tmp/ct/model.safetensors" ||
@@ -23,6 +36,32 @@ grep -qF '"model.layers.0.self_attn.q_proj.weight_packed":{"dtype":"I32","shape"
 run 0 "$LMQ" export "$tmp/w8a8.lmq" --to compressed-tensors -o "$tmp/w8a8"
 has "(int-quantized, 1 config group)"
 grep -qF '"dynamic": true' "$tmp/w8a8/config.json" || fail "w8a8: activations not dynamic"
+
+# W8A8 attention beside weight-only int3 MLPs: mixed-precision, a format per config group (int3
+# is naive-quantized: one int8 a weight).
+printf 'name: mix\nrules:\n  - match: "blk.*.attn_*"\n    scheme: W8A8\n  - match: "blk.*.ffn_*"\n    scheme: int3\n    granularity: channel\n' >"$tmp/mix.yaml"
+"$LMQ" quantize "$tmp/s.lmq" --recipe "$tmp/mix.yaml" -o "$tmp/mix.lmq" >/dev/null
+run 0 "$LMQ" export "$tmp/mix.lmq" --to compressed-tensors -o "$tmp/mix"
+has "(mixed-precision, 2 config groups)"
+for key in '"format": "mixed-precision"' '"format": "int-quantized"' '"format": "naive-quantized"'; do
+    grep -qF -- "$key" "$tmp/mix/config.json" || fail "mix: config.json lacks $key"
+done
+grep -qF '"model.layers.0.mlp.down_proj.weight":{"dtype":"I8","shape":[64,172]' "$tmp/mix/model.safetensors" ||
+    fail "mix: int3 down_proj is not I8 [64, 172]"
+
+# GPTQ with act-order (static groups) is what compressed-tensors calls actorder "weight".
+"$LMQ" calibrate "$tmp/s.lmq" --text "$FIX/text/tinystories-valid.txt" --windows 2 -o "$tmp/stats.lmq" >/dev/null
+printf 'name: ao\nrules:\n  - match: "blk.*"\n    scheme: int8\n    granularity: channel\n    method: {name: gptq, act_order: true}\n' >"$tmp/ao.yaml"
+"$LMQ" quantize "$tmp/s.lmq" --recipe "$tmp/ao.yaml" --stats "$tmp/stats.lmq" -o "$tmp/ao.lmq" >/dev/null
+run 0 "$LMQ" export "$tmp/ao.lmq" --to compressed-tensors -o "$tmp/ao"
+grep -qF '"actorder": "weight"' "$tmp/ao/config.json" || fail "act-order: actorder is not weight"
+grep -qF '"actorder": null' "$tmp/ct/config.json" || fail "round to nearest: actorder is not null"
+
+# A group that does not divide its row is refused, the tensor named.
+"$LMQ" quantize "$tmp/s.lmq" --recipe recipes/int4-g32.yaml -o "$tmp/g.lmq" >/dev/null
+run 1 "$LMQ" export "$tmp/g.lmq" --to compressed-tensors -o "$tmp/g"
+has "tensor blk.0.ffn_down.weight is int4 g32: its 172 columns are not a whole number of groups of 32"
+[ -e "$tmp/g/model.safetensors" ] && fail "a refused export left model.safetensors"
 
 # A float export is a plain HF checkpoint: converting it back gives the same model.
 "$LMQ" quantize "$tmp/s.lmq" --recipe recipes/fp16.yaml -o "$tmp/h.lmq" >/dev/null
@@ -42,7 +81,30 @@ PY
 "$LMQ" quantize "$tmp/s.lmq" --recipe recipes/emb-int4-g32.yaml -o "$tmp/e.lmq" >/dev/null
 run 1 "$LMQ" export "$tmp/e.lmq" --to compressed-tensors -o "$tmp/e"
 has "tok_embd.weight"
-[ -e "$tmp/e/model.safetensors" ] && fail "a refused export left model.safetensors"
+[ -e "$tmp/e" ] && fail "a refused export left its directory"
+ls "$tmp" | grep -q '\.tmp\.' && fail "a refused export left a temporary directory"
+
+# The directory is written whole, then renamed into place: a full directory (an earlier export)
+# is refused without --force, untouched; --force replaces it whole (an old export's other files
+# do not stay); a link, or a directory that holds the artefact, is refused.
+echo stale >"$tmp/ct/vocab.json"
+sum_before=$(cat "$tmp/ct/"* | sha256sum)
+run 1 "$LMQ" export "$tmp/q.lmq" --to compressed-tensors -o "$tmp/ct"
+has "not empty (a previous export?): --force replaces the directory whole"
+[ "$(cat "$tmp/ct/"* | sha256sum)" = "$sum_before" ] || fail "a refused export changed the directory"
+run 0 "$LMQ" export "$tmp/q.lmq" --to compressed-tensors -o "$tmp/ct" --force
+[ -e "$tmp/ct/vocab.json" ] && fail "--force kept the old export's vocab.json"
+[ "$(ls "$tmp/ct" | sort | tr '\n' ' ')" = "config.json model.safetensors tokenizer.bin " ] || fail "after --force: $(ls "$tmp/ct")"
+ls "$tmp" | grep -q '\.\(tmp\|old\)\.' && fail "--force left a temporary directory"
+ln -s "$tmp/ct" "$tmp/link"
+run 1 "$LMQ" export "$tmp/q.lmq" --to compressed-tensors -o "$tmp/link" --force
+has "is a symbolic link"
+run 1 "$LMQ" export "$tmp/q.lmq" --to compressed-tensors -o "$tmp" --force
+has "holds $tmp/q.lmq, the artefact being exported"
+mkdir "$tmp/empty"
+run 0 "$LMQ" export "$tmp/q.lmq" --to compressed-tensors -o "$tmp/empty"
+run 2 "$LMQ" export "$tmp/q.lmq" --to gguf -o "$tmp/x.gguf" --force
+has "--force does not apply to gguf"
 
 # Usage: no target, an unknown one, no output.
 run 2 "$LMQ" export "$tmp/q.lmq" -o "$tmp/x"

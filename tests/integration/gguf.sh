@@ -35,6 +35,13 @@ for src in stories260K/stories260K.bin sotu-gpt2; do
         --json "$tmp/$name.json" >/dev/null
     grep -q '"kl_mean": 0.0,' "$tmp/$name.json" && [ "$(grep -c '"kl_mean": 0.0,' "$tmp/$name.json")" = 2 ] ||
         fail "$name: the imported artefact scores differently"
+    # The import came encoded: its error against fp32 weights is unknown (null, '-'), its scheme says so.
+    python3 -c '
+import json, sys
+q, back = json.load(open(sys.argv[1]))["rows"]
+assert q["rel_error_median"] > 0 and back["rel_error_median"] is None and back["rel_error_worst"] is None, back
+assert back["scheme"] == "imported " + q["scheme"], (q["scheme"], back["scheme"])
+' "$tmp/$name.json" || fail "$name: the import's unknown errors: $(cat "$tmp/$name.json")"
     # Exported again, the same file.
     "$LMQ" export "$tmp/$name.back.lmq" --to gguf -o "$tmp/$name.again.gguf" >/dev/null
     cmp -s "$tmp/$name.gguf" "$tmp/$name.again.gguf" || fail "$name: export of the import differs"
@@ -88,3 +95,46 @@ run 1 "$LMQ" convert "$tmp/magic.gguf" -o "$tmp/magic.lmq"
 has "magic.gguf: not a GGUF file"
 run 1 "$LMQ" convert "$tmp/stories260K.gguf" --split-qkv -o "$tmp/s.lmq"
 has "do not apply to a GGUF file"
+
+# A tokenizer.json model: sotu-gpt2 with its vocab.json + merges.txt re-saved as one byte-level
+# BPE tokenizer.json (as transformers writes GPT-2's) exports to the same GGUF as the vocab.json
+# conversion (tokenizer.ggml.model gpt2, pre gpt-2, the same tokens, types and merges), and the
+# import tokenizes the fixture texts to the same ids.
+mkdir "$tmp/tj"
+cp "$FIX/sotu-gpt2/config.json" "$tmp/tj/"
+ln -s "$(cd "$FIX/sotu-gpt2" && pwd)/model.safetensors" "$tmp/tj/model.safetensors"
+python3 - "$FIX/sotu-gpt2" "$tmp/tj/tokenizer.json" <<'PY'
+import json, sys
+vocab = json.load(open(sys.argv[1] + "/vocab.json", encoding="utf-8"))
+merges = [l.rstrip("\n") for l in open(sys.argv[1] + "/merges.txt", encoding="utf-8")
+          if l.strip() and not l.startswith("#version")]
+bl = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+json.dump({"version": "1.0", "truncation": None, "padding": None,
+           "added_tokens": [{"id": vocab["<|endoftext|>"], "content": "<|endoftext|>", "single_word": False,
+                             "lstrip": False, "rstrip": False, "normalized": True, "special": True}],
+           "normalizer": None, "pre_tokenizer": bl, "post_processor": bl, "decoder": bl,
+           "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": "",
+                     "end_of_word_suffix": "", "fuse_unk": False, "byte_fallback": False, "vocab": vocab,
+                     "merges": merges}},
+          open(sys.argv[2], "w", encoding="utf-8"), ensure_ascii=False)
+PY
+"$LMQ" convert "$tmp/tj" -o "$tmp/tj.lmq" >/dev/null
+"$LMQ" inspect "$tmp/tj.lmq" >"$tmp/tj.inspect"
+grep -q 'tokenizer: hf_json' "$tmp/tj.inspect" || fail "the re-saved model does not carry its tokenizer.json"
+run 0 "$LMQ" export "$tmp/tj.lmq" --to gguf -o "$tmp/tj.gguf"
+cmp -s "$tmp/tj.gguf" "$tmp/sotu-gpt2.fp32.gguf" || fail "tokenizer.json: another GGUF than from vocab.json + merges.txt"
+run 0 "$LMQ" convert "$tmp/tj.gguf" -o "$tmp/tj.back.lmq"
+for text in tinystories-valid.txt sotu-eval.txt; do
+    for a in sotu-gpt2 tj tj.back; do "$LMQ" tokenize "$tmp/$a.lmq" --text "$FIX/text/$text" >"$tmp/$a.ids"; done
+    cmp -s "$tmp/sotu-gpt2.ids" "$tmp/tj.ids" && cmp -s "$tmp/tj.ids" "$tmp/tj.back.ids" ||
+        fail "tokenizer.json: $text tokenizes differently after the GGUF round trip"
+done
+# A GPT-2 tokenizer whose merges.txt is only its header (every word a single token): the GGUF
+# holds an empty tokenizer.ggml.merges, and comes back through convert, auditing clean.
+mkdir "$tmp/nomerges"
+cp "$FIX/sotu-gpt2/config.json" "$FIX/sotu-gpt2/vocab.json" "$FIX/sotu-gpt2/model.safetensors" "$tmp/nomerges/"
+head -n 1 "$FIX/sotu-gpt2/merges.txt" >"$tmp/nomerges/merges.txt"
+"$LMQ" convert "$tmp/nomerges" -o "$tmp/nomerges.lmq" >/dev/null
+run 0 "$LMQ" export "$tmp/nomerges.lmq" --to gguf -o "$tmp/nomerges.gguf"
+run 0 "$LMQ" convert "$tmp/nomerges.gguf" -o "$tmp/nomerges.back.lmq"
+run 0 "$LMQ" audit "$tmp/nomerges.back.lmq"

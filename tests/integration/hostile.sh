@@ -46,6 +46,10 @@ done
 [ "$(readlink "$tmp/dangling")" = nowhere ] || fail "dangling link changed"
 refused 1 "$tmp/fifo: output exists and is not a regular file" \
     "$LMQ" verify "$tmp/s.lmq" --text "$tmp/t.txt" --ctx 64 --markdown "$tmp/fifo"
+# Two reports into one file: one would silently replace the other.
+refused 2 "$tmp/o.json is named by two outputs: each needs a file of its own" \
+    "$LMQ" verify "$tmp/s.lmq" --text "$tmp/t.txt" --ctx 64 --json "$tmp/o.json" --html "$tmp/o.json"
+[ ! -e "$tmp/o.json" ] || fail "verify wrote a report named twice"
 if mknod "$tmp/null" c 1 3 2>/dev/null; then
     refused 1 "$tmp/null: output exists and is not a regular file" "$LMQ" quantize "$tmp/s.lmq" --recipe "$R" -o "$tmp/null"
     refused 1 "$tmp/null: output exists and is not a regular file" "$LMQ" convert "$S" -o "$tmp/null"

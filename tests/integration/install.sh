@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# make install into a temporary PREFIX, then, from a clean directory, a small C program built
-# against the installed copy with pkg-config alone (shared, and with liblmq.a) converts,
-# quantises, verifies, audits and exports a fixture model; its perplexities are the lmq
-# command's; its errors are values naming the file; the installed man page renders.
+# make install into a temporary PREFIX (liblmq.so exporting include/lmq.h's calls only), then, from
+# a clean directory, a small C program built against the installed copy with pkg-config alone
+# (shared, and with liblmq.a) converts, quantises, verifies, audits and exports a fixture model;
+# its perplexities are the lmq command's; its errors are values naming the file; the installed
+# man page renders.
 . "$(dirname "$0")/lib.bash"
 need_fixtures
 
@@ -13,6 +14,12 @@ make -s BUILD="$BUILD" ${LMQ_SAN:+SAN=$LMQ_SAN} ${LMQ_SAN:+OPT=-O1} install PREF
 for f in bin/lmq lib/liblmq.a lib/liblmq.so include/lmq.h lib/pkgconfig/lmq.pc share/man/man1/lmq.1; do
     [ -s "$prefix/$f" ] || fail "$f not installed"
 done
+# The shared library's interface is include/lmq.h's calls, nothing else.
+nm -D --defined-only "$prefix/lib/liblmq.so" | awk '{ print $3 }' | sort >"$tmp/exported"
+sed -n 's/^LMQ_API .*[ *]\(lmq_[a-z0-9_]*\)(.*/\1/p' include/lmq.h | sort >"$tmp/declared"
+[ -s "$tmp/declared" ] || fail "no LMQ_API calls read from include/lmq.h"
+diff "$tmp/declared" "$tmp/exported" >"$tmp/exports.diff" ||
+    { cat "$tmp/exports.diff" >&2; fail "liblmq.so exports other symbols than include/lmq.h declares"; }
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
 pkg-config --exists lmq || fail "pkg-config does not find lmq"
 [ "$(pkg-config --modversion lmq)" = "$("$prefix/bin/lmq" --help >/dev/null; sed -n 's/.*LMQ_TOOL_VERSION "lmq \(.*\)".*/\1/p' formats/manifest.h)" ] ||
@@ -22,7 +29,7 @@ pkg-config --static --libs lmq | grep -q -- -lzstd || fail "lmq.pc: no private l
 fix=$(cd "$FIX" && pwd)
 text="$tmp/text.txt" # a part of the text: the comparison below needs no more
 head -c 30000 "$fix/text/tinystories-valid.txt" >"$text"
-recipe=$(pwd)/recipes/int4-g32.yaml
+recipe=$(pwd)/recipes/int4-channel.yaml # per channel: exported groups must divide ffn_down's 172 columns
 app="$tmp/app"
 mkdir "$app"
 cat >"$app/app.c" <<'C'
@@ -80,7 +87,8 @@ cc -std=c11 -D_GNU_SOURCE $san -o app-shared app.c $(pkg-config --cflags --libs 
     fail "shared build"
 cc -std=c11 -D_GNU_SOURCE $san -o app-static app.c $(pkg-config --cflags lmq) \
     $(pkg-config --static --libs lmq | sed 's/-llmq\b/-l:liblmq.a/') || fail "static build"
-ldd app-shared | grep -q "liblmq.so => $prefix/lib/liblmq.so" || fail "app-shared does not load the installed liblmq.so"
+ldd app-shared >ldd.txt # (a file: grep -q stopping early could fail the pipe under pipefail)
+grep -q "liblmq.so => $prefix/lib/liblmq.so" ldd.txt || fail "app-shared does not load the installed liblmq.so"
 ldd app-static | grep -q liblmq && fail "app-static loads liblmq"
 for kind in shared static; do
     mkdir "$app/$kind"

@@ -35,7 +35,7 @@ for want in '"kind": "policy",' '"check": "policy",' '"tensor": "blk.1.ffn_down.
     has "$want"
 done
 run 8 "$LMQ" audit "$tmp/b" --policy "$CI_INT4" --format junit
-has '<failure type="policy" message="policy: tensor blk.0.attn_qkv.weight: '
+has '<failure type="policy" message="policy: tensor blk.0.attn_out.weight: '
 
 # A corrupted byte outranks the policy: the checksum (5) names the tensor.
 cp "$tmp/a/int4.lmq" "$tmp/bad.lmq"
@@ -91,8 +91,15 @@ run 1 "$LMQ" diff "$tmp/a/int4.lmq" "$tmp/b/int8.lmq" --json
 has '"equal": false,'
 has '"tensor": "blk.0.ffn_up.weight",'
 has '"key": "scheme",'
-has '"a": "\"int4 g32\"",'
+has '"a": "int4 g32",'
 has '"key": "checksum",'
+# Values, not JSON inside strings: numbers are numbers.
+python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))["differences"]
+assert all(not (isinstance(x[s], str) and x[s][:1] in "\"{[") for x in d for s in "ab"), d
+assert any(isinstance(x["a"], (int, float)) and x["key"] == "bits_per_weight" for x in d), d
+' "$tmp/out" || fail "diff --json: values as JSON values: $(cat "$tmp/out")"
 run 1 "$LMQ" diff "$tmp/a/int4.lmq" "$tmp/b/int8.lmq" --tolerance 100
 grep -q ': checksum: ' "$tmp/out" && fail "byte checksums compared under a tolerance"
 run 2 "$LMQ" diff "$tmp/a/int4.lmq"

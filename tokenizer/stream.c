@@ -1,4 +1,4 @@
-#include "verify/stream.h"
+#include "tokenizer/stream.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +24,7 @@ static int is_separator(const char *line, size_t n)
 }
 
 /* Appends the stripped text[a..b) unless it is empty. */
-static lmq_code add_doc(const char *text, size_t a, size_t b, vf_doc **docs, int *n, int *cap,
+static lmq_code add_doc(const char *text, size_t a, size_t b, tok_doc **docs, int *n, int *cap,
                         lmq_err *err)
 {
     while (a < b && ascii_space(text[a]))
@@ -35,19 +35,19 @@ static lmq_code add_doc(const char *text, size_t a, size_t b, vf_doc **docs, int
         return LMQ_OK;
     if (*n == *cap) {
         int nc = *cap ? *cap * 2 : 16;
-        vf_doc *d = realloc(*docs, (size_t)nc * sizeof *d);
+        tok_doc *d = realloc(*docs, (size_t)nc * sizeof *d);
         if (!d)
             return lmq_fail(err, LMQ_E_NOMEM, "documents: out of memory");
         *docs = d;
         *cap = nc;
     }
-    (*docs)[(*n)++] = (vf_doc){ a, b - a };
+    (*docs)[(*n)++] = (tok_doc){ a, b - a };
     return LMQ_OK;
 }
 
-lmq_code vf_docs_split(const char *text, size_t len, vf_doc **docs, int *n_docs, lmq_err *err)
+lmq_code tok_docs_split(const char *text, size_t len, tok_doc **docs, int *n_docs, lmq_err *err)
 {
-    vf_doc *d = NULL;
+    tok_doc *d = NULL;
     int n = 0, cap = 0;
     size_t start = 0; /* where the current document begins */
     lmq_code c = LMQ_OK;
@@ -71,21 +71,21 @@ lmq_code vf_docs_split(const char *text, size_t len, vf_doc **docs, int *n_docs,
     return LMQ_OK;
 }
 
-lmq_code vf_stream_build(const tok_tokenizer *t, const char *text, size_t len, int32_t **ids,
+lmq_code tok_stream_build(const tok_tokenizer *t, const char *text, size_t len, int32_t **ids,
                          size_t *n_ids, int *n_docs, lmq_err *err)
 {
-    return vf_stream_build_docs(t, text, len, ids, n_ids, NULL, n_docs, err);
+    return tok_stream_build_docs(t, text, len, ids, n_ids, NULL, n_docs, err);
 }
 
-lmq_code vf_stream_build_docs(const tok_tokenizer *t, const char *text, size_t len, int32_t **ids,
+lmq_code tok_stream_build_docs(const tok_tokenizer *t, const char *text, size_t len, int32_t **ids,
                               size_t *n_ids, size_t **starts, int *n_docs, lmq_err *err)
 {
     size_t valid = tok_utf8_valid_prefix((const uint8_t *)text, len);
     if (valid != len)
         return lmq_fail(err, LMQ_E_FORMAT, "text is not valid UTF-8 at byte offset %zu", valid);
-    vf_doc *docs;
+    tok_doc *docs;
     int nd;
-    lmq_code c = vf_docs_split(text, len, &docs, &nd, err);
+    lmq_code c = tok_docs_split(text, len, &docs, &nd, err);
     if (c)
         return c;
     if (nd == 0)
@@ -147,7 +147,7 @@ lmq_code vf_stream_build_docs(const tok_tokenizer *t, const char *text, size_t l
     return LMQ_OK;
 }
 
-lmq_code vf_stream_read(const lmq_model *m, const char *text_path, int32_t **ids, size_t *n, int *docs,
+lmq_code tok_stream_read(const lmq_model *m, const char *text_path, int32_t **ids, size_t *n, int *docs,
                         uint64_t *checksum, lmq_err *err)
 {
     tok_tokenizer *tok;
@@ -156,7 +156,7 @@ lmq_code vf_stream_read(const lmq_model *m, const char *text_path, int32_t **ids
         return c;
     lmq_blob text;
     if (!(c = lmq_blob_open(text_path, &text, err))) {
-        if ((c = vf_stream_build(tok, (const char *)text.data, text.size, ids, n, docs, err)))
+        if ((c = tok_stream_build(tok, (const char *)text.data, text.size, ids, n, docs, err)))
             lmq_err_prefix(err, "%s: ", text_path);
         if (checksum)
             *checksum = XXH3_64bits(text.data, text.size);

@@ -1,0 +1,646 @@
+/* The AVX-512 kernel sets (runtime/kernels.h): fused linear kernels 16 lanes a vector, steps of 32
+ * columns; "avx512vnni" multiplies W8A8 with VNNI. Their other kernels are the AVX2 set's. */
+#include "runtime/linear_impl.h"
+
+#if LMQ_X86
+#include <immintrin.h>
+
+#define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c")))
+#define AVX512_INLINE static inline __attribute__((always_inline, target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c")))
+
+/* AVX-512 int8 kernels with one scale a row and rows in blocks of 64 sum code − zero and scale
+ * the sum once (ENC_I8X). Others come in two kinds by the weights' zero codes (rt_weight.wide_zeros).
+ * Narrow: a weight (code − zero)·scale is one FMA, code·scale − zero·scale, as both products are
+ * exact (at most 8 and 13 bits times fp16's 11) and the FMA rounds once, as q_dequantize does: a
+ * vector op less per 16 weights than subtracting first (+20 %). Wide, and the int4 family's
+ * tables (built once a group, where that op is not worth saving): the code minus the zero, then
+ * times the scale. */
+typedef struct {
+    rowptr r;
+    int64_t groups;                /* the row's */
+    size_t sahead;                 /* where the parameters of the row the codes' prefetch reaches are */
+    float gs[16], gz[16], gn[16];  /* scales, zero codes and −zero·scale of groups 16·⌊gi/16⌋ on */
+    __m512 s, z, tab;              /* the group's scale and zero code (wide) or −zero·scale (narrow, int8);
+                                      int4 and narrower: the 16 values a code can stand for */
+} wrow16;
+
+AVX512_INLINE __mmask16 lanes16(int64_t n)
+{
+    return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
+}
+
+/* Row j's pointers; its parameters are prefetched `ahead` bytes of codes on (0: not at all). */
+AVX512_INLINE void row_ptr16(int enc, const rt_weight *W, int j, size_t ahead, wrow16 *r)
+{
+    row_ptr(enc, W, j, &r->r);
+    r->groups = W->q.gran == LMQ_GRAN_GROUP ? W->L.groups_per_row : 1;
+    r->sahead = W->q.gran == LMQ_GRAN_TENSOR || !ahead ? 0 : (size_t)W->ahead_tiles * 4 * (size_t)r->groups * 2;
+    r->s = r->z = r->tab = _mm512_setzero_ps();
+}
+
+/* Group gi's parameters, asked for in order from group 0. Its row's scales and zero codes are
+ * read and widened 16 at a time: one group at a time, that work cost a 32-column step of int4 as
+ * much as its products (int4 g32 decode +60 %, g128 +20 %). */
+AVX512_INLINE void row_group16(int enc, int wide, wrow16 *r, int64_t gi, unsigned bits)
+{
+    const int64_t i = gi % 16;
+    const int narrow8 = enc == ENC_I8 && !wide; /* needs −zero·scale, not the zero code */
+    if (i == 0) {
+        /* Parameters are a stream of their own, which the hardware does not learn in time. */
+        __builtin_prefetch(r->r.sc + 2 * gi + r->sahead, 0, 3);
+        if (r->r.zp)
+            __builtin_prefetch(r->r.zp + 2 * gi + r->sahead, 0, 3);
+        const __mmask16 m = lanes16(r->groups - gi);
+        const __m512 s = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, r->r.sc + 2 * gi));
+        const __m512 z = r->r.zp ? _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(_mm256_maskz_loadu_epi16(m, r->r.zp + 2 * gi)))
+                                 : _mm512_set1_ps((float)(1 << (bits - 1)));
+        _mm512_storeu_ps(r->gs, s);
+        if (narrow8)
+            _mm512_storeu_ps(r->gn, _mm512_mul_ps(z, _mm512_sub_ps(_mm512_setzero_ps(), s)));
+        else
+            _mm512_storeu_ps(r->gz, z);
+    }
+    r->s = _mm512_set1_ps(r->gs[i]);
+    if (narrow8)
+        r->tab = _mm512_set1_ps(r->gn[i]);
+    else
+        r->z = _mm512_set1_ps(r->gz[i]);
+    if (enc == ENC_I8X) /* what 2^23 + code less 2^23 + zero leaves: see row_step16 */
+        r->tab = _mm512_add_ps(r->z, _mm512_set1_ps(8388608.0f));
+    if (enc_looked_up(enc)) { /* the table repeats every 2^bits entries: see row_step16 */
+        const __m512 codes = enc_bits(enc) == 4 ? _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
+                             : enc == ENC_I3    ? _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7)
+                                                : _mm512_setr_ps(0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3);
+        r->tab = _mm512_mul_ps(_mm512_sub_ps(codes, r->z), r->s);
+    }
+}
+
+/* For the 3- and 2-bit steps: the bytes each lane of the first and the second 16 codes of 32 takes
+ * (vpshufb indices: code c's bits start at bit c·bits, in byte c·bits/8; 0x80 gives 0), and the
+ * shift that brings its code to bit 0. */
+#define NARROW_LANE(c, bits) ((c) * (bits) / 8 | ((c) * (bits) / 8 + 1) << 8 | 0x80 << 16 | 0x80u << 24)
+#define NARROW_ROW(o, bits)                                                                                       \
+    { NARROW_LANE(o + 0, bits),  NARROW_LANE(o + 1, bits),  NARROW_LANE(o + 2, bits),  NARROW_LANE(o + 3, bits),  \
+      NARROW_LANE(o + 4, bits),  NARROW_LANE(o + 5, bits),  NARROW_LANE(o + 6, bits),  NARROW_LANE(o + 7, bits),  \
+      NARROW_LANE(o + 8, bits),  NARROW_LANE(o + 9, bits),  NARROW_LANE(o + 10, bits), NARROW_LANE(o + 11, bits), \
+      NARROW_LANE(o + 12, bits), NARROW_LANE(o + 13, bits), NARROW_LANE(o + 14, bits), NARROW_LANE(o + 15, bits) }
+#define NARROW_SHIFT(bits)                                                                                          \
+    { 0 * (bits) % 8,  1 * (bits) % 8,  2 * (bits) % 8,  3 * (bits) % 8,  4 * (bits) % 8,  5 * (bits) % 8,          \
+      6 * (bits) % 8,  7 * (bits) % 8,  8 * (bits) % 8,  9 * (bits) % 8,  10 * (bits) % 8, 11 * (bits) % 8,         \
+      12 * (bits) % 8, 13 * (bits) % 8, 14 * (bits) % 8, 15 * (bits) % 8 }
+static const union {
+    uint32_t u[3][16];
+    __m512i v[3];
+} NARROW[2] = {
+    { .u = { NARROW_ROW(0, 3), NARROW_ROW(16, 3), NARROW_SHIFT(3) } },
+    { .u = { NARROW_ROW(0, 2), NARROW_ROW(16, 2), NARROW_SHIFT(2) } },
+};
+
+/* 32 weights of the row from column k: w0 then w1, zero in dead lanes. int4 gives the even
+ * columns of the 32 in w0 and the odd ones in w1 (low nibbles, then high); ENC_I4X, the s-th 32
+ * of a block of 128 columns c = 8·d + e (lane d, e = 0..7 in the block's eight vectors): e = 2s
+ * in w0, 2s + 1 in w1; ENC_I8X, the s-th 32 of a block of 64 columns c = 4·d + e: e = 2s in w0,
+ * 2s + 1 in w1, as code − zero (the row's scale multiplies its product once). x is reordered the
+ * same way before the product. last: the step is in the tensor's last block (ENC_I8X and ENC_I4X
+ * read it without going past its end). */
+AVX512_INLINE void row_step16(int enc, int wide, const wrow16 *r, int64_t k, __mmask16 m0, __mmask16 m1, int last,
+                              __m512 *w0, __m512 *w1)
+{
+    const uint8_t *p = row_at(enc, r->r.p, k), *p1 = row_at(enc, r->r.p, k + 16);
+    switch (enc) {
+    case ENC_F32:
+        *w0 = _mm512_maskz_loadu_ps(m0, p);
+        *w1 = _mm512_maskz_loadu_ps(m1, p1);
+        break;
+    case ENC_F16:
+        *w0 = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m0, p));
+        *w1 = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m1, p1));
+        break;
+    case ENC_BF16:
+        *w0 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m0, p)), 16));
+        *w1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m1, p1)), 16));
+        break;
+    case ENC_I8: {
+        __m512 c0 = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m0, p)));
+        __m512 c1 = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m1, p1)));
+        if (!wide) {
+            *w0 = _mm512_maskz_fmadd_ps(m0, c0, r->s, r->tab);
+            *w1 = _mm512_maskz_fmadd_ps(m1, c1, r->s, r->tab);
+        } else {
+            *w0 = _mm512_maskz_mul_ps(m0, _mm512_sub_ps(c0, r->z), r->s);
+            *w1 = _mm512_maskz_mul_ps(m1, _mm512_sub_ps(c1, r->z), r->s);
+        }
+        break;
+    }
+    case ENC_I8X: { /* whole 64-blocks. The 32-bit lane d loaded from byte e of the block has byte
+                     4·d + e at its bottom; kept and put under the exponent of 2^23 (one vpternlogd) it
+                     is the float 2^23 + code, and less 2^23 + zero, exactly code − zero: three vector
+                     ops per 16 weights with the product's FMA, none of them on the shuffle port,
+                     where ENC_I8 takes four with the scale's (int8 768 × 768 from cache, one core of
+                     an Intel Xeon: 17 GB/s as ENC_I8, 21 as ENC_I8X). */
+        const int e = (int)(k / 16 % 4);
+        const uint8_t *b = r->r.p + k / 64 * 64 + e;
+        const __m512i c0 = last ? _mm512_maskz_loadu_epi8(~0ull >> e, b) : _mm512_loadu_si512(b);
+        const __m512i c1 = last ? _mm512_maskz_loadu_epi8(~0ull >> (e + 1), b + 1) : _mm512_loadu_si512(b + 1);
+        const __m512i low = _mm512_set1_epi32(0xFF), two23 = _mm512_set1_epi32(0x4B000000);
+        *w0 = _mm512_sub_ps(_mm512_castsi512_ps(_mm512_ternarylogic_epi32(c0, low, two23, 0xEA)), r->tab);
+        *w1 = _mm512_sub_ps(_mm512_castsi512_ps(_mm512_ternarylogic_epi32(c1, low, two23, 0xEA)), r->tab);
+        break;
+    }
+    case ENC_I3:
+    case ENC_I2: { /* whole 32-blocks only (12 or 8 bytes), in column order. Every 128-bit lane gets
+                    a copy of the bytes; each 32-bit lane picks the two holding its code (vpshufb)
+                    and shifts the code to bit 0; vpermps reads 4 bits, the code's and the next
+                    one's low bits, which the repeating table ignores. */
+        const int bits = enc_bits(enc);
+        const __m512i all = _mm512_broadcast_i32x4(_mm_maskz_loadu_epi8((__mmask16)((1u << (4 * bits)) - 1), p));
+        const __m512i *narrow = NARROW[enc == ENC_I3 ? 0 : 1].v;
+        *w0 = _mm512_permutexvar_ps(_mm512_srlv_epi32(_mm512_shuffle_epi8(all, narrow[0]), narrow[2]), r->tab);
+        *w1 = _mm512_permutexvar_ps(_mm512_srlv_epi32(_mm512_shuffle_epi8(all, narrow[1]), narrow[2]), r->tab);
+        break;
+    }
+    default: { /* ENC_I4, whole 32-blocks; ENC_I4X, whole 128-blocks */
+        /* vpermps reads the low 4 bits of each index: the low nibble needs no mask. ENC_I4X's
+         * 32-bit lane d loaded from byte s on in the block's 64 has byte 4·d + s at the bottom
+         * (columns 8·d + 2·s and one on): a load where ENC_I4 widens 16 bytes on the shuffle
+         * port, the bottleneck with the lookups (int4 g128 768 × 768 from cache, one core of an
+         * Intel Xeon: 10.4-10.7 GB/s as ENC_I4, 12.0-12.1 as ENC_I4X). */
+        __m512i c;
+        if (enc == ENC_I4) {
+            c = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p));
+        } else {
+            const int s = (int)(k / 32 % 4);
+            const uint8_t *b = r->r.p + k / 128 * 64 + s;
+            c = last ? _mm512_maskz_loadu_epi8(~0ull >> s, b) : _mm512_loadu_si512(b);
+        }
+        *w0 = _mm512_permutexvar_ps(c, r->tab);
+        *w1 = _mm512_permutexvar_ps(_mm512_srli_epi32(c, 4), r->tab);
+        break;
+    }
+    }
+}
+
+/* One step of a tile: 32 columns from k of MR rows of x against the tile's 4 rows of W. */
+AVX512_INLINE void tile_step16(int enc, int wide, int MR, wrow16 r[4], const float *x, size_t ldx, int64_t k, __mmask16 m0,
+                               __mmask16 m1, int last, __m512 a0[TILE_X][4], __m512 a1[TILE_X][4])
+{
+    __m512 x0[TILE_X], x1[TILE_X];
+    RT_UNROLL for (int i = 0; i < MR; i++) {
+        x0[i] = _mm512_maskz_loadu_ps(m0, x + (size_t)i * ldx + k);
+        x1[i] = _mm512_maskz_loadu_ps(m1, x + (size_t)i * ldx + k + 16);
+    }
+    RT_UNROLL for (int c = 0; c < 4; c++) {
+        __m512 w0, w1;
+        row_step16(enc, wide, &r[c], k, m0, m1, last, &w0, &w1);
+        RT_UNROLL for (int i = 0; i < MR; i++) {
+            a0[i][c] = _mm512_fmadd_ps(x0[i], w0, a0[i][c]);
+            a1[i][c] = _mm512_fmadd_ps(x1[i], w1, a1[i][c]);
+        }
+    }
+}
+
+/* Per output, two 16-lane accumulators over steps of 32 (w0's products in one, w1's in the
+ * other, so that no chain of dependent FMAs sets the pace), added and reduced once at the end in
+ * a fixed order. Whole steps run with constant masks (plain loads); a row's last, partial step
+ * with live-lane masks. */
+AVX512_INLINE void tile16_span(int enc, int wide, int MR, const rt_weight *W, const int j[4], const float *x,
+                               size_t ldx, const kspan *ks, float out[TILE_X][4])
+{
+    const int64_t K = W->in, group = enc_grouped(enc) ? W->L.group : K, end = ks ? ks->k1 : K;
+    const size_t ahead = ks ? 0 : prefetch_ahead(enc, W);
+    wrow16 r[4]; /* the parameters: set by row_group16 before a quantised step */
+    RT_UNROLL for (int c = 0; c < 4; c++)
+        row_ptr16(enc, W, j[c], ahead, &r[c]);
+    __m512 a0[TILE_X][4], a1[TILE_X][4];
+    const int resume = ks && ks->k0 > 0;
+    RT_UNROLL for (int i = 0; i < MR; i++)
+        RT_UNROLL for (int c = 0; c < 4; c++) {
+            a0[i][c] = resume ? _mm512_load_ps(ks->acc + (i * 4 + c) * 16) : _mm512_setzero_ps();
+            a1[i][c] = resume ? _mm512_load_ps(ks->acc + ((TILE_X + i) * 4 + c) * 16) : _mm512_setzero_ps();
+        }
+    /* Whole spans of SPAN columns (a cache line of every row, at least a step) run without a test
+     * per step: one prefetch per line, the group's start the only branch. A stretch (fp32 only)
+     * starts at a multiple of the step. */
+    const int64_t SPAN = 512 / enc_bits(enc) > 32 ? 512 / enc_bits(enc) / 32 * 32 : 32;
+    int64_t k = ks ? ks->k0 : 0, group_end = 0, gi = 0;
+    /* ENC_I8X, ENC_I4X: the tensor's last block goes below, read without going past its end. */
+    const int64_t whole_end = enc_block(enc) && j[3] == W->out - 1 ? end - enc_block(enc) : end;
+    for (; k + SPAN <= whole_end; k += SPAN) {
+        prefetch_step(enc, r[0].r.p, k, SPAN, ahead);
+        RT_UNROLL for (int64_t s = k; s < k + SPAN; s += 32) {
+            if (enc_grouped(enc) && s == group_end) {
+                RT_UNROLL for (int c = 0; c < 4; c++)
+                    row_group16(enc, wide, &r[c], gi, enc_bits(enc));
+                group_end += group, gi++;
+            }
+            tile_step16(enc, wide, MR, r, x, ldx, s, 0xFFFF, 0xFFFF, 0, a0, a1);
+        }
+    }
+    for (; k < end; k += 32) {
+        if (enc_grouped(enc) && k == group_end) {
+            RT_UNROLL for (int c = 0; c < 4; c++)
+                row_group16(enc, wide, &r[c], gi, enc_bits(enc));
+            group_end += group, gi++;
+        }
+        prefetch_step(enc, r[0].r.p, k, 32, ahead);
+        tile_step16(enc, wide, MR, r, x, ldx, k, lanes16(K - k), lanes16(K - k - 16), 1, a0, a1);
+    }
+    if (end < K) { /* the stretch's sums wait for the next */
+        RT_UNROLL for (int i = 0; i < MR; i++)
+            RT_UNROLL for (int c = 0; c < 4; c++) {
+                _mm512_store_ps(ks->acc + (i * 4 + c) * 16, a0[i][c]);
+                _mm512_store_ps(ks->acc + ((TILE_X + i) * 4 + c) * 16, a1[i][c]);
+            }
+        return;
+    }
+    RT_UNROLL for (int i = 0; i < MR; i++)
+        RT_UNROLL for (int c = 0; c < 4; c++)
+            out[i][c] = _mm512_reduce_add_ps(_mm512_add_ps(a0[i][c], a1[i][c]));
+}
+
+AVX512_INLINE void tile16(int enc, int wide, int MR, const rt_weight *W, const int j[4], const float *x, size_t ldx,
+                          float out[TILE_X][4])
+{
+    tile16_span(enc, wide, MR, W, j, x, ldx, NULL, out);
+}
+
+/* fp32 over a stretch (ks: see kspan). */
+AVX512 static void span_avx512_f32(int MR, const rt_weight *W, const int j[4], const float *x, size_t ldx,
+                                   const kspan *ks, float out[TILE_X][4])
+{
+    if (MR == 3)
+        tile16_span(ENC_F32, 0, 3, W, j, x, ldx, ks, out);
+    else if (MR == 2)
+        tile16_span(ENC_F32, 0, 2, W, j, x, ldx, ks, out);
+    else
+        tile16_span(ENC_F32, 0, 1, W, j, x, ldx, ks, out);
+}
+
+AVX512_INLINE void row16(int enc, int wide, const rt_weight *W, int j, float *o)
+{
+    const int64_t K = W->in, group = enc_grouped(enc) ? W->L.group : K;
+    wrow16 r;
+    row_ptr16(enc, W, j, 0, &r);
+    for (int64_t k = 0, group_end = 0, gi = 0; k < K; k += 32) {
+        const __mmask16 m0 = lanes16(K - k), m1 = lanes16(K - k - 16);
+        if (enc_grouped(enc) && k == group_end)
+            row_group16(enc, wide, &r, gi++, enc_bits(enc)), group_end += group;
+        __m512 w0, w1;
+        row_step16(enc, wide, &r, k, m0, m1, enc_block(enc) && j == W->out - 1 && k >= K - enc_block(enc), &w0, &w1);
+        _mm512_mask_storeu_ps(o + k, m0, w0);
+        _mm512_mask_storeu_ps(o + k + 16, m1, w1);
+    }
+}
+
+/* x reordered within each 128 columns as the ENC_I4X step delivers W: column 8·d + e to 16·e + d. */
+AVX512 static void permute128(const float *x, int n, int in, float *out)
+{
+    const __m512i d8 = _mm512_setr_epi32(0, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120);
+    for (size_t k = 0; k < (size_t)n * (size_t)in; k += 128) /* in is a multiple of 128 */
+        for (int e = 0; e < 8; e++)
+            _mm512_storeu_ps(out + k + 16 * e, _mm512_i32gather_ps(d8, x + k + e, 4));
+}
+
+/* x reordered within each 64 columns as the ENC_I8X step delivers W: column 4·d + e to 16·e + d. */
+AVX512 static void permute64(const float *x, int n, int in, float *out)
+{
+    const __m512i d4 = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 44, 48, 52, 56, 60);
+    for (size_t k = 0; k < (size_t)n * (size_t)in; k += 64) /* in is a multiple of 64 */
+        for (int e = 0; e < 4; e++)
+            _mm512_storeu_ps(out + k + 16 * e, _mm512_i32gather_ps(d4, x + k + e, 4));
+}
+
+/* x reordered within each 32 columns as the ENC_I4 step delivers W: even columns, then odd. */
+AVX512 static void permute32(const float *x, int n, int in, float *out)
+{
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+    for (size_t k = 0; k < (size_t)n * (size_t)in; k += 32) { /* in is a multiple of 32 */
+        const __m512 a = _mm512_loadu_ps(x + k), b = _mm512_loadu_ps(x + k + 16);
+        _mm512_storeu_ps(out + k, _mm512_permutex2var_ps(a, even, b));
+        _mm512_storeu_ps(out + k + 16, _mm512_permutex2var_ps(a, odd, b));
+    }
+}
+
+/* ---- W8A8 on the avx512vnni set */
+#define VNNI __attribute__((target("avx512f,avx512bw,avx512vnni")))
+#define VNNI_INLINE static inline __attribute__((always_inline, target("avx512f,avx512bw,avx512vnni")))
+/* 64 codes of each row at a time (vpdpbusd: unsigned × signed bytes into int32 lanes, exact), the
+ * activations loaded once for the four; the tile's rows follow one another and are prefetched as
+ * one stream, as the fused tiles do. The four sums are reduced together. */
+/* Columns [k, k + 64) of the four rows c against those of the MR rows of codes q into acc: whole
+ * steps with plain loads (masked ones cost decode a fifth), the last with the live lanes m; each
+ * vector of W loaded once, right before its products. */
+VNNI_INLINE void vnni_step(int MR, int whole, __mmask64 m, const uint8_t *const c[4], const int8_t *q, size_t ldq,
+                           size_t k, __m512i acc[TILE_X][4])
+{
+    __m512i qk[TILE_X];
+    RT_UNROLL for (int i = 0; i < MR; i++)
+        qk[i] = _mm512_loadu_si512(q + (size_t)i * ldq + k); /* zero beyond in */
+    RT_UNROLL for (int r = 0; r < 4; r++) {
+        const __m512i w = whole ? _mm512_loadu_si512(c[r] + k) : _mm512_maskz_loadu_epi8(m, c[r] + k);
+        RT_UNROLL for (int i = 0; i < MR; i++)
+            acc[i][r] = _mm512_dpbusd_epi32(acc[i][r], w, qk[i]);
+    }
+}
+
+VNNI_INLINE void dot4_vnni(int MR, const uint8_t *const c[4], const int8_t *q, size_t ldq, size_t in, size_t ahead,
+                           int32_t out[TILE_X][4])
+{
+    __m512i acc[TILE_X][4];
+    RT_UNROLL for (int i = 0; i < MR; i++)
+        RT_UNROLL for (int r = 0; r < 4; r++)
+            acc[i][r] = _mm512_setzero_si512();
+    size_t k = 0;
+    for (; k + 64 <= in; k += 64) {
+        prefetch_step(ENC_I8, c[0], (int64_t)k, 64, ahead);
+        vnni_step(MR, 1, 0, c, q, ldq, k, acc);
+    }
+    if (k < in)
+        vnni_step(MR, 0, ((__mmask64)1 << (in - k)) - 1, c, q, ldq, k, acc);
+    /* each 128-bit lane: row 0, 1, 2, 3's sums of its four int32; then the four lanes added */
+    RT_UNROLL for (int i = 0; i < MR; i++) {
+        const __m512i *a = acc[i];
+        const __m512i t0 = _mm512_add_epi32(_mm512_unpacklo_epi32(a[0], a[1]), _mm512_unpackhi_epi32(a[0], a[1]));
+        const __m512i t1 = _mm512_add_epi32(_mm512_unpacklo_epi32(a[2], a[3]), _mm512_unpackhi_epi32(a[2], a[3]));
+        const __m512i u = _mm512_add_epi32(_mm512_unpacklo_epi64(t0, t1), _mm512_unpackhi_epi64(t0, t1));
+        const __m256i h = _mm256_add_epi32(_mm512_castsi512_si256(u), _mm512_extracti64x4_epi64(u, 1));
+        _mm_storeu_si128((__m128i *)out[i], _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)));
+    }
+}
+
+_Static_assert(TILE_X == 3, "dot4_u8s8_vnni takes 1 to 3 rows of codes");
+VNNI static void dot4_u8s8_vnni(const uint8_t *const c[4], const int8_t *q, size_t ldq, int mr, size_t in, size_t ahead,
+                                int32_t out[TILE_X][4])
+{
+    if (mr == 3)
+        dot4_vnni(3, c, q, ldq, in, ahead, out);
+    else if (mr == 2)
+        dot4_vnni(2, c, q, ldq, in, ahead, out);
+    else
+        dot4_vnni(1, c, q, ldq, in, ahead, out);
+}
+
+/* act_codes_scalar 16 lanes at a time, bit for bit: the maximum is exact in any order (maxps keeps
+ * its second operand, the running maximum, where a lane is NaN, as the comparison does), the
+ * quotient is IEEE's, and round_clamp127's steps are done as there. */
+AVX512 static int32_t act_codes_avx512(const float *x, size_t in, float *scale, int8_t *q)
+{
+    const __m512 sign = _mm512_set1_ps(-0.0f);
+    __m512 mx = _mm512_setzero_ps();
+    for (size_t k = 0; k < in; k += 16)
+        mx = _mm512_max_ps(_mm512_andnot_ps(sign, _mm512_maskz_loadu_ps(lanes16((int64_t)(in - k)), x + k)), mx);
+    const float s = *scale = _mm512_reduce_max_ps(mx) / 127.0f;
+    if (!(s > 0.0f))
+        return 0;
+    const __m512 vs = _mm512_set1_ps(s), lo = _mm512_set1_ps(-127.5f), hi = _mm512_set1_ps(127.5f);
+    const __m512 half = _mm512_set1_ps(0.5f), mhalf = _mm512_set1_ps(-0.5f);
+    const __m512i one = _mm512_set1_epi32(1), c127 = _mm512_set1_epi32(127), m127 = _mm512_set1_epi32(-127);
+    __m512i sum = _mm512_setzero_si512();
+    for (size_t k = 0; k < in; k += 16) {
+        const __mmask16 m = lanes16((int64_t)(in - k));
+        __m512 v = _mm512_div_ps(_mm512_maskz_loadu_ps(m, x + k), vs);
+        v = _mm512_min_ps(_mm512_max_ps(v, lo), hi); /* NaN: lo, as v > lo ? v : lo */
+        __m512i r = _mm512_cvttps_epi32(v);
+        const __m512 f = _mm512_sub_ps(v, _mm512_cvtepi32_ps(r));
+        r = _mm512_mask_add_epi32(r, _mm512_cmp_ps_mask(f, half, _CMP_GE_OQ), r, one);
+        r = _mm512_mask_sub_epi32(r, _mm512_cmp_ps_mask(f, mhalf, _CMP_LE_OQ), r, one);
+        r = _mm512_min_epi32(_mm512_max_epi32(r, m127), c127);
+        _mm512_mask_cvtepi32_storeu_epi8(q + k, m, r);
+        sum = _mm512_add_epi32(sum, r); /* dead lanes are 0 */
+    }
+    return _mm512_reduce_add_epi32(sum);
+}
+
+/* Whole cache lines a load: the widest reads this CPU has. */
+AVX512 static uint64_t sum_words_avx512(const uint8_t *p, size_t n, int prefetch)
+{
+    __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
+    for (size_t i = 0; i < n; i += 256) {
+        sum_ask_ahead(p + i, prefetch);
+        a0 = _mm512_add_epi64(a0, _mm512_loadu_si512(p + i));
+        a1 = _mm512_add_epi64(a1, _mm512_loadu_si512(p + i + 64));
+        a2 = _mm512_add_epi64(a2, _mm512_loadu_si512(p + i + 128));
+        a3 = _mm512_add_epi64(a3, _mm512_loadu_si512(p + i + 192));
+    }
+    uint64_t lanes[8], s = 0; /* not _mm512_reduce_add_epi64: its additions are signed, and overflow */
+    _mm512_storeu_si512(lanes, _mm512_add_epi64(_mm512_add_epi64(a0, a1), _mm512_add_epi64(a2, a3)));
+    for (int j = 0; j < 8; j++)
+        s += lanes[j];
+    return s;
+}
+
+/* GGUF blocks decoded in registers (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K): a block's 32-column steps in
+ * column order, 16 weights a vector, each as schemes/gguf_blocks.c computes it (a scale times a
+ * small integer is exact, so its FMA with a min rounds once, as the reference's product and
+ * difference do). A block's scales first (blk_prep16), then its steps (blk_step16). */
+typedef struct {
+    float d[16], m[16]; /* Q4_K, Q5_K: sub-block s's d·sc and dmin·m; Q6_K: sub-block i's d·sc */
+} blk16;
+
+#define BLK_IN_REGISTERS(dt)                                                                                   \
+    ((dt) == LMQ_T_Q8_0 || (dt) == LMQ_T_Q4_0 || (dt) == LMQ_T_Q4_K || (dt) == LMQ_T_Q5_K || (dt) == LMQ_T_Q6_K)
+
+AVX512_INLINE void blk_prep16(int dt, const uint8_t *b, blk16 *p)
+{
+    if (dt == LMQ_T_Q8_0 || dt == LMQ_T_Q4_0) {
+        p->d[0] = _cvtsh_ss(lmq_le16(b));
+    } else if (dt == LMQ_T_Q6_K) {
+        const float d = _cvtsh_ss(lmq_le16(b + 208));
+        const int8_t *sc = (const int8_t *)(b + 192);
+        for (int i = 0; i < 16; i++)
+            p->d[i] = d * (float)sc[i];
+    } else { /* Q4_K, Q5_K */
+        const float d = _cvtsh_ss(lmq_le16(b)), dmin = _cvtsh_ss(lmq_le16(b + 2));
+        for (int s = 0; s < 8; s++) {
+            int sc, m;
+            blk_k4_scale(b + 4, s, &sc, &m);
+            p->d[s] = d * (float)sc;
+            p->m[s] = dmin * (float)m;
+        }
+    }
+}
+
+AVX512_INLINE __m512i u8x16(const uint8_t *p)
+{
+    return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p));
+}
+
+AVX512_INLINE __m512i srl16(__m512i v, int n)
+{
+    return _mm512_srl_epi32(v, _mm_cvtsi32_si128(n));
+}
+
+/* Columns 32t .. 32t + 31 of block b: w0 the first 16, w1 the rest. */
+AVX512_INLINE void blk_step16(int dt, const blk16 *p, const uint8_t *b, int t, __m512 *w0, __m512 *w1)
+{
+    const __m512i m15 = _mm512_set1_epi32(15);
+    if (dt == LMQ_T_Q8_0) {
+        const __m512 d = _mm512_set1_ps(p->d[0]);
+        *w0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b + 2)))), d);
+        *w1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b + 18)))), d);
+    } else if (dt == LMQ_T_Q4_0) {
+        const __m512 d = _mm512_set1_ps(p->d[0]);
+        const __m512i v = u8x16(b + 2), eight = _mm512_set1_epi32(8);
+        *w0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_and_si512(v, m15), eight)), d);
+        *w1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_srli_epi32(v, 4), eight)), d);
+    } else if (dt == LMQ_T_Q6_K) { /* half n, part k: see blk8_q6_k */
+        const int n = t / 4, k = t % 4;
+        const uint8_t *ql = b + 64 * n + 32 * (k & 1), *qh = b + 128 + 32 * n;
+        __m512i q[2];
+        RT_UNROLL for (int h = 0; h < 2; h++) {
+            const __m512i lo = u8x16(ql + 16 * h), hi = u8x16(qh + 16 * h);
+            const __m512i nib = k < 2 ? _mm512_and_si512(lo, m15) : _mm512_srli_epi32(lo, 4);
+            const __m512i top = _mm512_and_si512(srl16(hi, 2 * k), _mm512_set1_epi32(3));
+            q[h] = _mm512_sub_epi32(_mm512_or_si512(nib, _mm512_slli_epi32(top, 4)), _mm512_set1_epi32(32));
+        }
+        *w0 = _mm512_mul_ps(_mm512_set1_ps(p->d[2 * t]), _mm512_cvtepi32_ps(q[0]));
+        *w1 = _mm512_mul_ps(_mm512_set1_ps(p->d[2 * t + 1]), _mm512_cvtepi32_ps(q[1]));
+    } else { /* Q4_K, Q5_K: sub-block t, see k4_8 */
+        const uint8_t *qs = b + (dt == LMQ_T_Q5_K ? 48 : 16) + 32 * (t / 2);
+        __m512i q[2];
+        RT_UNROLL for (int h = 0; h < 2; h++) {
+            q[h] = _mm512_and_si512(srl16(u8x16(qs + 16 * h), 4 * (t % 2)), m15);
+            if (dt == LMQ_T_Q5_K)
+                q[h] = _mm512_or_si512(q[h], _mm512_slli_epi32(_mm512_and_si512(srl16(u8x16(b + 16 + 16 * h), t),
+                                                                                _mm512_set1_epi32(1)), 4));
+        }
+        const __m512 d1 = _mm512_set1_ps(p->d[t]), m1 = _mm512_set1_ps(p->m[t]);
+        *w0 = _mm512_fmsub_ps(_mm512_cvtepi32_ps(q[0]), d1, m1);
+        *w1 = _mm512_fmsub_ps(_mm512_cvtepi32_ps(q[1]), d1, m1);
+    }
+}
+
+/* A tile over GGUF block rows (runtime/linear_impl.h) with the fp32 tile's products (steps of 32,
+ * two accumulators, the same reduction), so that the fused product is bit for bit the staged one:
+ * the steps decoded in registers where blk_step16 takes the type, else each block of the four rows
+ * decoded once into L1 (AVX2's decoders). */
+AVX512_INLINE void tileblk16(int dt, int MR, const rt_weight *W, const int j[4], const float *x, size_t ldx,
+                             float out[TILE_X][4])
+{
+    if (BLK_IN_REGISTERS(dt)) {
+        blkrow r[4];
+        RT_UNROLL for (int c = 0; c < 4; c++)
+            blk_row(W, j[c], &r[c]);
+        const int64_t nb = W->in / r[0].n;
+        const int steps = dt == LMQ_T_Q8_0 || dt == LMQ_T_Q4_0 ? 1 : 8;
+        const size_t ahead = (size_t)W->ahead_tiles * 4 * (size_t)nb * r[0].bytes;
+        __m512 a0[TILE_X][4], a1[TILE_X][4];
+        RT_UNROLL for (int i = 0; i < MR; i++)
+            RT_UNROLL for (int c = 0; c < 4; c++)
+                a0[i][c] = a1[i][c] = _mm512_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            blk_prefetch(&r[0], b, ahead);
+            blk16 p[4];
+            const uint8_t *bp[4];
+            RT_UNROLL for (int c = 0; c < 4; c++) {
+                bp[c] = r[c].p + (size_t)b * r[c].bytes;
+                blk_prep16(dt, bp[c], &p[c]);
+            }
+            const float *xb = x + b * 32 * steps;
+            for (int t = 0; t < steps; t++) {
+                __m512 x0[TILE_X], x1[TILE_X];
+                RT_UNROLL for (int i = 0; i < MR; i++) {
+                    x0[i] = _mm512_loadu_ps(xb + (size_t)i * ldx + 32 * t);
+                    x1[i] = _mm512_loadu_ps(xb + (size_t)i * ldx + 32 * t + 16);
+                }
+                RT_UNROLL for (int c = 0; c < 4; c++) {
+                    __m512 w0, w1;
+                    blk_step16(dt, &p[c], bp[c], t, &w0, &w1);
+                    RT_UNROLL for (int i = 0; i < MR; i++) {
+                        a0[i][c] = _mm512_fmadd_ps(x0[i], w0, a0[i][c]);
+                        a1[i][c] = _mm512_fmadd_ps(x1[i], w1, a1[i][c]);
+                    }
+                }
+            }
+        }
+        RT_UNROLL for (int i = 0; i < MR; i++)
+            RT_UNROLL for (int c = 0; c < 4; c++)
+                out[i][c] = _mm512_reduce_add_ps(_mm512_add_ps(a0[i][c], a1[i][c]));
+        return;
+    }
+    const block_fn dec = rt_avx2_blocks[dt];
+    blkrow r[4];
+    RT_UNROLL for (int c = 0; c < 4; c++)
+        blk_row(W, j[c], &r[c]);
+    const int64_t nb = W->in / r[0].n;
+    const size_t ahead = (size_t)W->ahead_tiles * 4 * (size_t)nb * r[0].bytes;
+    _Alignas(64) float w[4][BLK_MAX];
+    __m512 a0[TILE_X][4], a1[TILE_X][4];
+    RT_UNROLL for (int i = 0; i < MR; i++)
+        RT_UNROLL for (int c = 0; c < 4; c++)
+            a0[i][c] = a1[i][c] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        blk_prefetch(&r[0], b, ahead);
+        RT_UNROLL for (int c = 0; c < 4; c++)
+            dec(r[c].p + (size_t)b * r[c].bytes, w[c]);
+        const float *xb = x + b * r[0].n;
+        for (int t = 0; t < r[0].n; t += 32) {
+            __m512 x0[TILE_X], x1[TILE_X];
+            RT_UNROLL for (int i = 0; i < MR; i++) {
+                x0[i] = _mm512_loadu_ps(xb + (size_t)i * ldx + t);
+                x1[i] = _mm512_loadu_ps(xb + (size_t)i * ldx + t + 16);
+            }
+            RT_UNROLL for (int c = 0; c < 4; c++) {
+                const __m512 w0 = _mm512_load_ps(w[c] + t), w1 = _mm512_load_ps(w[c] + t + 16);
+                RT_UNROLL for (int i = 0; i < MR; i++) {
+                    a0[i][c] = _mm512_fmadd_ps(x0[i], w0, a0[i][c]);
+                    a1[i][c] = _mm512_fmadd_ps(x1[i], w1, a1[i][c]);
+                }
+            }
+        }
+    }
+    RT_UNROLL for (int i = 0; i < MR; i++)
+        RT_UNROLL for (int c = 0; c < 4; c++)
+            out[i][c] = _mm512_reduce_add_ps(_mm512_add_ps(a0[i][c], a1[i][c]));
+}
+
+AVX512_INLINE void rowblk16(int dt, const rt_weight *W, int j, float *o)
+{
+    blkrow r;
+    blk_row(W, j, &r);
+    for (int64_t b = 0; b < W->in / r.n; b++)
+        rt_avx2_blocks[dt](r.p + (size_t)b * r.bytes, o + b * r.n);
+}
+
+RT_FUSED(AVX512, 16, f32, ENC_F32, 0)
+RT_FUSED(AVX512, 16, f16, ENC_F16, 0)
+RT_FUSED(AVX512, 16, bf16, ENC_BF16, 0)
+RT_FUSED(AVX512, 16, i8, ENC_I8, 0)
+RT_FUSED(AVX512, 16, i8w, ENC_I8, 1)
+RT_FUSED(AVX512, 16, i8x, ENC_I8X, 0)
+RT_FUSED(AVX512, 16, i4, ENC_I4, 0)
+RT_FUSED(AVX512, 16, i4x, ENC_I4X, 0)
+RT_FUSED(AVX512, 16, i3, ENC_I3, 0)
+RT_FUSED(AVX512, 16, i2, ENC_I2, 0)
+#define BLK_KERNELS(name, T) RT_FUSED(AVX512, blk16, name, T)
+RT_BLOCK_TYPES(BLK_KERNELS)
+
+static const rt_fused FUSED[] = {
+    { LMQ_T_F32, 1, .k = RT_FUSED_KERNELS(f32, NULL) },
+    { LMQ_T_F16, 1, .k = RT_FUSED_KERNELS(f16, NULL) },
+    { LMQ_T_BF16, 1, .k = RT_FUSED_KERNELS(bf16, NULL) },
+    { LMQ_T_INT8, 64, .k = RT_FUSED_KERNELS(i8x, permute64, .scaled = 1) },
+    { LMQ_T_INT8, 1, .k = RT_FUSED_KERNELS(i8, NULL), .wide = RT_FUSED_KERNELS(i8w, NULL) },
+    { LMQ_T_INT4, 128, .k = RT_FUSED_KERNELS(i4x, permute128) },
+    { LMQ_T_INT4, 32, .k = RT_FUSED_KERNELS(i4, permute32) },
+    { LMQ_T_INT3, 32, .k = RT_FUSED_KERNELS(i3, NULL) },
+    { LMQ_T_INT2, 32, .k = RT_FUSED_KERNELS(i2, NULL) },
+    RT_BLOCK_TYPES(RT_BLOCK_ROW)
+};
+
+/* The two sets differ in the W8A8 product alone: VNNI's, or AVX2's. */
+#define LINEAR_AVX512(dot4_kernel)                                                                               \
+    { .fused = FUSED, .n_fused = sizeof FUSED / sizeof FUSED[0], .f32_span = span_avx512_f32,                    \
+      .act_codes = act_codes_avx512, .dot4 = dot4_kernel }
+static const struct rt_linear_kernels LINEAR = LINEAR_AVX512(rt_avx2_dot4), LINEAR_VNNI = LINEAR_AVX512(dot4_u8s8_vnni);
+
+const rt_kernels rt_kernels_avx512 = { .name = "avx512", .needs = RT_AVX512_NEEDS, RT_AVX2_FLOAT_KERNELS,
+                                       .sum_words = sum_words_avx512, .linear = &LINEAR };
+const rt_kernels rt_kernels_avx512vnni = { .name = "avx512vnni", .needs = RT_AVX512_NEEDS | LMQ_CPU_AVX512VNNI,
+                                           RT_AVX2_FLOAT_KERNELS, .sum_words = sum_words_avx512,
+                                           .linear = &LINEAR_VNNI };
+#else /* not x86: sets no CPU here runs */
+const rt_kernels rt_kernels_avx512 = { .name = "avx512", .needs = RT_AVX512_NEEDS };
+const rt_kernels rt_kernels_avx512vnni = { .name = "avx512vnni", .needs = RT_AVX512_NEEDS | LMQ_CPU_AVX512VNNI };
+#endif
