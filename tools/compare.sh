@@ -48,14 +48,19 @@ with_method() {
 }
 # "bpw ppl kl top1" of one GGUF, scored against the fp32 logits in $base_kld (llama-perplexity's
 # summary: KL to its 6 decimals).
+# On a loaded host llama-perplexity now and then exits 0 after its last chunk without the summary
+# (its log is written by a thread of its own): such a run is made again, up to three times.
 score() {
-    "$LL/llama-perplexity" -m "$1" -t "$THREADS" -c 256 -b 256 --kl-divergence-base "$base_kld" --kl-divergence \
-        >"$1.kld.log" 2>&1 || { echo "$0: llama-perplexity failed on $1 (see $1.kld.log)" >&2; return 1; }
-    local bpw
+    local bpw try
     bpw=$(python3 "$ROOT/tools/gguf_bpw.py" "$1") || return 1
-    awk -v bpw="$bpw" '/^Mean PPL\(Q\) / { ppl = $4 } /^Mean    KLD:/ { kl = $3 } /^Same top p:/ { top = $4 }
-         END { if (kl == "") exit 1; print bpw, ppl, kl, top }' "$1.kld.log" ||
-        { echo "$0: no KL statistics in $1.kld.log" >&2; return 1; }
+    for try in 1 2 3; do
+        "$LL/llama-perplexity" -m "$1" -t "$THREADS" -c 256 -b 256 --kl-divergence-base "$base_kld" --kl-divergence \
+            >"$1.kld.log" 2>&1 || { echo "$0: llama-perplexity failed on $1 (see $1.kld.log)" >&2; return 1; }
+        awk -v bpw="$bpw" '/^Mean PPL\(Q\) / { ppl = $4 } /^Mean    KLD:/ { kl = $3 } /^Same top p:/ { top = $4 }
+             END { if (kl == "") exit 1; print bpw, ppl, kl, top }' "$1.kld.log" && return 0
+    done
+    echo "$0: no KL statistics in $1.kld.log (three runs)" >&2
+    return 1
 }
 
 bad=0

@@ -7,7 +7,9 @@
 need_fixtures
 
 "$LMQ" convert "$FIX/stories260K/stories260K.bin" -o "$tmp/s.lmq" >/dev/null
-text="$FIX/text/tinystories-valid.txt"
+# The first documents of the text: the reports are compared with each other, not with a golden value.
+text="$tmp/text.txt"
+head -c 40000 "$FIX/text/tinystories-valid.txt" >"$text"
 
 # exactly this on stderr and this exit status
 refused() {

@@ -6,15 +6,24 @@ need_fixtures
 
 "$LMQ" convert "$FIX/stories260K/stories260K.bin" -o "$tmp/s.lmq" >/dev/null
 text="$FIX/text/tinystories-valid.txt"
-"$LMQ" verify "$tmp/s.lmq" --text "$text" --json "$tmp/r.json" --markdown "$tmp/r.md" >"$tmp/out"
-grep -q "379 documents, 151191 tokens, ctx 256: 590 windows, 150450 scored positions" "$tmp/out" ||
-    fail "counts: $(cat "$tmp/out")"
+# The whole text against the golden value in the optimised build; the sanitizer build (make
+# check-asan: memory safety, not numbers, as for the golden suites) reads the same paths on its
+# first documents.
+if [ -z "${LMQ_SAN:-}" ]; then
+    "$LMQ" verify "$tmp/s.lmq" --text "$text" --json "$tmp/r.json" --markdown "$tmp/r.md" >"$tmp/out"
+    grep -q "379 documents, 151191 tokens, ctx 256: 590 windows, 150450 scored positions" "$tmp/out" ||
+        fail "counts: $(cat "$tmp/out")"
+    ours=$(sed -n 's/^ "ppl": \([0-9.]*\),*$/\1/p' "$tmp/r.json")
+    gold=$(sed -n 's/^ "ppl": \([0-9.]*\),*$/\1/p' "$FIX/golden/stories260K-tinystories-valid.json")
+    awk -v a="$ours" -v b="$gold" 'BEGIN { d = a / b - 1; exit !(d < 5e-4 && d > -5e-4) }' ||
+        fail "JSON ppl $ours, golden $gold"
+else
+    head -c 20000 "$text" >"$tmp/first.txt"
+    "$LMQ" verify "$tmp/s.lmq" --text "$tmp/first.txt" --json "$tmp/r.json" --markdown "$tmp/r.md" >"$tmp/out"
+    grep -q " windows, .* scored positions" "$tmp/out" || fail "counts: $(cat "$tmp/out")"
+fi
 grep -q "^time: " "$tmp/out" || fail "no time"
 grep -q "^| s.lmq | fp32 " "$tmp/r.md" || fail "markdown row"
-ours=$(sed -n 's/^ "ppl": \([0-9.]*\),*$/\1/p' "$tmp/r.json")
-gold=$(sed -n 's/^ "ppl": \([0-9.]*\),*$/\1/p' "$FIX/golden/stories260K-tinystories-valid.json")
-awk -v a="$ours" -v b="$gold" 'BEGIN { d = a / b - 1; exit !(d < 5e-4 && d > -5e-4) }' ||
-    fail "JSON ppl $ours, golden $gold"
 
 # Rooflines, on weights beyond the last-level cache (a GPT-2-shape fp32 checkpoint, 471 MiB of
 # matrices): against the rate given, or else against the rate the same weights were read just
