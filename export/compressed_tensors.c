@@ -21,6 +21,7 @@
 #include "runtime/artefact.h"
 #include "schemes/pack.h"
 #include "schemes/scheme.h"
+#include "tokenizer/tokenizer.h"
 
 #define HF_NAME_MAX (2 * LMQ_NAME_MAX)
 /* The compressed-tensors release whose config.json layout this export follows (version,
@@ -724,6 +725,31 @@ static lmq_code check_target(const char *in_path, const char *out_dir, int force
     return LMQ_OK;
 }
 
+/* A llama2.c vocabulary (tokenizer.bin, which vLLM cannot read) beside its Hugging Face files. */
+static lmq_code write_hf_tokenizer(const ct_ctx *x, const char *dir, lmq_err *err)
+{
+    if (x->m.arch.tokenizer != LMQ_TOK_LLAMA2C)
+        return LMQ_OK;
+    tok_tokenizer *t;
+    tok_hf_text hf;
+    lmq_code c = tok_open_model(&x->m, &t, err);
+    if (c)
+        return c;
+    c = tok_hf_write(t, x->m.arch.max_seq, &hf, err);
+    tok_free(t);
+    const struct {
+        const char *name, *text;
+    } files[] = { { "tokenizer.json", hf.tokenizer_json },
+                  { "tokenizer_config.json", hf.tokenizer_config_json },
+                  { "special_tokens_map.json", hf.special_tokens_map_json } };
+    char path[4096];
+    for (size_t i = 0; !c && i < sizeof files / sizeof files[0]; i++)
+        if (!(c = join(path, sizeof path, dir, files[i].name, err)))
+            c = write_bytes(path, files[i].text, strlen(files[i].text), err);
+    tok_hf_text_free(&hf);
+    return c;
+}
+
 /* The export is written whole into a new directory beside out_dir, then put in its place: a
  * reader sees the old directory or the new one, never a mix of the two, and an old export's
  * other files do not stay beside the new one's. */
@@ -749,6 +775,8 @@ static lmq_code export_dir(ct_ctx *x, const char *in_path, const char *out_dir, 
     for (int i = 0; i < x->m.n_files && !c; i++)
         if (!(c = join(path, sizeof path, tmp, x->m.files[i].name, err)))
             c = write_bytes(path, x->m.files[i].data, x->m.files[i].size, err);
+    if (!c)
+        c = write_hf_tokenizer(x, tmp, err);
     /* An empty directory is replaced by rename itself; a full one moves aside first and goes after. */
     const int aside = !c && exists && !dir_is_empty(out_dir);
     if (aside && (!mkdtemp(old) || rename(out_dir, old)))

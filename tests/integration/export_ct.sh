@@ -22,7 +22,9 @@ Y
 "$LMQ" quantize "$tmp/s.lmq" --recipe "$tmp/g32.yaml" -o "$tmp/q.lmq" >/dev/null
 run 0 "$LMQ" export "$tmp/q.lmq" --to compressed-tensors -o "$tmp/ct"
 has "35 quantised Linear modules (pack-quantized, 2 config groups), 12 float tensors"
-for f in model.safetensors config.json tokenizer.bin; do [ -s "$tmp/ct/$f" ] || fail "ct/$f missing"; done
+for f in model.safetensors config.json tokenizer.bin tokenizer.json tokenizer_config.json special_tokens_map.json; do
+    [ -s "$tmp/ct/$f" ] || fail "ct/$f missing"
+done
 for key in '"quant_method": "compressed-tensors"' '"format": "pack-quantized"' '"group_size": 32' \
     '"LlamaForCausalLM"' '"num_key_value_heads": 4' '"version": "' '"sparsity_config": {}' \
     '"transform_config": {}' '"global_compression_ratio": 3.'; do
@@ -76,6 +78,13 @@ import json, sys
 ref, back = json.load(open(sys.argv[1]))["rows"]
 assert back["ppl"] == ref["ppl"] and back["kl_mean"] == 0 and back["top1"] == 1, (ref["ppl"], back["ppl"], back["kl_mean"])
 PY
+
+# The llama2.c vocabulary's tokenizer.json (what vLLM reads), read back by lmq, gives the
+# tokenizer.bin's ids.
+"$LMQ" convert "$tmp/hf" -o "$tmp/back-json.lmq" --tokenizer "$tmp/hf/tokenizer.json" >/dev/null
+"$LMQ" tokenize "$tmp/h.lmq" --text "$tmp/text.txt" --json >"$tmp/ids-bin"
+"$LMQ" tokenize "$tmp/back-json.lmq" --text "$tmp/text.txt" --json >"$tmp/ids-json"
+[ -s "$tmp/ids-bin" ] && cmp -s "$tmp/ids-bin" "$tmp/ids-json" || fail "tokenizer.json's ids differ from tokenizer.bin's"
 
 # The independent reader (tests/ct_reader.py, the format's description alone): each export's
 # config.json passes the schema, and every tensor, unpacked and dequantised, equals bit for bit
@@ -149,7 +158,8 @@ has "not empty (a previous export?): --force replaces the directory whole"
 [ "$(cat "$tmp/ct/"* | sha256sum)" = "$sum_before" ] || fail "a refused export changed the directory"
 run 0 "$LMQ" export "$tmp/q.lmq" --to compressed-tensors -o "$tmp/ct" --force
 [ -e "$tmp/ct/vocab.json" ] && fail "--force kept the old export's vocab.json"
-[ "$(ls "$tmp/ct" | sort | tr '\n' ' ')" = "config.json model.safetensors tokenizer.bin " ] || fail "after --force: $(ls "$tmp/ct")"
+[ "$(ls "$tmp/ct" | sort | tr '\n' ' ')" = "config.json model.safetensors special_tokens_map.json tokenizer.bin tokenizer.json tokenizer_config.json " ] ||
+    fail "after --force: $(ls "$tmp/ct")"
 ls "$tmp" | grep -q '\.\(tmp\|old\)\.' && fail "--force left a temporary directory"
 ln -s "$tmp/ct" "$tmp/link"
 run 1 "$LMQ" export "$tmp/q.lmq" --to compressed-tensors -o "$tmp/link" --force
