@@ -135,6 +135,11 @@ for sym in true false; do
     "$LMQ" export "$tmp/g128-$sym.lmq" --to compressed-tensors -o "$tmp/g128-$sym" >/dev/null
     reader "$tmp/g128-$sym.lmq" "$tmp/g128-$sym"
 done
+# A llama2.c checkpoint (interleaved rope: q/k rows permuted back to HF's order on both sides).
+"$LMQ" convert "$FIX/stories260K/stories260K.bin" --tokenizer "$FIX/stories260K/tok512.bin" -o "$tmp/l.lmq" >/dev/null
+"$LMQ" quantize "$tmp/l.lmq" --recipe "$tmp/fp8d.yaml" -o "$tmp/l8.lmq" >/dev/null
+"$LMQ" export "$tmp/l8.lmq" --to compressed-tensors -o "$tmp/l8" >/dev/null
+reader "$tmp/l8.lmq" "$tmp/l8"
 # The reader can fail: an export read against another artefact's decoding.
 "$LMQ" quantize "$tmp/r-fp8d.lmq" --recipe "$tmp/f32.yaml" --requantize -o "$tmp/x.lmq" >/dev/null 2>&1
 rm -rf "$tmp/ref"; "$LMQ" export "$tmp/x.lmq" --to compressed-tensors -o "$tmp/ref" >/dev/null
