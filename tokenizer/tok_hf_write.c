@@ -24,11 +24,14 @@ static char *piece_text(const tok_tokenizer *t, int id)
     const uint8_t *p = t->bytes + t->off[id];
     const size_t n = t->off[id + 1] - t->off[id];
     char *s = malloc(3 * n + 1), *o = s;
-    for (size_t i = 0; s && i < n; i++)
-        if (p[i] == ' ')
-            o = memcpy(o, SP_SPACE, 3), o += 3;
-        else
+    for (size_t i = 0; s && i < n; i++) {
+        if (p[i] == ' ') {
+            memcpy(o, SP_SPACE, 3);
+            o += 3;
+        } else {
             *o++ = (char)p[i];
+        }
+    }
     if (s)
         *o = '\0';
     return s;
