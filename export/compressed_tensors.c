@@ -21,6 +21,7 @@
 #include "runtime/artefact.h"
 #include "schemes/pack.h"
 #include "schemes/scheme.h"
+#include "tokenizer/tokenizer.h"
 
 #define HF_NAME_MAX (2 * LMQ_NAME_MAX)
 /* The compressed-tensors release whose config.json layout this export follows (version,
@@ -28,9 +29,10 @@
 #define CT_VERSION "0.11.0"
 
 /* How a config group's weights are stored: pack-quantized for 4 and 8 bits, int-quantized for
- * W8A8, naive-quantized (one int8 per weight) for the other widths. */
-typedef enum { FMT_PACK, FMT_INT, FMT_NAIVE } ct_format;
-static const char *const FORMAT_NAMES[] = { "pack-quantized", "int-quantized", "naive-quantized" };
+ * W8A8, naive-quantized (one int8 per weight) for the other widths, float-quantized (one e4m3
+ * byte per weight) for fp8. */
+typedef enum { FMT_PACK, FMT_INT, FMT_NAIVE, FMT_FLOAT } ct_format;
+static const char *const FORMAT_NAMES[] = { "pack-quantized", "int-quantized", "naive-quantized", "float-quantized" };
 #define FMT_MIXED "mixed-precision" /* the top-level format when the groups' differ */
 
 /* One scheme of config_groups: a weight encoding, how its codes were chosen (act-order) and the
@@ -50,11 +52,12 @@ typedef struct {
     int rope_heads;       /* > 0: q/k rows go from interleaved to rotate_half order, per head */
     int group;            /* config group, -1 when written as floats */
     int act_order;        /* GPTQ act-order (the manifest's), which compressed-tensors calls "weight" */
+    st_dtype dtype;       /* a float tensor's dtype as written; a quantised one's weight_scale's */
     lmq_layout L;
 } ct_item;
 
 /* What each safetensors entry holds, and the function that produces its bytes. */
-typedef enum { E_FLOAT, E_PACKED, E_INT8, E_SCALE, E_ZERO, E_ZERO8, E_SHAPE } ct_entry_kind;
+typedef enum { E_FLOAT, E_PACKED, E_INT8, E_FP8, E_SCALE, E_ZERO, E_ZERO8, E_SHAPE } ct_entry_kind;
 
 typedef struct {
     ct_entry_kind kind;
@@ -70,6 +73,7 @@ typedef struct {
     ct_scheme schemes[16];
     int n_schemes;
     const char *format; /* the top-level format: the groups' own, or FMT_MIXED */
+    st_dtype dtype;     /* torch_dtype: the float tensors' one dtype, else F32 (all widened) */
     lmq_manifest man;   /* the artefact's: act-order per tensor */
     ct_entry *entries;
     int n_entries;
@@ -116,8 +120,10 @@ static int is_linear(const lmq_tensor *t)
 
 static ct_format format_of(const lmq_tensor *t)
 {
-    const unsigned bits = lmq_encoding_of(t->q.dtype)->bits;
-    return t->act.scheme != LMQ_ACT_NONE ? FMT_INT : bits == 4 || bits == 8 ? FMT_PACK : FMT_NAIVE;
+    const lmq_encoding *e = lmq_encoding_of(t->q.dtype);
+    if (!e->integer)
+        return FMT_FLOAT;
+    return t->act.scheme != LMQ_ACT_NONE ? FMT_INT : e->bits == 4 || e->bits == 8 ? FMT_PACK : FMT_NAIVE;
 }
 
 static int scheme_index(ct_ctx *x, const ct_item *it, lmq_err *err)
@@ -146,12 +152,19 @@ static lmq_code check_quantised(const ct_item *it, lmq_err *err)
     if (!is_linear(t))
         return lmq_fail(err, LMQ_E_UNSUPPORTED, "tensor %s is %s: compressed-tensors quantises Linear modules "
                         "only (keep embeddings float in the recipe)", t->name, d);
-    if (!e->integer)
-        return lmq_fail(err, LMQ_E_UNSUPPORTED, "tensor %s is %s: only integer encodings are exported", t->name, d);
+    if (!e->integer && (t->q.dtype != LMQ_T_F8_E4M3 || t->q.gran == LMQ_GRAN_GROUP))
+        return lmq_fail(err, LMQ_E_UNSUPPORTED, "tensor %s is %s: the floats compressed-tensors quantises to are "
+                        "fp8 e4m3 per tensor or channel (float-quantized)", t->name, d);
+    if (!e->integer && t->act.scheme == LMQ_ACT_INT8)
+        return lmq_fail(err, LMQ_E_UNSUPPORTED, "tensor %s is %s with int8 activations: float-quantized takes fp8 "
+                        "activations or none", t->name, d);
+    if (e->integer && t->act.scheme == LMQ_ACT_FP8_E4M3)
+        return lmq_fail(err, LMQ_E_UNSUPPORTED, "tensor %s is %s with fp8 activations: compressed-tensors' integer "
+                        "formats take int8 activations or none", t->name, d);
     if (t->q.asym && t->q.gran == LMQ_GRAN_TENSOR)
         return lmq_fail(err, LMQ_E_UNSUPPORTED, "tensor %s is %s: pack-quantized stores zero points per channel "
                         "or group only", t->name, d);
-    if (t->act.scheme != LMQ_ACT_NONE && (t->q.dtype != LMQ_T_INT8 || t->q.asym))
+    if (t->act.scheme == LMQ_ACT_INT8 && (t->q.dtype != LMQ_T_INT8 || t->q.asym))
         return lmq_fail(err, LMQ_E_UNSUPPORTED, "tensor %s is %s with int8 activations: int-quantized holds "
                         "symmetric int8 weights only", t->name, d);
     /* vLLM's kernels read whole groups; the format defines no padding of a short last one. */
@@ -216,16 +229,40 @@ static lmq_code plan_item(ct_ctx *x, const lmq_tensor *t, ct_item *it, lmq_err *
 
 /* ---- the bytes of each entry: out holds the entry's size, zeroed ------------------------- */
 
-/* A float tensor as stored, rows permuted (rope) or the matrix transposed (Conv1D). */
+/* Value i of n stored as from (fp32, fp16, bf16) into out as to: the same bits, or widened to
+ * fp32 (exact). */
+static void put_value(uint8_t *out, size_t i, st_dtype to, const uint8_t *src, size_t j, st_dtype from)
+{
+    if (to == from) {
+        const size_t es = (size_t)st_dtype_bits(to) / 8;
+        memcpy(out + i * es, src + j * es, es);
+        return;
+    }
+    const uint16_t h = (uint16_t)lmq_le16(src + 2 * j);
+    lmq_put_le32(out + 4 * i, lmq_f32_bits(from == ST_F16 ? lmq_f16_to_f32(h) : lmq_bf16_to_f32(h)));
+}
+
+static st_dtype float_dtype(lmq_dtype d)
+{
+    return d == LMQ_T_F16 ? ST_F16 : d == LMQ_T_BF16 ? ST_BF16 : ST_F32;
+}
+
+/* The dtype lmq stores t's scales in: fp16 for integer encodings, fp32 for fp8. */
+static st_dtype scale_dtype(const lmq_tensor *t)
+{
+    return lmq_encoding_of(t->q.dtype)->scale_bits == 32 ? ST_F32 : ST_F16;
+}
+
+/* A float tensor, rows permuted (rope) or the matrix transposed (Conv1D), in it->dtype. */
 static void put_float(const ct_item *it, uint8_t *out, uint32_t *codes)
 {
     (void)codes;
-    const size_t es = lmq_encoding_of(it->t->q.dtype)->bits / 8;
     const int64_t rows = it->L.rows, cols = it->L.cols;
     for (int64_t r = 0; r < rows; r++)
         for (int64_t c = 0; c < cols; c++) {
             const int64_t to = it->transpose ? c * rows + r : r * cols + c;
-            memcpy(out + (size_t)to * es, it->t->raw + (size_t)(src_row(it, r) * cols + c) * es, es);
+            put_value(out, (size_t)to, it->dtype, it->t->raw, (size_t)(src_row(it, r) * cols + c),
+                      float_dtype(it->t->q.dtype));
         }
 }
 
@@ -269,14 +306,24 @@ static void put_int8(const ct_item *it, uint8_t *out, uint32_t *codes)
     }
 }
 
-/* weight_scale: the stored fp16 scales, rows permuted with their weights. */
+/* float-quantized weight: the stored e4m3 bytes, one a weight (fp8 codes are bytes as they are). */
+static void put_fp8(const ct_item *it, uint8_t *out, uint32_t *codes)
+{
+    (void)codes;
+    for (int64_t r = 0; r < it->L.rows; r++)
+        memcpy(out + (size_t)(r * it->L.cols), it->t->raw + it->L.code_offset + (size_t)(src_row(it, r) * it->L.cols),
+               (size_t)it->L.cols);
+}
+
+/* weight_scale: the stored scales, rows permuted with their weights, in it->dtype. */
 static void put_scale(const ct_item *it, uint8_t *out, uint32_t *codes)
 {
     (void)codes;
     const int64_t per_row = scale_cols(it);
     for (int64_t r = 0; r < (it->t->q.gran == LMQ_GRAN_TENSOR ? 1 : it->L.rows); r++)
-        memcpy(out + 2 * (size_t)(r * per_row), it->t->raw + 2 * (size_t)(src_row(it, r) * per_row),
-               2 * (size_t)per_row);
+        for (int64_t g = 0; g < per_row; g++)
+            put_value(out, (size_t)(r * per_row + g), it->dtype, it->t->raw, /* the scales come first */
+                      (size_t)(src_row(it, r) * per_row + g), scale_dtype(it->t));
 }
 
 /* weight_zero_point: packed along the rows, pack_factor rows per int32. */
@@ -320,7 +367,8 @@ static const struct {
     [E_FLOAT] = { "", ST_F32, put_float },
     [E_PACKED] = { ".weight_packed", ST_I32, put_packed },
     [E_INT8] = { ".weight", ST_I8, put_int8 },
-    [E_SCALE] = { ".weight_scale", ST_F16, put_scale },
+    [E_FP8] = { ".weight", ST_F8_E4M3, put_fp8 },
+    [E_SCALE] = { ".weight_scale", ST_F32, put_scale }, /* its dtype: the item's */
     [E_ZERO] = { ".weight_zero_point", ST_I32, put_zero },
     [E_ZERO8] = { ".weight_zero_point", ST_I8, put_zero8 },
     [E_SHAPE] = { ".weight_shape", ST_I64, put_shape },
@@ -334,11 +382,6 @@ static void add_entry(ct_ctx *x, ct_entry_kind kind, int item, int64_t d0, int64
     snprintf(e->name, sizeof e->name, "%s%s", x->items[item].hf, KINDS[kind].suffix);
     e->shape[0] = d0;
     e->shape[1] = d1;
-}
-
-static st_dtype float_dtype(lmq_dtype d)
-{
-    return d == LMQ_T_F16 ? ST_F16 : d == LMQ_T_BF16 ? ST_BF16 : ST_F32;
 }
 
 /* The safetensors entries, in the artefact's tensor order; *outs describes them for the writer. */
@@ -357,11 +400,12 @@ static lmq_code plan_entries(ct_ctx *x, st_out **outs, lmq_err *err)
             continue;
         }
         const int64_t rows = it->L.rows, cols = it->L.cols, pf = pack_factor(it);
-        const int packed = x->schemes[it->group].format == FMT_PACK;
+        const ct_format fmt = x->schemes[it->group].format;
+        const int packed = fmt == FMT_PACK;
         if (packed)
             add_entry(x, E_PACKED, i, rows, (cols + pf - 1) / pf);
         else
-            add_entry(x, E_INT8, i, rows, cols);
+            add_entry(x, fmt == FMT_FLOAT ? E_FP8 : E_INT8, i, rows, cols);
         add_entry(x, E_SCALE, i, t->q.gran == LMQ_GRAN_TENSOR ? 1 : rows, scale_cols(it));
         if (t->q.asym && packed)
             add_entry(x, E_ZERO, i, (rows + pf - 1) / pf, scale_cols(it));
@@ -375,7 +419,8 @@ static lmq_code plan_entries(ct_ctx *x, st_out **outs, lmq_err *err)
         const lmq_tensor *t = x->items[e->item].t;
         const int tensor_scale = e->kind == E_SCALE && t->q.gran == LMQ_GRAN_TENSOR; /* shape [1] */
         (*outs)[k] = (st_out){ .name = e->name,
-                               .dtype = e->kind == E_FLOAT ? float_dtype(t->q.dtype) : KINDS[e->kind].dtype,
+                               .dtype = e->kind == E_FLOAT || e->kind == E_SCALE ? x->items[e->item].dtype
+                                                                                 : KINDS[e->kind].dtype,
                                .ndim = e->shape[1] && !tensor_scale ? 2 : 1,
                                .shape = e->shape };
     }
@@ -445,7 +490,7 @@ static json_t *quant_args(const ct_scheme *s)
                                             [LMQ_GRAN_GROUP] = "group" };
     json_t *w = json_object();
     json_object_set_new(w, "num_bits", json_integer(lmq_encoding_of(s->q.dtype)->bits));
-    json_object_set_new(w, "type", json_string("int"));
+    json_object_set_new(w, "type", json_string(s->format == FMT_FLOAT ? "float" : "int"));
     json_object_set_new(w, "symmetric", json_boolean(!s->q.asym));
     json_object_set_new(w, "strategy", json_string(strategy[s->q.gran]));
     json_object_set_new(w, "group_size", s->q.gran == LMQ_GRAN_GROUP ? json_integer(s->q.group) : json_null());
@@ -455,12 +500,13 @@ static json_t *quant_args(const ct_scheme *s)
     return w;
 }
 
-/* lmq's activations: int8, symmetric, the max taken per token or per call, at run time. */
+/* lmq's activations: int8 or fp8 e4m3, symmetric, the max taken per token or per call, at run
+ * time. */
 static json_t *act_args(lmq_act a)
 {
     json_t *in = json_object();
     json_object_set_new(in, "num_bits", json_integer(8));
-    json_object_set_new(in, "type", json_string("int"));
+    json_object_set_new(in, "type", json_string(a.scheme == LMQ_ACT_FP8_E4M3 ? "float" : "int"));
     json_object_set_new(in, "symmetric", json_true());
     json_object_set_new(in, "strategy", json_string(lmq_act_gran_names[a.gran]));
     json_object_set_new(in, "dynamic", json_true());
@@ -551,16 +597,8 @@ static json_t *config_json(const ct_ctx *x)
     json_object_set_new(cfg, "model_type", json_string(f->model_type));
     for (size_t i = 0; i < f->n_keys; i++)
         json_object_set_new(cfg, f->keys[i].key, config_value(&f->keys[i], a));
-    /* The dtype a loader computes in: the scales' (fp16) when quantised, else the first
-     * matrix's. */
-    lmq_dtype dtype = LMQ_T_F16;
-    for (int i = 0; i < x->n_items && !x->n_schemes; i++)
-        if (x->items[i].t->ndim == 2) {
-            dtype = x->items[i].t->q.dtype;
-            break;
-        }
-    json_object_set_new(cfg, "torch_dtype", json_string(dtype == LMQ_T_F16    ? "float16"
-                                                        : dtype == LMQ_T_BF16 ? "bfloat16"
+    json_object_set_new(cfg, "torch_dtype", json_string(x->dtype == ST_F16    ? "float16"
+                                                        : x->dtype == ST_BF16 ? "bfloat16"
                                                                               : "float32"));
     if (x->n_schemes)
         json_object_set_new(cfg, "quantization_config", quantization_config(x));
@@ -603,6 +641,16 @@ static lmq_code plan(ct_ctx *x, lmq_err *err)
             return c;
         x->n_items++;
     }
+    /* torch_dtype: the float tensors' one dtype, else fp32, which holds each of them exactly;
+     * scales in it where it holds them exactly (fp16 ones in fp32), else as lmq stores them. */
+    for (int i = 0, first = 1; i < x->n_items; i++)
+        if (x->items[i].group < 0) {
+            const st_dtype d = float_dtype(x->items[i].t->q.dtype);
+            x->dtype = first || d == x->dtype ? d : ST_F32;
+            first = 0;
+        }
+    for (int i = 0; i < x->n_items; i++)
+        x->items[i].dtype = x->items[i].group < 0 || x->dtype == ST_F32 ? x->dtype : scale_dtype(x->items[i].t);
     /* One format for the file, or mixed-precision with each config group's own. */
     for (int g = 0; g < x->n_schemes; g++)
         x->format = !g || x->format == FORMAT_NAMES[x->schemes[g].format] ? FORMAT_NAMES[x->schemes[g].format]
@@ -677,6 +725,31 @@ static lmq_code check_target(const char *in_path, const char *out_dir, int force
     return LMQ_OK;
 }
 
+/* A llama2.c vocabulary (tokenizer.bin, which vLLM cannot read) beside its Hugging Face files. */
+static lmq_code write_hf_tokenizer(const ct_ctx *x, const char *dir, lmq_err *err)
+{
+    if (x->m.arch.tokenizer != LMQ_TOK_LLAMA2C)
+        return LMQ_OK;
+    tok_tokenizer *t;
+    tok_hf_text hf;
+    lmq_code c = tok_open_model(&x->m, &t, err);
+    if (c)
+        return c;
+    c = tok_hf_write(t, x->m.arch.max_seq, &hf, err);
+    tok_free(t);
+    const struct {
+        const char *name, *text;
+    } files[] = { { "tokenizer.json", hf.tokenizer_json },
+                  { "tokenizer_config.json", hf.tokenizer_config_json },
+                  { "special_tokens_map.json", hf.special_tokens_map_json } };
+    char path[4096];
+    for (size_t i = 0; !c && i < sizeof files / sizeof files[0]; i++)
+        if (!(c = join(path, sizeof path, dir, files[i].name, err)))
+            c = write_bytes(path, files[i].text, strlen(files[i].text), err);
+    tok_hf_text_free(&hf);
+    return c;
+}
+
 /* The export is written whole into a new directory beside out_dir, then put in its place: a
  * reader sees the old directory or the new one, never a mix of the two, and an old export's
  * other files do not stay beside the new one's. */
@@ -702,6 +775,8 @@ static lmq_code export_dir(ct_ctx *x, const char *in_path, const char *out_dir, 
     for (int i = 0; i < x->m.n_files && !c; i++)
         if (!(c = join(path, sizeof path, tmp, x->m.files[i].name, err)))
             c = write_bytes(path, x->m.files[i].data, x->m.files[i].size, err);
+    if (!c)
+        c = write_hf_tokenizer(x, tmp, err);
     /* An empty directory is replaced by rename itself; a full one moves aside first and goes after. */
     const int aside = !c && exists && !dir_is_empty(out_dir);
     if (aside && (!mkdtemp(old) || rename(out_dir, old)))

@@ -50,9 +50,11 @@ typedef struct {
 
 /* Activation quantisation at run time (manifest key `activations`, recipes' rule key of the same
  * name): the input x of the linear layer that reads a tensor is quantised before the product,
- * s = max|x| / 127, x' = clamp(roundf(x / s), -127, 127)·s, the max taken per token (row of x)
- * or over the layer call's whole input. Not stored in the container: the manifest carries it. */
-typedef enum { LMQ_ACT_NONE = 0, LMQ_ACT_INT8 = 1, LMQ_ACT_COUNT } lmq_act_scheme;
+ * int8: s = max|x| / 127, x' = clamp(roundf(x / s), -127, 127)·s; fp8_e4m3: s = max|x| / 448,
+ * x' = e4m3(x / s)·s (nearest, ties to even, as vLLM's dynamic fp8); the max taken per token
+ * (row of x) or over the layer call's whole input. Not stored in the container: the manifest
+ * carries it. */
+typedef enum { LMQ_ACT_NONE = 0, LMQ_ACT_INT8 = 1, LMQ_ACT_FP8_E4M3 = 2, LMQ_ACT_COUNT } lmq_act_scheme;
 typedef enum { LMQ_ACT_TOKEN = 0, LMQ_ACT_TENSOR = 1, LMQ_ACT_GRAN_COUNT } lmq_act_gran;
 
 typedef struct {

@@ -20,7 +20,8 @@ const lmq_encoding lmq_encodings[LMQ_T_COUNT] = { LMQ_ENCODING_ROWS(FLOAT_ROW, I
 const char *const lmq_gran_names[4] = { "none", "tensor", "channel", "group" };
 
 /* An activation scheme is named like the weight encoding it rounds to (its row gives the bits). */
-const char *const lmq_act_scheme_names[LMQ_ACT_COUNT] = { [LMQ_ACT_NONE] = NULL, [LMQ_ACT_INT8] = "int8" };
+const char *const lmq_act_scheme_names[LMQ_ACT_COUNT] = { [LMQ_ACT_NONE] = NULL, [LMQ_ACT_INT8] = "int8",
+                                                          [LMQ_ACT_FP8_E4M3] = "fp8_e4m3" };
 const char *const lmq_act_gran_names[LMQ_ACT_GRAN_COUNT] = { [LMQ_ACT_TOKEN] = "token", [LMQ_ACT_TENSOR] = "tensor" };
 
 void lmq_act_describe(lmq_act a, char *buf, size_t size)
@@ -29,7 +30,11 @@ void lmq_act_describe(lmq_act a, char *buf, size_t size)
         snprintf(buf, size, "%s", a.scheme == LMQ_ACT_NONE ? "" : "a?");
         return;
     }
-    snprintf(buf, size, "a%u %s", lmq_encoding_find(lmq_act_scheme_names[a.scheme])->bits, lmq_act_gran_names[a.gran]);
+    const lmq_encoding *e = lmq_encoding_find(lmq_act_scheme_names[a.scheme]);
+    if (e->integer) /* "a8 token": the integer grids by their width */
+        snprintf(buf, size, "a%u %s", e->bits, lmq_act_gran_names[a.gran]);
+    else
+        snprintf(buf, size, "a %s %s", e->name, lmq_act_gran_names[a.gran]);
 }
 
 /* The numbers between rows (9) have no name: they are no encoding. */

@@ -112,7 +112,7 @@ const char *lmq_gran_name(unsigned gran);
  * key is left out); "token", "tensor". */
 extern const char *const lmq_act_scheme_names[LMQ_ACT_COUNT];
 extern const char *const lmq_act_gran_names[LMQ_ACT_GRAN_COUNT];
-/* "a8 token", "a8 tensor", or "" for none: how reports append it to a weight's scheme. */
+/* "a8 token", "a8 tensor", "a fp8_e4m3 token", or "" for none: how reports append it to a weight's scheme. */
 void lmq_act_describe(lmq_act a, char *buf, size_t size);
 
 /* Checks that qp names an encoding and a combination it allows (granularity, symmetry, group

@@ -104,11 +104,12 @@ static lmq_code add_regex(pctx *c, const yaml_node_t *n, const char *key, const 
     return LMQ_OK;
 }
 
-int q_llmc_regex_match(const q_pattern *p, const char *name)
+int q_llmc_regex_match(const q_pattern *p, const char *name, int family)
 {
     char hf[2 * LMQ_NAME_MAX];
     for (int f = 0, found = 0; found >= 0; f++)
-        if ((found = lmq_hf_name_of(name, f, 1, hf, sizeof hf)) > 0) {
+        if ((found = lmq_hf_name_of(name, f, 1, hf, sizeof hf)) > 0 &&
+            (!family || (int)lmq_hf_families[f].family == family)) {
             char *dot = strrchr(hf, '.'); /* the module: without ".weight" or ".bias" */
             if (dot)
                 *dot = '\0';
@@ -330,10 +331,9 @@ static const struct {
 static const struct {
     const char *name, *instead;
 } NO_PRESET[] = {
-    { "FP8_DYNAMIC", "lmq has no fp8 activations: scheme FP8 gives fp8 weights (a scale per row) with float "
-                     "activations, W8A8 int8 weights with int8 activations per token" },
-    { "FP8_BLOCK", "lmq's fp8 has one scale per row, not 128x128 blocks: scheme FP8 gives that" },
-    { "W4A4", "lmq's activations are int8: W4A8 gives int4 weights with int8 activations per token" },
+    { "FP8_BLOCK", "lmq's fp8 has one scale per output row, not 128x128 blocks: FP8_DYNAMIC gives fp8 weights "
+                   "with a scale per row and dynamic fp8 activations per token (FP8: the weights alone)" },
+    { "W4A4", "lmq's activations are int8 or fp8: W4A8 gives int4 weights with int8 activations per token" },
     { "NVFP4", "lmq has no fp4: W4A16 gives int4 weights in groups of 128" },
     { "NVFP4A16", "lmq has no fp4: W4A16 gives int4 weights in groups of 128" },
     { "MXFP4", "lmq has no fp4: W4A16 gives int4 weights in groups of 128" },
@@ -478,17 +478,17 @@ static lmq_code acts_of(tctx *t, yaml_node_t *n, const char *path, q_rule *rule)
         return rc;
     if (a.strategy == ST_UNSET)
         a.strategy = ST_TENSOR;
-    if (a.bits != 8 || a.type != TYPE_INT || !a.sym)
-        return perr(TC(t), line_of(n), path, "lmq's activations are int8 symmetric (num_bits 8, type int, "
-                    "symmetric true)%s", a.type == TYPE_FLOAT ? "; fp8 activations: none (scheme FP8 keeps them in "
-                    "float)" : "");
+    if (a.bits != 8 || !a.sym)
+        return perr(TC(t), line_of(n), path, "lmq's activations are int8 or fp8 e4m3, symmetric (num_bits 8, type "
+                    "int or float, symmetric true)");
     if (a.strategy != ST_TOKEN && a.strategy != ST_TENSOR)
         return perr(TC(t), line_of(n), path, "strategy %s: lmq's activations take one scale per token or per "
                     "tensor", STRATEGIES[a.strategy]);
     if (!a.dynamic)
         return perr(TC(t), line_of(n), path, "dynamic: false: lmq computes activation scales at each call "
                     "(dynamic: true); static scales from calibration are not kept");
-    rule->act = (lmq_act){ LMQ_ACT_INT8, (uint8_t)(a.strategy == ST_TOKEN ? LMQ_ACT_TOKEN : LMQ_ACT_TENSOR) };
+    rule->act = (lmq_act){ (uint8_t)(a.type == TYPE_FLOAT ? LMQ_ACT_FP8_E4M3 : LMQ_ACT_INT8),
+                           (uint8_t)(a.strategy == ST_TOKEN ? LMQ_ACT_TOKEN : LMQ_ACT_TENSOR) };
     return LMQ_OK;
 }
 
@@ -522,12 +522,15 @@ static lmq_code finish_rule(tctx *t, const q_rule *rule, const char *from, const
     list_patterns(rule->match, rule->n_match, match, sizeof match);
     q_describe(&rule->qp, scheme, sizeof scheme);
     if (rule->act.scheme != LMQ_ACT_NONE)
-        snprintf(scheme + strlen(scheme), sizeof scheme - strlen(scheme), ", activations int8 per %s",
-                 lmq_act_gran_names[rule->act.gran]);
+        snprintf(scheme + strlen(scheme), sizeof scheme - strlen(scheme), ", activations %s per %s, dynamic",
+                 lmq_act_scheme_names[rule->act.scheme], lmq_act_gran_names[rule->act.gran]);
+    else if (!e->integer) /* fp8 weights alone (FP8) or with fp8 activations (FP8_DYNAMIC): say which */
+        snprintf(scheme + strlen(scheme), sizeof scheme - strlen(scheme), ", weight-only");
     return say(t, "llm-compressor %s %s -> rule: match %s, scheme %s, method %s%s%s", t->modifier, from, match,
                scheme, lmq_method_names[rule->method.method], rule->method.act_order ? " (act-order)" : "",
                rule->preset && !strcmp(rule->preset, "FP8") ? "; llm-compressor's FP8 has one weight scale per tensor "
-               "and fp8 activations: lmq's fp8 has a scale per row and keeps activations in float" : "");
+               "and static fp8 activations: lmq's FP8 has a scale per row and is weight-only (activations in "
+               "float); FP8_DYNAMIC adds dynamic fp8 activations per token" : "");
 }
 
 /* scheme: PRESET (with the modifier's targets), or {PRESET: targets, ...}. */
@@ -544,7 +547,7 @@ static lmq_code preset_rule(tctx *t, const yaml_node_t *name, const yaml_node_t 
             return perr(c, line_of(name), path, "preset %s: %s", s, NO_PRESET[i].instead);
     if (!p)
         return perr(c, line_of(name), path, "unknown preset '%s' (lmq reads W4A16, W4A16_ASYM, W8A16, W8A8, INT8, "
-                    "W4A8 and FP8)", s);
+                    "W4A8, FP8 and FP8_DYNAMIC)", s);
     q_rule *rule = new_rule(t, line_of(name));
     if (!rule)
         return nomem(c);

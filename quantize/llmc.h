@@ -18,9 +18,9 @@ int q_llmc_is_recipe(const yaml_node_t *root, yaml_document_t *doc);
 lmq_code q_llmc_read(const lmq_yf_reader *rd, yaml_node_t *root, q_recipe *r);
 
 /* An "re:" pattern (p->re set): whether the Hugging Face module name of canonical tensor name
- * (any supported family's, with its prefix; "lm_head" for the classifier) matches it from its
- * start, as Python's re.match does. */
-int q_llmc_regex_match(const q_pattern *p, const char *name);
+ * (with its prefix; "lm_head" for the classifier) in a family that writes lmq_family family
+ * (0: any supported family) matches it from its start, as Python's re.match does. */
+int q_llmc_regex_match(const q_pattern *p, const char *name, int family);
 void q_llmc_regex_free(q_pattern *p);
 
 #endif

@@ -213,7 +213,7 @@ static lmq_code resolve(q_run *r, int check, lmq_err *err)
     for (int k = 0; k < r->in.n_tensors; k++) {
         const lmq_tensor_entry *t = &r->in.tensors[r->in.by_offset[k]];
         if (!lmq_entry_is_file(t))
-            refs[n++] = (q_tensor_ref){ t->name, t->ndim, t->shape[t->ndim - 1] };
+            refs[n++] = (q_tensor_ref){ t->name, t->ndim, t->shape[t->ndim - 1], (int)r->src.arch.family };
     }
     lmq_code c = (check ? q_recipe_resolve : q_recipe_plan)(&r->recipe, refs, n, r->src.arch.tied_embedding,
                                                             &r->plan, err);
@@ -394,7 +394,8 @@ lmq_code q_explain_open(const char *in_path, const char *recipe_path, q_explain 
         for (int i = 0; i < r.plan.n; i++) {
             const char *name = r.plan.entries[i].derived_from_tied ? "tok_embd.weight" : r.plan.entries[i].name;
             const lmq_tensor_entry *t = lmq_container_find(&r.in, name);
-            x->refs[i] = (q_tensor_ref){ x->plan.entries[i].name, t->ndim, t->shape[t->ndim - 1] };
+            x->refs[i] = (q_tensor_ref){ x->plan.entries[i].name, t->ndim, t->shape[t->ndim - 1],
+                                         (int)r.src.arch.family };
         }
     } else {
         q_plan_free(&r.plan);

@@ -53,8 +53,8 @@ static const char *gran_list(unsigned grans, char *buf, size_t size)
 
 /* llm-compressor's preset schemes (compressed-tensors' quant_scheme.py) as lmq writes them
  * (recipes/README.md): weights symmetric unless _ASYM; W8A8's and W4A8's activations int8 per
- * token, dynamic. FP8's weights are per tensor there; lmq's fp8 has a scale per row, and no fp8
- * activations. */
+ * token, dynamic; FP8_DYNAMIC's fp8 per token, dynamic. FP8's weights are per tensor there, its
+ * activations static fp8; lmq's FP8 has a scale per row and is weight-only. */
 static const q_preset PRESETS[] = {
     { "W8A16", { LMQ_T_INT8, LMQ_GRAN_CHANNEL, 0, 0 }, { LMQ_ACT_NONE, 0 } },
     { "W4A16", { LMQ_T_INT4, LMQ_GRAN_GROUP, 0, 128 }, { LMQ_ACT_NONE, 0 } },
@@ -63,6 +63,7 @@ static const q_preset PRESETS[] = {
     { "INT8", { LMQ_T_INT8, LMQ_GRAN_CHANNEL, 0, 0 }, { LMQ_ACT_INT8, LMQ_ACT_TOKEN } },
     { "W4A8", { LMQ_T_INT4, LMQ_GRAN_GROUP, 0, 128 }, { LMQ_ACT_INT8, LMQ_ACT_TOKEN } },
     { "FP8", { LMQ_T_F8_E4M3, LMQ_GRAN_CHANNEL, 0, 0 }, { LMQ_ACT_NONE, 0 } },
+    { "FP8_DYNAMIC", { LMQ_T_F8_E4M3, LMQ_GRAN_CHANNEL, 0, 0 }, { LMQ_ACT_FP8_E4M3, LMQ_ACT_TOKEN } },
 };
 
 const q_preset *q_preset_find(const char *name)
@@ -285,7 +286,7 @@ lmq_code read_enum(ROW_ARGS)
     return get_name(CTX, v, path, f->names, (int)f->n_names, (uint8_t *)base + f->off);
 }
 
-/* activations: {scheme: int8, granularity: token|tensor}, both required. */
+/* activations: {scheme: int8|fp8_e4m3, granularity: token|tensor}, both required. */
 static const lmq_yf_field act_fields[] = {
     ROW("scheme", read_enum, lmq_act, scheme, YF_NAMES(lmq_act_scheme_names)),
     ROW("granularity", read_enum, lmq_act, gran, YF_NAMES(lmq_act_gran_names)),
@@ -840,16 +841,16 @@ static int needs_matrix(lmq_dtype dtype) { return kind_of(lmq_encoding_of(dtype)
 
 const char *q_pattern_glob(const q_pattern *p) { return p->canon ? p->canon : p->text; }
 
-int q_pattern_match(const q_pattern *p, const char *name)
+int q_pattern_match(const q_pattern *p, const q_tensor_ref *t)
 {
-    return p->re ? q_llmc_regex_match(p, name) : lmq_glob_match(q_pattern_glob(p), name);
+    return p->re ? q_llmc_regex_match(p, t->name, t->family) : lmq_glob_match(q_pattern_glob(p), t->name);
 }
 
 int q_pattern_count(const q_pattern *p, const q_tensor_ref *t, int n)
 {
     int count = 0;
     for (int i = 0; i < n; i++)
-        count += q_pattern_match(p, t[i].name);
+        count += q_pattern_match(p, &t[i]);
     return count;
 }
 
@@ -866,11 +867,11 @@ const char *q_pattern_hf_hint(const q_pattern *p, const q_tensor_ref *t, int n, 
     return NULL;
 }
 
-/* The first of p[0..n) that matches name, or NULL. */
-static const q_pattern *first_match(const q_pattern *p, int n, const char *name)
+/* The first of p[0..n) that matches t, or NULL. */
+static const q_pattern *first_match(const q_pattern *p, int n, const q_tensor_ref *t)
 {
     for (int i = 0; i < n; i++)
-        if (q_pattern_match(&p[i], name))
+        if (q_pattern_match(&p[i], t))
             return &p[i];
     return NULL;
 }
@@ -882,7 +883,7 @@ static lmq_code check_pattern(const q_recipe *r, const q_pattern *p, const char 
 {
     int first = -1, matrices = 0;
     for (int i = 0; i < n; i++)
-        if (q_pattern_match(p, t[i].name)) {
+        if (q_pattern_match(p, &t[i])) {
             if (first < 0)
                 first = i;
             matrices += t[i].ndim >= 2;
@@ -953,7 +954,7 @@ static void decide(const q_recipe *r, const q_tensor_ref *t, int n_layers, q_pla
     memset(e, 0, sizeof *e);
     snprintf(e->name, sizeof e->name, "%s", t->name);
     e->qp = (lmq_qparams){ .dtype = LMQ_T_F32, .gran = LMQ_GRAN_NONE };
-    const q_pattern *ignored = first_match(r->ignore, r->n_ignore, t->name);
+    const q_pattern *ignored = first_match(r->ignore, r->n_ignore, t);
     if (ignored) {
         e->keep_reason = Q_KEEP_IGNORED;
         e->rule_line = ignored->line;
@@ -961,7 +962,7 @@ static void decide(const q_recipe *r, const q_tensor_ref *t, int n_layers, q_pla
     }
     for (int i = 0; i < r->n_rules; i++) {
         const q_rule *rule = &r->rules[i];
-        if (!first_match(rule->match, rule->n_match, t->name) ||
+        if (!first_match(rule->match, rule->n_match, t) ||
             (rule->has_layers && !in_layers(rule, t->name, n_layers)))
             continue;
         if (t->ndim < 2 && needs_matrix((lmq_dtype)rule->qp.dtype)) {
@@ -1041,7 +1042,7 @@ static lmq_code resolve(const q_recipe *r, const q_tensor_ref *tensors, int n_te
     if (n_tensors)
         memcpy(all, tensors, (size_t)n_tensors * sizeof *all);
     if (tied)
-        all[n_tensors] = (q_tensor_ref){ "output.weight", tensors[tok].ndim, tensors[tok].cols };
+        all[n_tensors] = (q_tensor_ref){ "output.weight", tensors[tok].ndim, tensors[tok].cols, tensors[tok].family };
 
     lmq_code rc = LMQ_OK;
     const int n_layers = n_layers_of(all, n);
@@ -1103,7 +1104,8 @@ lmq_code q_recipe_resolve_model(const q_recipe *r, const lmq_model *m, q_plan *p
         return lmq_fail(err, LMQ_E_NOMEM, "%s: out of memory", r->path);
     }
     for (int i = 0; i < m->n_tensors; i++)
-        refs[i] = (q_tensor_ref){ m->tensors[i].name, m->tensors[i].ndim, m->tensors[i].shape[m->tensors[i].ndim - 1] };
+        refs[i] = (q_tensor_ref){ m->tensors[i].name, m->tensors[i].ndim, m->tensors[i].shape[m->tensors[i].ndim - 1],
+                                  (int)m->arch.family };
     lmq_code rc = q_recipe_resolve(r, refs, m->n_tensors, m->arch.tied_embedding, plan, err);
     free(refs);
     return rc;

@@ -29,6 +29,7 @@ typedef struct {
     const char *name; /* canonical name (formats/model.h) */
     int ndim;         /* 1: norm weight or bias, which only float schemes may take */
     int64_t cols;     /* weights per row (the last dimension); 0 when unknown: no fallback is taken */
+    int family;       /* the model's lmq_family, whose Hugging Face names re: patterns read; 0: any */
 } q_tensor_ref;
 
 typedef struct {
@@ -43,7 +44,7 @@ typedef struct {
 /* The pattern tensor names are matched against: canonical, whichever way it was written. */
 const char *q_pattern_glob(const q_pattern *p);
 /* Whether p matches canonical tensor name name. */
-int q_pattern_match(const q_pattern *p, const char *name);
+int q_pattern_match(const q_pattern *p, const q_tensor_ref *t);
 /* How many of the tensors p matches. */
 int q_pattern_count(const q_pattern *p, const q_tensor_ref *t, int n);
 /* For a pattern that matches none of t but reads as a Hugging Face name with wildcards beyond the

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "common/fp.h"
+#include "schemes/fp8.h"
 
 /* Work split: tasks are blocks of W_BLOCK rows of W (× X_BLOCK rows of x when the weight is
  * used as stored), W-block-major so that neighbouring tasks share a block of W while x stays
@@ -32,6 +33,14 @@ static void act_int8(const float *x, size_t len, float *out)
         out[i] = s > 0.0f ? (float)round_clamp127(x[i] / s) * s : 0.0f;
 }
 
+/* x[0..len) on the e4m3 grid scaled by its own max|x| / 448 (vLLM's dynamic fp8), into out. */
+static void act_fp8(const float *x, size_t len, float *out)
+{
+    const float s = act_max(x, len) / q_fp8_e4m3.max;
+    for (size_t i = 0; i < len; i++)
+        out[i] = s > 0.0f ? q_fp8_decode(&q_fp8_e4m3, q_fp8_encode(&q_fp8_e4m3, x[i] / s)) * s : 0.0f;
+}
+
 static size_t span_token(size_t n, size_t in)
 {
     (void)n;
@@ -44,14 +53,17 @@ static size_t span_tensor(size_t n, size_t in)
 }
 
 /* The roundings of x a weight may ask for (W->act, formats/dtype.h), a row each: x [n × in] is
- * rounded span by span, each span on the int8 grid of its own max|x| (act_int8); span: how many
- * values one scale covers (per token a row of x, per tensor all of it). */
+ * rounded span by span, each span on the grid of its own max|x|; span: how many values one scale
+ * covers (per token a row of x, per tensor all of it). */
 static const struct rounding {
     lmq_act act;
     size_t (*span)(size_t n, size_t in);
+    void (*round)(const float *x, size_t len, float *out);
 } ROUNDINGS[] = {
-    { { LMQ_ACT_INT8, LMQ_ACT_TOKEN }, span_token },
-    { { LMQ_ACT_INT8, LMQ_ACT_TENSOR }, span_tensor },
+    { { LMQ_ACT_INT8, LMQ_ACT_TOKEN }, span_token, act_int8 },
+    { { LMQ_ACT_INT8, LMQ_ACT_TENSOR }, span_tensor, act_int8 },
+    { { LMQ_ACT_FP8_E4M3, LMQ_ACT_TOKEN }, span_token, act_fp8 },
+    { { LMQ_ACT_FP8_E4M3, LMQ_ACT_TENSOR }, span_tensor, act_fp8 },
 };
 
 static int same_act(lmq_act a, lmq_act b)
@@ -77,7 +89,7 @@ static void act_quantize(const struct rounding *r, const rt_weight *W, const flo
 {
     const size_t in = (size_t)W->in, span = r->span((size_t)n, in);
     for (size_t k = 0; k < (size_t)n * in; k += span)
-        act_int8(x + k, span, out + k);
+        r->round(x + k, span, out + k);
 }
 
 /* ---------------------------------------------------------------- views */

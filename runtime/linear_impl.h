@@ -287,15 +287,21 @@ static inline int round_clamp127(float v)
     return r > 127 ? 127 : r < -127 ? -127 : r;
 }
 
-/* The int8 activation scale of x[0..len): max|x| / 127 (0 for a zero max; NaN passed over). */
-static inline float act_scale(const float *x, size_t len)
+/* max|x| over x[0..len) (0 for none; NaN passed over). */
+static inline float act_max(const float *x, size_t len)
 {
     float mx = 0.0f;
     for (size_t i = 0; i < len; i++) {
         const float a = fabsf(x[i]);
         mx = a > mx ? a : mx;
     }
-    return mx / 127.0f;
+    return mx;
+}
+
+/* The int8 activation scale of x[0..len): max|x| / 127. */
+static inline float act_scale(const float *x, size_t len)
+{
+    return act_max(x, len) / 127.0f;
 }
 
 #endif

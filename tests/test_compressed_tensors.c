@@ -6,6 +6,7 @@
  * for bit. */
 #include <check.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,6 +88,14 @@ static json_t *load_json(const char *path)
 
 #define FMT_OF_MIXED "mixed-precision"
 
+/* An e4m3 byte's value from the format's definition (bias 7, 3 mantissa bits, subnormals). */
+static float e4m3(uint8_t b)
+{
+    const int e = (b >> 3) & 15, m = b & 7;
+    const float v = e ? ldexpf(1.0f + m / 8.0f, e - 7) : ldexpf(m / 8.0f, -6);
+    return b & 0x80 ? -v : v;
+}
+
 /* Every quantised Linear weight of the artefact at lmq_path, as written in dir, dequantised from
  * the file's own words, scales and zero points, equals lmq's dequantisation bit for bit; every
  * Linear weight lmq kept float is in the ignore list. Returns how many modules were checked. */
@@ -100,6 +109,8 @@ static int check_weights(const char *lmq_path, const char *dir, int gpt2)
     json_t *cfg = load_json(join(dir, "config.json"));
     json_t *qc = json_object_get(cfg, "quantization_config");
     const char *format = json_string_value(json_object_get(qc, "format"));
+    /* Scales in torch_dtype where it holds them exactly: fp32 holds every scale; else lmq's own. */
+    const int f32 = !strcmp(json_string_value(json_object_get(cfg, "torch_dtype")), "float32");
     int checked = 0;
     for (int i = 0; i < m.n_tensors; i++) {
         const lmq_tensor *t = &m.tensors[i];
@@ -117,6 +128,8 @@ static int check_weights(const char *lmq_path, const char *dir, int gpt2)
             continue;
         }
         const int bits = (int)lmq_encoding_of(t->q.dtype)->bits, pf = 32 / bits;
+        const int fp8 = t->q.dtype == LMQ_T_F8_E4M3;
+        const st_dtype sd = f32 || fp8 ? ST_F32 : ST_F16;
         const int64_t groups = t->q.gran == LMQ_GRAN_GROUP ? (cols + t->q.group - 1) / t->q.group : 1;
         float *ref = malloc((size_t)(rows * cols) * sizeof *ref), *s = malloc((size_t)(rows * groups) * sizeof *s);
         ck_assert_int_eq(q_dequantize(&t->q, t->raw, t->raw_size, rows, cols, ref, NULL, &err), LMQ_OK);
@@ -125,7 +138,10 @@ static int check_weights(const char *lmq_path, const char *dir, int gpt2)
         snprintf(name, sizeof name, "%s.weight_packed", mod);
         const int w8a8 = !strcmp(format, FMT_OF_MIXED) ? !st_find(&f, name) : strcmp(format, "pack-quantized") != 0;
         const st_tensor *w = NULL, *zp = NULL;
-        if (w8a8) {
+        if (fp8) {
+            snprintf(name, sizeof name, "%s.weight", mod);
+            w = need(&f, name, ST_F8_E4M3, 2, rows, cols);
+        } else if (w8a8) {
             snprintf(name, sizeof name, "%s.weight", mod);
             w = need(&f, name, ST_I8, 2, rows, cols);
         } else {
@@ -138,8 +154,8 @@ static int check_weights(const char *lmq_path, const char *dir, int gpt2)
             ck_assert(dims[0] == rows && dims[1] == cols);
         }
         snprintf(name, sizeof name, "%s.weight_scale", mod);
-        const st_tensor *sc = t->q.gran == LMQ_GRAN_TENSOR ? need(&f, name, ST_F16, 1, 1, 0)
-                                                           : need(&f, name, ST_F16, 2, rows, groups);
+        const st_tensor *sc = t->q.gran == LMQ_GRAN_TENSOR ? need(&f, name, sd, 1, 1, 0)
+                                                           : need(&f, name, sd, 2, rows, groups);
         ck_assert_int_eq(st_read_f32(&f, sc, s, &err), LMQ_OK);
         snprintf(name, sizeof name, "%s.weight_zero_point", mod);
         if (t->q.asym && w8a8)
@@ -151,7 +167,8 @@ static int check_weights(const char *lmq_path, const char *dir, int gpt2)
         for (int64_t r = 0; r < rows; r++)
             for (int64_t c = 0; c < cols; c++) {
                 const int64_t g = c / (t->q.gran == LMQ_GRAN_GROUP ? t->q.group : cols);
-                const int q = w8a8 ? (int8_t)f.data[w->begin + r * cols + c]
+                const float q = fp8  ? e4m3(f.data[w->begin + r * cols + c])
+                              : w8a8 ? (int8_t)f.data[w->begin + r * cols + c]
                                    : unpack(word_at(&f, w, r * ((cols + pf - 1) / pf) + c / pf), (int)(c % pf), bits);
                 const int z = !zp ? 0
                               : w8a8 ? (int8_t)f.data[zp->begin + r * groups + g]
@@ -162,7 +179,7 @@ static int check_weights(const char *lmq_path, const char *dir, int gpt2)
                               mod, (long long)r, (long long)c, got, ref[r * cols + c]);
             }
         /* Padding past the last column is zero bits. */
-        for (int64_t r = 0; r < rows && !w8a8 && cols % pf; r++)
+        for (int64_t r = 0; r < rows && !w8a8 && !fp8 && cols % pf; r++)
             ck_assert_int_eq((uint32_t)word_at(&f, w, r * ((cols + pf - 1) / pf) + cols / pf) >> (bits * (cols % pf)),
                              0);
         free(ref);
@@ -304,7 +321,8 @@ static void check_group0(const char *dir, const char *format, int bits, int symm
     json_t *w = json_object_get(g, "weights");
     ck_assert(json_is_null(json_object_get(w, "actorder")));
     ck_assert_int_eq(json_integer_value(json_object_get(w, "num_bits")), bits);
-    ck_assert_str_eq(json_string_value(json_object_get(w, "type")), "int");
+    const char *type = strcmp(format, "float-quantized") ? "int" : "float";
+    ck_assert_str_eq(json_string_value(json_object_get(w, "type")), type);
     ck_assert(json_is_boolean(json_object_get(w, "symmetric")) && json_is_true(json_object_get(w, "symmetric")) == symmetric);
     ck_assert_str_eq(json_string_value(json_object_get(w, "strategy")), strategy);
     if (group_size)
@@ -318,12 +336,13 @@ static void check_group0(const char *dir, const char *format, int bits, int symm
     } else {
         ck_assert_int_eq(json_integer_value(json_object_get(in, "num_bits")), 8);
         ck_assert_str_eq(json_string_value(json_object_get(in, "strategy")), act_strategy);
+        ck_assert_str_eq(json_string_value(json_object_get(in, "type")), type);
         ck_assert(json_is_true(json_object_get(in, "dynamic")) && json_is_true(json_object_get(in, "symmetric")));
     }
     /* The classifier is the float embedding (tied): never quantised. */
     json_t *ignore = json_object_get(qc, "ignore");
     ck_assert_str_eq(json_string_value(json_array_get(ignore, json_array_size(ignore) - 1)), "lm_head");
-    ck_assert_str_eq(json_string_value(json_object_get(cfg, "torch_dtype")), "float16");
+    ck_assert_str_eq(json_string_value(json_object_get(cfg, "torch_dtype")), "float32"); /* fp32 norms, embedding */
     json_decref(cfg);
 }
 
@@ -340,10 +359,12 @@ static const struct {
     { "recipes/w8a8.yaml", "int-quantized", 8, 1, "channel", 0, "token" },
     { "int3-channel", "naive-quantized", 3, 1, "channel", 0, NULL },      /* written below */
     { "int2-channel-asym", "naive-quantized", 2, 0, "channel", 0, NULL }, /* written below */
+    { "FP8", "float-quantized", 8, 1, "channel", 0, NULL },                 /* presets: written below */
+    { "FP8_DYNAMIC", "float-quantized", 8, 1, "channel", 0, "token" },
 };
 
-/* The recipe file of RECIPES[i]: shipped, or (no '/') one channel rule of the scheme its name
- * begins with, written into dir. */
+/* The recipe file of RECIPES[i]: shipped, or (no '/') one rule written into dir: the preset it
+ * names (capitals), else a channel rule of the scheme its name begins with. */
 static const char *recipe_file(size_t i, const char *dir)
 {
     static char path[1024];
@@ -353,8 +374,11 @@ static const char *recipe_file(size_t i, const char *dir)
     snprintf(path, sizeof path, "%s/%s.yaml", dir, r);
     FILE *f = fopen(path, "w");
     ck_assert_ptr_nonnull(f);
-    fprintf(f, "name: %s\nrules:\n  - match: \"blk.*\"\n    scheme: %.4s\n    granularity: channel\n"
-            "    symmetric: %s\n", r, r, RECIPES[i].symmetric ? "true" : "false");
+    if (*r >= 'A' && *r <= 'Z')
+        fprintf(f, "name: preset\nrules:\n  - match: \"blk.*\"\n    scheme: %s\n", r);
+    else
+        fprintf(f, "name: %s\nrules:\n  - match: \"blk.*\"\n    scheme: %.4s\n    granularity: channel\n"
+                "    symmetric: %s\n", r, r, RECIPES[i].symmetric ? "true" : "false");
     fclose(f);
     return path;
 }

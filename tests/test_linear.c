@@ -263,6 +263,42 @@ static void ref_act(const float *x, int n, int in, lmq_act_gran gran, float *out
     }
 }
 
+/* The e4m3 values, from the format's definition alone (bias 7, 3 mantissa bits, subnormals, no
+ * infinities, S.1111.111 NaN): v[c] for the non-negative codes c = 0..126. */
+static void e4m3_values(double v[127])
+{
+    for (int c = 0; c < 127; c++) {
+        const int e = c >> 3, m = c & 7;
+        v[c] = e ? ldexp(1.0 + m / 8.0, e - 7) : ldexp(m / 8.0, -6);
+    }
+}
+
+/* fp8 e4m3 activations, as ref_act: s = max|x| / 448 (float), each x / s to the nearest e4m3
+ * value by search (ties to the even code; past 448 the largest), times s. */
+static void ref_act_fp8(const float *x, int n, int in, lmq_act_gran gran, float *out)
+{
+    double v[127];
+    e4m3_values(v);
+    const int rows = gran == LMQ_ACT_TENSOR ? 1 : n, span = gran == LMQ_ACT_TENSOR ? n * in : in;
+    for (int r = 0; r < rows; r++) {
+        double mx = 0;
+        for (int k = 0; k < span; k++)
+            mx = fabs((double)x[r * span + k]) > mx ? fabs((double)x[r * span + k]) : mx;
+        const float s = (float)mx / 448.0f;
+        for (int k = 0; k < span; k++) {
+            const float q = mx == 0 ? 0.0f : x[r * span + k] / s;
+            int best = 0;
+            for (int c = 1; c < 127; c++) {
+                const double d = fabs(fabs((double)q) - v[c]), db = fabs(fabs((double)q) - v[best]);
+                if (d < db || (d == db && !(c & 1)))
+                    best = c;
+            }
+            const float a = (float)v[best] * s;
+            out[r * span + k] = mx == 0 ? 0.0f : q < 0 ? -a : a;
+        }
+    }
+}
+
 /* W8A8 per token with symmetric int8 weights per channel, as integers (runtime/linear.h): weight
  * codes and scales read from the stored bytes, the sums in int64, then the two scale products. */
 static void ref_int8_product(const stored *s, const long *q, const float *sx, int n, int out, int in, float *y)
@@ -282,11 +318,11 @@ static void ref_int8_product(const stored *s, const long *q, const float *sx, in
         }
 }
 
-/* Inputs quantised per token and per tensor, on every kernel set, fused, generic and integer
- * paths, with and without bias: the same bits as the product over the reference's quantised x
- * (symmetric int8 per channel per token: the reference's integer product). Row 2 is zero; row 5
- * holds one huge value, which per tensor rounds every other row to 0 and per token touches its
- * own row only; row 7 is subnormal. */
+/* Inputs quantised (int8 and fp8 e4m3) per token and per tensor, on every kernel set, fused,
+ * generic and integer paths, with and without bias: the same bits as the product over the
+ * reference's quantised x (symmetric int8 per channel, int8 per token: the reference's integer
+ * product). Row 2 is zero; row 5 holds one huge value, which per tensor rounds every other row to
+ * 0 on the int8 grid and per token touches its own row only; row 7 is subnormal. */
 static void activations_case(const rt_kernels *isa, const enc *e, stored *s, int out, int in)
 {
     enum { N = 9 };
@@ -300,36 +336,42 @@ static void activations_case(const rt_kernels *isa, const enc *e, stored *s, int
     for (int k = 0; k < in; k++) /* subnormal: a scale that is not max / 127 exactly */
         x[7 * in + k] *= 1e-39f;
     const int integer = e->q.dtype == LMQ_T_INT8 && e->q.gran == LMQ_GRAN_CHANNEL && !e->q.asym;
-    for (int gran = LMQ_ACT_TOKEN; gran <= LMQ_ACT_TENSOR; gran++)
-        for (int bias = 0; bias < 2; bias++) {
-            s->W.b = bias ? s->bias : NULL;
-            rt_weight plain = s->W;
-            s->W.act = (lmq_act){ .scheme = LMQ_ACT_INT8, .gran = (uint8_t)gran };
-            ref_act(x, N, in, (lmq_act_gran)gran, xq, q, sc);
-            if (gran == LMQ_ACT_TOKEN && integer)
-                ref_int8_product(s, q, sc, N, out, in, want);
-            else
-                linear(isa, 2, xq, N, &plain, want);
-            for (int threads = 1; threads <= 3; threads++) {
-                linear(isa, threads, x, N, &s->W, y);
-                ck_assert_msg(!memcmp(y, want, (size_t)N * out * sizeof *y), "%s, %s [%d × %d], a8 %s%s on %d threads: "
-                              "not the reference's product", isa->name, e->name, out, in,
-                              lmq_act_gran_names[gran], bias ? " with bias" : "", threads);
+    for (int scheme = LMQ_ACT_INT8; scheme <= LMQ_ACT_FP8_E4M3; scheme++)
+        for (int gran = LMQ_ACT_TOKEN; gran <= LMQ_ACT_TENSOR; gran++)
+            for (int bias = 0; bias < 2; bias++) {
+                const char *act = lmq_act_scheme_names[scheme], *g = lmq_act_gran_names[gran];
+                s->W.b = bias ? s->bias : NULL;
+                rt_weight plain = s->W;
+                plain.act = (lmq_act){ 0 }; /* the reference's x is rounded already */
+                s->W.act = (lmq_act){ .scheme = (uint8_t)scheme, .gran = (uint8_t)gran };
+                if (scheme == LMQ_ACT_FP8_E4M3)
+                    ref_act_fp8(x, N, in, (lmq_act_gran)gran, xq);
+                else
+                    ref_act(x, N, in, (lmq_act_gran)gran, xq, q, sc);
+                if (scheme == LMQ_ACT_INT8 && gran == LMQ_ACT_TOKEN && integer)
+                    ref_int8_product(s, q, sc, N, out, in, want);
+                else
+                    linear(isa, 2, xq, N, &plain, want);
+                for (int threads = 1; threads <= 3; threads++) {
+                    linear(isa, threads, x, N, &s->W, y);
+                    ck_assert_msg(!memcmp(y, want, (size_t)N * out * sizeof *y), "%s, %s [%d × %d], %s %s%s on %d "
+                                  "threads: not the reference's product", isa->name, e->name, out, in, act, g,
+                                  bias ? " with bias" : "", threads);
+                }
+                for (int i = 0; i < N && !bias; i++)
+                    for (int j = 0; j < out; j++) {
+                        const float v = y[(size_t)i * out + j];
+                        if (i == 2 || (scheme == LMQ_ACT_INT8 && gran == LMQ_ACT_TENSOR && i != 5))
+                            ck_assert_msg(v == 0.0f, "%s, %s, %s %s: row %d gives %g, not 0", isa->name, e->name,
+                                          act, g, i, (double)v);
+                    }
+                if (gran == LMQ_ACT_TOKEN) /* each row on its own grid: the same bits alone */
+                    for (int i = 0; i < N; i++) {
+                        linear(isa, 1, x + (size_t)i * in, 1, &s->W, alone);
+                        ck_assert_msg(!memcmp(alone, y + (size_t)i * out, (size_t)out * sizeof *alone),
+                                      "%s, %s, %s token: row %d differs alone", isa->name, e->name, act, i);
+                    }
             }
-            for (int i = 0; i < N && !bias; i++)
-                for (int j = 0; j < out; j++) {
-                    const float v = y[(size_t)i * out + j];
-                    if (i == 2 || (gran == LMQ_ACT_TENSOR && i != 5))
-                        ck_assert_msg(v == 0.0f, "%s, %s, a8 %s: row %d gives %g, not 0", isa->name, e->name,
-                                      lmq_act_gran_names[gran], i, (double)v);
-                }
-            if (gran == LMQ_ACT_TOKEN) /* each row on its own grid: the same bits alone */
-                for (int i = 0; i < N; i++) {
-                    linear(isa, 1, x + (size_t)i * in, 1, &s->W, alone);
-                    ck_assert_msg(!memcmp(alone, y + (size_t)i * out, (size_t)out * sizeof *alone),
-                                  "%s, %s, a8 token: row %d differs alone", isa->name, e->name, i);
-                }
-        }
     s->W.act = (lmq_act){ 0 };
     s->W.b = NULL;
     free(x);

@@ -27,13 +27,13 @@ static void llama_names(names_t *m, int layers)
                 snprintf(m->names[m->n], LMQ_NAME_MAX, "%s", name);
             else
                 snprintf(m->names[m->n], LMQ_NAME_MAX, "blk.%d.%s.weight", i, kinds[k]);
-            m->refs[m->n] = (q_tensor_ref){ m->names[m->n], i < 0 || !strstr(kinds[k], "norm") ? 2 : 1, 0 };
+            m->refs[m->n] = (q_tensor_ref){ m->names[m->n], i < 0 || !strstr(kinds[k], "norm") ? 2 : 1, 0, LMQ_FAMILY_LLAMA };
             if (i == layers)
                 m->refs[m->n].ndim = 1;
             m->n++;
         }
     snprintf(m->names[m->n], LMQ_NAME_MAX, "output.weight");
-    m->refs[m->n] = (q_tensor_ref){ m->names[m->n], 2, 0 };
+    m->refs[m->n] = (q_tensor_ref){ m->names[m->n], 2, 0, LMQ_FAMILY_LLAMA };
     m->n++;
 }
 
@@ -168,7 +168,20 @@ START_TEST(fp8)
     same_plan("quant_stage:\n  quant_modifiers:\n    QuantizationModifier:\n      targets: Linear\n"
               "      scheme: FP8\n      ignore: [lm_head]\n",
               "name: x\nignore: output.weight\nrules:\n  - match: " LINEARS "\n    scheme: FP8\n",
-              "lmq's fp8 has a scale per row and keeps activations in float");
+              "lmq's FP8 has a scale per row and is weight-only");
+    /* FP8_DYNAMIC: fp8 weights per channel, fp8 activations per token, dynamic; the preset and its
+     * config group spelt out give the native recipe's plan. */
+    same_plan("quant_stage:\n  quant_modifiers:\n    QuantizationModifier:\n      targets: Linear\n"
+              "      scheme: FP8_DYNAMIC\n      ignore: [lm_head]\n",
+              "name: x\nignore: output.weight\nrules:\n  - match: " LINEARS "\n    scheme: fp8_e4m3\n"
+              "    granularity: channel\n    activations: {scheme: fp8_e4m3, granularity: token}\n",
+              "scheme fp8_e4m3 per-channel, activations fp8_e4m3 per token, dynamic");
+    same_plan("quant_stage:\n  quant_modifiers:\n    QuantizationModifier:\n      config_groups:\n        g:\n"
+              "          targets: [Linear]\n          weights: {num_bits: 8, type: float, strategy: channel, "
+              "symmetric: true, dynamic: false}\n          input_activations: {num_bits: 8, type: float, strategy: "
+              "token, symmetric: true, dynamic: true}\n      ignore: [lm_head]\n",
+              "name: x\nignore: output.weight\nrules:\n  - match: " LINEARS "\n    scheme: FP8_DYNAMIC\n",
+              "activations fp8_e4m3 per token, dynamic");
     /* Default targets (Linear), a preset per target list, plain module names. */
     same_plan("s_stage:\n  m_modifiers:\n    QuantizationModifier:\n      ignore: [lm_head]\n"
               "      scheme: {W8A16: [\"model.layers.0.mlp.down_proj\"], W4A16: [Linear]}\n",
@@ -178,20 +191,28 @@ START_TEST(fp8)
 }
 END_TEST
 
-/* A regex matches the Hugging Face module name from its start, whichever family names it. */
+/* A regex matches the Hugging Face module name from its start, in the model's family: a Llama's
+ * ffn_down is model.layers.N.mlp.down_proj, never GPT-2's transformer.h.N.mlp.c_proj. */
 START_TEST(regex_targets)
 {
+    enum { ANY = 0, GPT2 = LMQ_FAMILY_GPT2, LLAMA = LMQ_FAMILY_LLAMA };
     static const struct {
         const char *re, *name;
-        int match;
+        int family, match;
     } cases[] = {
-        { ".*mlp\\.down_proj$", "blk.3.ffn_down.weight", 1 },
-        { ".*mlp\\.down_proj$", "blk.3.ffn_up.weight", 0 },
-        { "mlp", "blk.3.ffn_up.weight", 0 },               /* re.match: from the start */
-        { "model\\.layers\\.\\d+\\.mlp", "blk.3.ffn_up.weight", 1 },
-        { ".*c_proj", "blk.0.ffn_down.weight", 1 },        /* GPT-2's transformer.h.0.mlp.c_proj */
-        { "lm_head", "output.weight", 1 },
-        { ".*?self_attn.*", "blk.1.attn_k.weight", 1 },    /* lazy: the same set of names */
+        { ".*mlp\\.down_proj$", "blk.3.ffn_down.weight", LLAMA, 1 },
+        { ".*mlp\\.down_proj$", "blk.3.ffn_down.weight", GPT2, 0 },
+        { ".*mlp\\.down_proj$", "blk.3.ffn_up.weight", LLAMA, 0 },
+        { "mlp", "blk.3.ffn_up.weight", LLAMA, 0 },               /* re.match: from the start */
+        { "model\\.layers\\.\\d+\\.mlp", "blk.3.ffn_up.weight", LLAMA, 1 },
+        { "model\\.layers\\.\\d+\\.mlp", "blk.3.ffn_up.weight", GPT2, 0 },
+        { ".*c_proj", "blk.0.ffn_down.weight", GPT2, 1 },        /* GPT-2's transformer.h.0.mlp.c_proj */
+        { ".*c_proj", "blk.0.ffn_down.weight", LLAMA, 0 },       /* a Llama has no c_proj */
+        { ".*c_proj", "blk.0.ffn_down.weight", ANY, 1 },         /* no family known: any family's name */
+        { "transformer\\.h\\.0\\.mlp\\.c_fc", "blk.0.ffn_up.weight", GPT2, 1 },
+        { "lm_head", "output.weight", LLAMA, 1 },
+        { "lm_head", "output.weight", GPT2, 1 },
+        { ".*?self_attn.*", "blk.1.attn_k.weight", LLAMA, 1 },    /* lazy: the same set of names */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char text[256];
@@ -200,8 +221,9 @@ START_TEST(regex_targets)
         q_recipe r;
         lmq_err e;
         ck_assert_msg(q_recipe_parse(text, strlen(text), "recipe.yaml", &r, &e) == LMQ_OK, "%s", e.msg);
-        ck_assert_msg(q_pattern_match(&r.rules[0].match[0], cases[i].name) == cases[i].match, "%s on %s",
-                      cases[i].re, cases[i].name);
+        const q_tensor_ref t = { cases[i].name, 2, 64, cases[i].family };
+        ck_assert_msg(q_pattern_match(&r.rules[0].match[0], &t) == cases[i].match, "%s on %s (family %d)",
+                      cases[i].re, cases[i].name, cases[i].family);
         q_recipe_free(&r);
     }
 }
@@ -222,9 +244,13 @@ static void fails(const char *text, ...)
 #define HEAD "quant_stage:\n  quant_modifiers:\n"
 START_TEST(errors)
 {
-    fails(HEAD "    QuantizationModifier:\n      scheme: FP8_DYNAMIC\n",
-          "recipe.yaml:4: quant_stage.quant_modifiers.QuantizationModifier.scheme: preset FP8_DYNAMIC: lmq has no "
-          "fp8 activations", "W8A8", NULL);
+    fails(HEAD "    QuantizationModifier:\n      scheme: FP8_BLOCK\n",
+          "recipe.yaml:4: quant_stage.quant_modifiers.QuantizationModifier.scheme: preset FP8_BLOCK: lmq's fp8 has "
+          "one scale per output row, not 128x128 blocks", "FP8_DYNAMIC gives", NULL);
+    fails(HEAD "    QuantizationModifier:\n      config_groups:\n        g:\n          targets: Linear\n"
+          "          weights: {num_bits: 8, type: float, strategy: channel}\n"
+          "          input_activations: {num_bits: 4, type: float, strategy: token, dynamic: true}\n",
+          "recipe.yaml:8:", "lmq's activations are int8 or fp8 e4m3", NULL);
     fails(HEAD "    QuantizationModifier:\n      scheme: W4A16\n      kv_cache_scheme: {num_bits: 8}\n",
           "recipe.yaml:5: quant_stage.quant_modifiers.QuantizationModifier.kv_cache_scheme: lmq keeps the KV cache "
           "in float", NULL);

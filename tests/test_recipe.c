@@ -28,7 +28,7 @@ static void add(names_t *m, int ndim, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(m->names[m->n], LMQ_NAME_MAX, fmt, ap);
     va_end(ap);
-    m->refs[m->n] = (q_tensor_ref){ m->names[m->n], ndim, 0 };
+    m->refs[m->n] = (q_tensor_ref){ m->names[m->n], ndim, 0, 0 };
     m->n++;
 }
 
@@ -798,7 +798,7 @@ START_TEST(activations)
     ck_assert_int_eq(r.rules[0].act.gran, LMQ_ACT_TENSOR);
     q_recipe_free(&r);
     snprintf(text, sizeof text, "%s    activations: {scheme: int4, granularity: token}\n", head);
-    parse_fails(text, "recipe.yaml:6: rules[0].activations.scheme: unknown value 'int4' (known: int8)", NULL);
+    parse_fails(text, "recipe.yaml:6: rules[0].activations.scheme: unknown value 'int4' (known: int8, fp8_e4m3)", NULL);
     snprintf(text, sizeof text, "%s    activations: {scheme: int8, granularity: channel}\n", head);
     parse_fails(text, "recipe.yaml:6: rules[0].activations.granularity: unknown value 'channel' (known: token, tensor)",
                 NULL);
@@ -1154,7 +1154,7 @@ START_TEST(shipped_on_stories260K)
         ck_assert_msg(q_recipe_resolve_model(&r, &mod, &plan, &e) == LMQ_OK, "%s", e.msg);
         q_tensor_ref refs[160];
         for (int i = 0; i < mod.n_tensors; i++)
-            refs[i] = (q_tensor_ref){ mod.tensors[i].name, mod.tensors[i].ndim, mod.tensors[i].shape[mod.tensors[i].ndim - 1] };
+            refs[i] = (q_tensor_ref){ mod.tensors[i].name, mod.tensors[i].ndim, mod.tensors[i].shape[mod.tensors[i].ndim - 1], 0 };
         check_plan(k, &plan, refs, mod.n_tensors, SHIPPED[k].quantised_llama5);
         q_plan_free(&plan);
         q_recipe_free(&r);
@@ -1284,7 +1284,8 @@ END_TEST
 
 /* llm-compressor's presets (compressed-tensors quant_scheme.py): W8A16 int8 per channel, W4A16
  * int4 groups of 128, W8A8 int8 per channel with int8 per-token dynamic activations, all
- * symmetric; FP8 as lmq stores fp8 (e4m3, a scale per row). */
+ * symmetric; FP8 as lmq stores fp8 (e4m3, a scale per row), weight-only; FP8_DYNAMIC the same
+ * weights with fp8 per-token dynamic activations. */
 START_TEST(presets)
 {
     static const struct {
@@ -1298,6 +1299,7 @@ START_TEST(presets)
         { "W4A16", LMQ_T_INT4, LMQ_GRAN_GROUP, 128, LMQ_ACT_NONE },
         { "W8A8", LMQ_T_INT8, LMQ_GRAN_CHANNEL, 0, LMQ_ACT_INT8 },
         { "FP8", LMQ_T_F8_E4M3, LMQ_GRAN_CHANNEL, 0, LMQ_ACT_NONE },
+        { "FP8_DYNAMIC", LMQ_T_F8_E4M3, LMQ_GRAN_CHANNEL, 0, LMQ_ACT_FP8_E4M3 },
     };
     names_t m;
     llama_names(&m, 1);
@@ -1333,7 +1335,7 @@ START_TEST(presets)
                 "granularity: tensor}\n", "recipe.yaml:5: rules[0].activations: comes with preset W8A8", NULL);
     parse_fails("name: x\nrules:\n  - match: \"blk.*\"\n    scheme: w4a16\n",
                 "recipe.yaml:4: rules[0].scheme: unknown scheme 'w4a16'",
-                "presets W8A16, W4A16, W4A16_ASYM, W8A8, INT8, W4A8, FP8", NULL);
+                "presets W8A16, W4A16, W4A16_ASYM, W8A8, INT8, W4A8, FP8, FP8_DYNAMIC", NULL);
 }
 END_TEST
 

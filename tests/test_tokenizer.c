@@ -674,6 +674,56 @@ START_TEST(hf_json_matches_gpt2)
 }
 END_TEST
 
+/* A llama2.c vocabulary written as Hugging Face's files (tok_hf_write) and read back as
+ * tokenizer.json encodes every fixture text to the tokenizer.bin's ids (llama2.c's merges by score
+ * become merges by rank) and decodes them back; the files name the specials as Llama-2's do. */
+START_TEST(hf_json_written_from_llama2c)
+{
+    tok_tokenizer *l = open_l2c(), *h;
+    tok_hf_text hf;
+    lmq_err e;
+    ck_assert_msg(tok_hf_write(l, 512, &hf, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_msg(tok_open_hf_json((const uint8_t *)hf.tokenizer_json, strlen(hf.tokenizer_json), &h, &e) == LMQ_OK,
+                  "%s", e.msg);
+    ck_assert_int_eq(tok_vocab_size(h), 512);
+    ck_assert_int_eq(tok_bos_id(h), 1);
+    ck_assert_int_eq(tok_eos_id(h), 2);
+    for (size_t f = 0; f < N_TEXTS; f++) {
+        lmq_blob text = load(TEXTS[f]);
+        int32_t *a, *b;
+        size_t na, nb;
+        encode_ok(l, (const char *)text.data, text.size, &a, &na);
+        encode_ok(h, (const char *)text.data, text.size, &b, &nb);
+        size_t i = 0;
+        while (i < na && i < nb && a[i] == b[i])
+            i++;
+        ck_assert_msg(na == nb && i == na, "%s: tokenizer.json differs from tokenizer.bin at token %zu of %zu", TEXTS[f],
+                      i, na);
+        assert_decodes_to(h, b, nb, (const char *)text.data, text.size);
+        free(a);
+        free(b);
+        lmq_blob_close(&text);
+    }
+    json_error_t je;
+    json_t *cfg = json_loads(hf.tokenizer_config_json, 0, &je), *map = json_loads(hf.special_tokens_map_json, 0, &je);
+    ck_assert(cfg && map);
+    ck_assert_str_eq(json_string_value(json_object_get(cfg, "bos_token")), "<s>");
+    ck_assert(json_is_true(json_object_get(cfg, "add_bos_token")));
+    ck_assert_int_eq(json_integer_value(json_object_get(cfg, "model_max_length")), 512);
+    ck_assert_str_eq(json_string_value(json_object_get(map, "eos_token")), "</s>");
+    json_decref(cfg);
+    json_decref(map);
+    tok_hf_text_free(&hf);
+    tok_free(h);
+    /* Only a llama2.c vocabulary is written. */
+    tok_tokenizer *g = open_gpt2();
+    ck_assert_int_eq(tok_hf_write(g, 1024, &hf, &e), LMQ_E_UNSUPPORTED);
+    ck_assert_ptr_null(hf.tokenizer_json);
+    tok_free(g);
+    tok_free(l);
+}
+END_TEST
+
 /* Added tokens beyond the vocabulary are matched in text and decode to their own text; ids
  * must stay contiguous. */
 START_TEST(hf_json_added_tokens)
@@ -1231,6 +1281,7 @@ int main(void)
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, golden_streams);
+    tcase_add_test(tc, hf_json_written_from_llama2c);
     tcase_add_test(tc, gpt2_known_answers);
     tcase_add_test(tc, round_trips);
     tcase_add_test(tc, greedy_texts);

@@ -63,6 +63,19 @@ lmq_code tok_open_model(const lmq_model *m, tok_tokenizer **out, lmq_err *err);
 
 void tok_free(tok_tokenizer *t);
 
+/* The Hugging Face files of a tokenizer, NUL-terminated JSON texts (malloc'd). */
+typedef struct {
+    char *tokenizer_json, *tokenizer_config_json, *special_tokens_map_json;
+} tok_hf_text;
+
+/* A llama2.c vocabulary as Hugging Face's Llama-2 tokenizer files (tok_hf_write.c): a BPE
+ * tokenizer.json (Prepend/Replace normalizer, byte fallback when the vocabulary has it,
+ * <unk>/<s>/</s> as added tokens, a merge for each split of a piece into two pieces, ranked by
+ * its score), whose encoding tok_open_hf_json reads back as the tokenizer.bin's; max_seq is
+ * tokenizer_config.json's model_max_length. Other kinds give LMQ_E_UNSUPPORTED. */
+lmq_code tok_hf_write(const tok_tokenizer *t, int max_seq, tok_hf_text *out, lmq_err *err);
+void tok_hf_text_free(tok_hf_text *h);
+
 /* llama.cpp's name for a byte-level BPE tokenizer's pre-tokenizer (GGUF's tokenizer.ggml.pre, as
  * llama-vocab.cpp spells them): "gpt-2" (GPT-2's regex), "llama-bpe" (Llama-3's Split),
  * "qwen2"; NULL for the SentencePiece kinds. */

@@ -11,14 +11,14 @@
 #include "schemes/scheme.h"
 
 static const q_tensor_ref NAMES[] = {
-    { "tok_embd.weight", 2, 64 },         { "pos_embd.weight", 2, 64 },         { "blk.0.attn_norm.weight", 1, 64 },
-    { "blk.0.attn_norm.bias", 1, 64 },    { "blk.0.attn_q.weight", 2, 64 },     { "blk.0.attn_k.weight", 2, 64 },
-    { "blk.0.attn_v.weight", 2, 64 },     { "blk.0.attn_qkv.weight", 2, 64 },   { "blk.0.attn_qkv.bias", 1, 64 },
-    { "blk.0.attn_out.weight", 2, 64 },   { "blk.0.attn_out.bias", 1, 64 },     { "blk.0.ffn_norm.weight", 1, 64 },
-    { "blk.0.ffn_norm.bias", 1, 64 },     { "blk.0.ffn_gate.weight", 2, 64 },   { "blk.0.ffn_up.weight", 2, 64 },
-    { "blk.0.ffn_up.bias", 1, 64 },       { "blk.0.ffn_down.weight", 2, 64 },   { "blk.0.ffn_down.bias", 1, 64 },
-    { "blk.11.attn_q.weight", 2, 64 },    { "blk.11.ffn_down.weight", 2, 64 },  { "blk.11.ffn_norm.weight", 1, 64 },
-    { "out_norm.weight", 1, 64 },         { "out_norm.bias", 1, 64 },           { "output.weight", 2, 64 },
+    { "tok_embd.weight", 2, 64, 0 },         { "pos_embd.weight", 2, 64, 0 },         { "blk.0.attn_norm.weight", 1, 64, 0 },
+    { "blk.0.attn_norm.bias", 1, 64, 0 },    { "blk.0.attn_q.weight", 2, 64, 0 },     { "blk.0.attn_k.weight", 2, 64, 0 },
+    { "blk.0.attn_v.weight", 2, 64, 0 },     { "blk.0.attn_qkv.weight", 2, 64, 0 },   { "blk.0.attn_qkv.bias", 1, 64, 0 },
+    { "blk.0.attn_out.weight", 2, 64, 0 },   { "blk.0.attn_out.bias", 1, 64, 0 },     { "blk.0.ffn_norm.weight", 1, 64, 0 },
+    { "blk.0.ffn_norm.bias", 1, 64, 0 },     { "blk.0.ffn_gate.weight", 2, 64, 0 },   { "blk.0.ffn_up.weight", 2, 64, 0 },
+    { "blk.0.ffn_up.bias", 1, 64, 0 },       { "blk.0.ffn_down.weight", 2, 64, 0 },   { "blk.0.ffn_down.bias", 1, 64, 0 },
+    { "blk.11.attn_q.weight", 2, 64, 0 },    { "blk.11.ffn_down.weight", 2, 64, 0 },  { "blk.11.ffn_norm.weight", 1, 64, 0 },
+    { "out_norm.weight", 1, 64, 0 },         { "out_norm.bias", 1, 64, 0 },           { "output.weight", 2, 64, 0 },
 };
 #define N_NAMES (int)(sizeof NAMES / sizeof NAMES[0])
 

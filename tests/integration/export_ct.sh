@@ -22,7 +22,9 @@ Y
 "$LMQ" quantize "$tmp/s.lmq" --recipe "$tmp/g32.yaml" -o "$tmp/q.lmq" >/dev/null
 run 0 "$LMQ" export "$tmp/q.lmq" --to compressed-tensors -o "$tmp/ct"
 has "35 quantised Linear modules (pack-quantized, 2 config groups), 12 float tensors"
-for f in model.safetensors config.json tokenizer.bin; do [ -s "$tmp/ct/$f" ] || fail "ct/$f missing"; done
+for f in model.safetensors config.json tokenizer.bin tokenizer.json tokenizer_config.json special_tokens_map.json; do
+    [ -s "$tmp/ct/$f" ] || fail "ct/$f missing"
+done
 for key in '"quant_method": "compressed-tensors"' '"format": "pack-quantized"' '"group_size": 32' \
     '"LlamaForCausalLM"' '"num_key_value_heads": 4' '"version": "' '"sparsity_config": {}' \
     '"transform_config": {}' '"global_compression_ratio": 3.'; do
@@ -77,6 +79,73 @@ ref, back = json.load(open(sys.argv[1]))["rows"]
 assert back["ppl"] == ref["ppl"] and back["kl_mean"] == 0 and back["top1"] == 1, (ref["ppl"], back["ppl"], back["kl_mean"])
 PY
 
+# The llama2.c vocabulary's tokenizer.json (what vLLM reads), read back by lmq, gives the
+# tokenizer.bin's ids.
+"$LMQ" convert "$tmp/hf" -o "$tmp/back-json.lmq" --tokenizer "$tmp/hf/tokenizer.json" >/dev/null
+"$LMQ" tokenize "$tmp/h.lmq" --text "$tmp/text.txt" --json >"$tmp/ids-bin"
+"$LMQ" tokenize "$tmp/back-json.lmq" --text "$tmp/text.txt" --json >"$tmp/ids-json"
+[ -s "$tmp/ids-bin" ] && cmp -s "$tmp/ids-bin" "$tmp/ids-json" || fail "tokenizer.json's ids differ from tokenizer.bin's"
+
+# The independent reader (tests/ct_reader.py, the format's description alone): each export's
+# config.json passes the schema, and every tensor, unpacked and dequantised, equals bit for bit
+# lmq's own decoding of the same artefact (decoded to fp32 by --requantize, exported as floats).
+printf 'name: f32\nrules:\n  - match: "*"\n    scheme: fp32\n' >"$tmp/f32.yaml"
+reader() { # ARTEFACT EXPORT_DIR: the export read against lmq's decoding of ARTEFACT
+    "$LMQ" quantize "$1" --recipe "$tmp/f32.yaml" --requantize -o "$tmp/ref.lmq" >/dev/null 2>&1
+    rm -rf "$tmp/ref"
+    "$LMQ" export "$tmp/ref.lmq" --to compressed-tensors -o "$tmp/ref" >/dev/null
+    python3 tests/ct_reader.py "$2" "$tmp/ref" >"$tmp/reader" 2>&1 || { cat "$tmp/reader" >&2; fail "reader: $2"; }
+}
+sed 's/^name: g32/name: g32a/; s/    group: 32/    group: 32\n    symmetric: false/; s/    granularity: channel/    granularity: channel\n    symmetric: false/' \
+    "$tmp/g32.yaml" >"$tmp/g32a.yaml"
+printf 'name: fp8d\nrules:\n  - match: "blk.*"\n    scheme: FP8_DYNAMIC\n' >"$tmp/fp8d.yaml"
+printf 'name: fp8\nrules:\n  - match: "blk.*"\n    scheme: FP8\n' >"$tmp/fp8.yaml"
+printf 'name: h\nrules:\n  - match: "blk.*.attn_*.weight"\n    scheme: int4\n    granularity: group\n    group: 32\n  - match: "*"\n    scheme: fp16\n' >"$tmp/h4.yaml"
+for r in g32a fp8 fp8d h4 recipes/int8-channel.yaml recipes/int8-tensor.yaml; do
+    y=$r; [ -e "$y" ] || y="$tmp/$r.yaml"; n=$(basename "$r" .yaml)
+    "$LMQ" quantize "$tmp/s.lmq" --recipe "$y" -o "$tmp/r-$n.lmq" >/dev/null
+    "$LMQ" export "$tmp/r-$n.lmq" --to compressed-tensors -o "$tmp/r-$n" >/dev/null
+    reader "$tmp/r-$n.lmq" "$tmp/r-$n"
+done
+grep -qF '"format": "float-quantized"' "$tmp/r-fp8d/config.json" || fail "fp8: not float-quantized"
+python3 - "$tmp" <<'PY2' || fail "fp8 / torch_dtype config"
+import json, sys
+d = sys.argv[1]
+g = json.load(open(d + "/r-fp8d/config.json"))["quantization_config"]["config_groups"]["group_0"]
+assert g["weights"]["type"] == "float" and g["weights"]["strategy"] == "channel" and not g["weights"]["dynamic"], g
+a = g["input_activations"]
+assert (a["type"], a["strategy"], a["dynamic"], a["num_bits"]) == ("float", "token", True, 8), a
+assert json.load(open(d + "/r-fp8/config.json"))["quantization_config"]["config_groups"]["group_0"]["input_activations"] is None
+assert json.load(open(d + "/r-h4/config.json"))["torch_dtype"] == "float16"  # every float tensor fp16
+assert json.load(open(d + "/r-fp8/config.json"))["torch_dtype"] == "float32"
+PY2
+grep -qF '"model.layers.0.self_attn.q_proj.weight_scale":{"dtype":"F16"' "$tmp/r-h4/model.safetensors" ||
+    fail "float16 model: scales not F16"
+grep -qF '"model.norm.weight":{"dtype":"F16"' "$tmp/r-h4/model.safetensors" || fail "float16 model: norm not F16"
+reader "$tmp/q.lmq" "$tmp/ct"
+reader "$tmp/w8a8.lmq" "$tmp/w8a8"
+reader "$tmp/ao.lmq" "$tmp/ao"
+reader "$tmp/mix.lmq" "$tmp/mix"
+grep -q "35 quantised modules .* format mixed-precision" "$tmp/reader" || fail "mix: $(cat "$tmp/reader")"
+# GPT-2: int4 in groups of 128 (Conv1D modules written [out, in]), symmetric and not.
+"$LMQ" convert "$FIX/sotu-gpt2" -o "$tmp/g.lmq" >/dev/null
+for sym in true false; do
+    printf 'name: g128\nrules:\n  - match: "blk.*"\n    scheme: int4\n    granularity: group\n    group: 128\n    symmetric: %s\n' $sym >"$tmp/g128.yaml"
+    "$LMQ" quantize "$tmp/g.lmq" --recipe "$tmp/g128.yaml" -o "$tmp/g128-$sym.lmq" >/dev/null
+    "$LMQ" export "$tmp/g128-$sym.lmq" --to compressed-tensors -o "$tmp/g128-$sym" >/dev/null
+    reader "$tmp/g128-$sym.lmq" "$tmp/g128-$sym"
+done
+# A llama2.c checkpoint (interleaved rope: q/k rows permuted back to HF's order on both sides).
+"$LMQ" convert "$FIX/stories260K/stories260K.bin" --tokenizer "$FIX/stories260K/tok512.bin" -o "$tmp/l.lmq" >/dev/null
+"$LMQ" quantize "$tmp/l.lmq" --recipe "$tmp/fp8d.yaml" -o "$tmp/l8.lmq" >/dev/null
+"$LMQ" export "$tmp/l8.lmq" --to compressed-tensors -o "$tmp/l8" >/dev/null
+reader "$tmp/l8.lmq" "$tmp/l8"
+# The reader can fail: an export read against another artefact's decoding.
+"$LMQ" quantize "$tmp/r-fp8d.lmq" --recipe "$tmp/f32.yaml" --requantize -o "$tmp/x.lmq" >/dev/null 2>&1
+rm -rf "$tmp/ref"; "$LMQ" export "$tmp/x.lmq" --to compressed-tensors -o "$tmp/ref" >/dev/null
+python3 tests/ct_reader.py "$tmp/r-int8-channel" "$tmp/ref" >/dev/null 2>"$tmp/reader" && fail "the reader passed the wrong weights"
+grep -q "lmq " "$tmp/reader" || fail "the reader's mismatch names no value: $(cat "$tmp/reader")"
+
 # Refused: a quantised embedding (compressed-tensors quantises Linear modules only).
 "$LMQ" quantize "$tmp/s.lmq" --recipe recipes/emb-int4-g32.yaml -o "$tmp/e.lmq" >/dev/null
 run 1 "$LMQ" export "$tmp/e.lmq" --to compressed-tensors -o "$tmp/e"
@@ -94,7 +163,8 @@ has "not empty (a previous export?): --force replaces the directory whole"
 [ "$(cat "$tmp/ct/"* | sha256sum)" = "$sum_before" ] || fail "a refused export changed the directory"
 run 0 "$LMQ" export "$tmp/q.lmq" --to compressed-tensors -o "$tmp/ct" --force
 [ -e "$tmp/ct/vocab.json" ] && fail "--force kept the old export's vocab.json"
-[ "$(ls "$tmp/ct" | sort | tr '\n' ' ')" = "config.json model.safetensors tokenizer.bin " ] || fail "after --force: $(ls "$tmp/ct")"
+[ "$(ls "$tmp/ct" | sort | tr '\n' ' ')" = "config.json model.safetensors special_tokens_map.json tokenizer.bin tokenizer.json tokenizer_config.json " ] ||
+    fail "after --force: $(ls "$tmp/ct")"
 ls "$tmp" | grep -q '\.\(tmp\|old\)\.' && fail "--force left a temporary directory"
 ln -s "$tmp/ct" "$tmp/link"
 run 1 "$LMQ" export "$tmp/q.lmq" --to compressed-tensors -o "$tmp/link" --force

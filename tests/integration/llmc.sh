@@ -82,7 +82,19 @@ quant_stage:
 Y
 printf 'name: fp8\nignore: output.weight\nrules:\n  - match: %s\n    scheme: FP8\n' "$L" >"$tmp/lmq/fp8.yaml"
 
-for r in w4a16-gptq w8a8-sq awq-asym mixed fp8; do
+# llm-compressor's examples/quantization_w8a8_fp8: fp8 weights per channel, fp8 activations per
+# token, dynamic; natively the encoding and the activations spelt out.
+cat >"$tmp/llmc/fp8-dyn.yaml" <<'Y'
+quant_stage:
+  quant_modifiers:
+    QuantizationModifier:
+      targets: Linear
+      scheme: FP8_DYNAMIC
+      ignore: ["lm_head"]
+Y
+printf 'name: fp8-dyn\nignore: output.weight\nrules:\n  - match: %s\n    scheme: fp8_e4m3\n    granularity: channel\n    activations: {scheme: fp8_e4m3, granularity: token}\n' "$L" >"$tmp/lmq/fp8-dyn.yaml"
+
+for r in w4a16-gptq w8a8-sq awq-asym mixed fp8 fp8-dyn; do
     for side in llmc lmq; do
         "$LMQ" quantize "$tmp/s.lmq" --recipe "$tmp/$side/$r.yaml" --stats "$tmp/stats.lmq" -o "$tmp/$side-$r.lmq" \
             >/dev/null 2>"$tmp/err" || { cat "$tmp/err" >&2; fail "$side/$r"; }
@@ -100,8 +112,19 @@ has "llm-compressor QuantizationModifier ignore -> ignore: lm_head (output.weigh
 has "rules[0].match 're:.*self_attn.*': 20 tensors"
 
 # What lmq cannot honour: named at its line, with what lmq would do instead.
-printf 'quant_stage:\n  quant_modifiers:\n    QuantizationModifier:\n      scheme: FP8_DYNAMIC\n' >"$tmp/dyn.yaml"
-run 1 "$LMQ" quantize "$tmp/s.lmq" --recipe "$tmp/dyn.yaml" -o "$tmp/dyn.lmq"
-has "dyn.yaml:4: quant_stage.quant_modifiers.QuantizationModifier.scheme: preset FP8_DYNAMIC: lmq has no fp8 activations"
-[ ! -e "$tmp/dyn.lmq" ] || fail "dyn: an artefact was left"
+run 0 "$LMQ" quantize "$tmp/s.lmq" --recipe "$tmp/llmc/fp8.yaml" --explain
+has "scheme fp8_e4m3 per-channel, weight-only, method rtn"
+has "fp8_e4m3 per-channel, weight-only (fp32 activations)"
+run 0 "$LMQ" quantize "$tmp/s.lmq" --recipe "$tmp/llmc/fp8-dyn.yaml" --explain
+has "scheme fp8_e4m3 per-channel, activations fp8_e4m3 per token, dynamic, method rtn"
+has "fp8_e4m3 per-channel, a fp8_e4m3 token"
+"$LMQ" manifest "$tmp/llmc-fp8-dyn.lmq" >"$tmp/man"
+grep -q "scheme: fp8_e4m3" "$tmp/man" && grep -q "granularity: token" "$tmp/man" || fail "fp8-dyn: the manifest lacks the activations"
+"$LMQ" audit "$tmp/llmc-fp8-dyn.lmq" >"$tmp/audit" || { cat "$tmp/audit" >&2; fail "fp8-dyn: audit"; }
+
+# What lmq cannot honour: named at its line, with what lmq would do instead.
+printf 'quant_stage:\n  quant_modifiers:\n    QuantizationModifier:\n      scheme: FP8_BLOCK\n' >"$tmp/blk.yaml"
+run 1 "$LMQ" quantize "$tmp/s.lmq" --recipe "$tmp/blk.yaml" -o "$tmp/blk.lmq"
+has "blk.yaml:4: quant_stage.quant_modifiers.QuantizationModifier.scheme: preset FP8_BLOCK: lmq's fp8 has one scale per output row, not 128x128 blocks: FP8_DYNAMIC gives"
+[ ! -e "$tmp/blk.lmq" ] || fail "FP8_BLOCK: an artefact was left"
 echo "$SCRIPT: ok"

@@ -72,7 +72,7 @@ grep -q 'blk.3.attn_qkv.weight.*int4 g128' "$tmp/out" || { cat "$tmp/out" >&2; f
 # FP8 (llm-compressor's name) is fp8 weights with fp32 activations here: --explain says so.
 printf 'name: f\nrules:\n  - match: "blk.*.attn_qkv.weight"\n    scheme: FP8\n' >"$tmp/fp8.yaml"
 run 0 "$LMQ" quantize "$tmp/fp32.lmq" --recipe "$tmp/fp8.yaml" --explain
-grep -q "^  blk.0.attn_qkv.weight  *fp8_e4m3 per-channel, weights only (fp32 activations)  *rule at" "$tmp/out" ||
+grep -q "^  blk.0.attn_qkv.weight  *fp8_e4m3 per-channel, weight-only (fp32 activations)  *rule at" "$tmp/out" ||
     fail "explain: fp8 is weight-only"
 # A pattern that matches nothing is reported (exit 1) with the canonical name it stood for.
 printf 'name: x\nrules:\n  - match: model.layers.*.self_attn.q_proj\n    scheme: fp16\n' >"$tmp/llama.yaml"

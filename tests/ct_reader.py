@@ -1,0 +1,212 @@
+#!/usr/bin/env python3
+"""A compressed-tensors checkpoint read from the format's description alone (python3 stdlib, no
+code shared with lmq): config.json checked against the quantization_config schema, every tensor
+of model.safetensors unpacked (pack-quantized int32 words, naive-/int-quantized int8,
+float-quantized e4m3) and dequantised with its scales and zero points, then compared bit for bit
+with a float checkpoint of the same weights (lmq's own decoding, exported as plain fp32).
+
+usage: ct_reader.py EXPORT_DIR REFERENCE_DIR
+"""
+import json
+import re
+import struct
+import sys
+
+FORMATS = {"pack-quantized", "naive-quantized", "int-quantized", "float-quantized"}
+STRATEGIES = {"tensor", "channel", "group", "block", "token", "tensor_group"}
+DTYPES = {"F32": ("f", 4), "F16": ("e", 2), "I8": ("b", 1), "I32": ("i", 4), "I64": ("q", 8), "F8_E4M3": ("B", 1)}
+TORCH = {"float32": "F32", "float16": "F16", "bfloat16": "BF16"}
+CONV1D = re.compile(r".*\.(attn\.c_attn|attn\.c_proj|mlp\.c_fc|mlp\.c_proj)$")  # GPT-2's [in, out] modules
+
+
+class Bad(Exception):
+    pass
+
+
+def need(cond, what):
+    if not cond:
+        raise Bad(what)
+
+
+def read_safetensors(path):
+    """{name: (dtype, shape, bytes)}, from the 8-byte little-endian header size and JSON header."""
+    with open(path, "rb") as f:
+        blob = f.read()
+    (n,) = struct.unpack_from("<Q", blob, 0)
+    header = json.loads(blob[8:8 + n])
+    out = {}
+    for name, t in header.items():
+        if name == "__metadata__":
+            continue
+        b, e = t["data_offsets"]
+        out[name] = (t["dtype"], t["shape"], blob[8 + n + b:8 + n + e])
+    return out
+
+
+def values(t):
+    """A tensor's numbers as a flat list (bf16 widened by hand: struct has no bf16)."""
+    dtype, shape, data = t
+    if dtype == "BF16":
+        return [struct.unpack("<f", b"\0\0" + data[i:i + 2])[0] for i in range(0, len(data), 2)]
+    code, size = DTYPES[dtype]
+    return list(struct.unpack("<%d%s" % (len(data) // size, code), data))
+
+
+def e4m3(b):
+    """OCP fp8 e4m3: bias 7, 3 mantissa bits, subnormals, no infinities; S.1111.111 is NaN."""
+    need(b & 0x7F != 0x7F, "fp8 NaN in weights")
+    e, m = (b >> 3) & 15, b & 7
+    v = (1 + m / 8) * 2.0 ** (e - 7) if e else m / 8 * 2.0 ** -6
+    return -v if b & 0x80 else v
+
+
+def f32(x):
+    """x rounded to fp32, as its bytes (the product of a small integer or an e4m3 value and an fp32
+    scale is exact in a double, so this is fp32's own single rounding)."""
+    return struct.pack("<f", x)
+
+
+def check_args(a, where, weights):
+    need(isinstance(a, dict), where + ": not a mapping")
+    need(a.get("num_bits") in (2, 3, 4, 8), where + ": num_bits")
+    need(a.get("type") in ("int", "float"), where + ": type")
+    need(isinstance(a.get("symmetric"), bool), where + ": symmetric")
+    need(a.get("strategy") in STRATEGIES, where + ": strategy")
+    need(isinstance(a.get("dynamic"), bool), where + ": dynamic")
+    if weights:
+        need(a["dynamic"] is False, where + ": weights are static")
+        need(a["strategy"] in ("tensor", "channel", "group"), where + ": weight strategy")
+        need((a.get("group_size") is not None) == (a["strategy"] == "group"), where + ": group_size")
+        need(a.get("actorder") in (None, "weight", "group"), where + ": actorder")
+        need(a["type"] == "int" or (a["num_bits"] == 8 and a["symmetric"]), where + ": fp8 weights")
+    else:
+        need(a["num_bits"] == 8 and a["strategy"] in ("token", "tensor"), where + ": activations")
+
+
+def check_config(cfg, tensors):
+    """The schema; returns (groups, ignore): group name -> its scheme, and the ignored modules."""
+    floats = {t[0] for n, t in tensors.items() if not re.search(r"\.weight_(scale|zero_point|shape|packed)$", n)
+              and t[0] in ("F32", "F16", "BF16")}
+    need(TORCH.get(cfg.get("torch_dtype")) in floats or not floats, "torch_dtype is not the float tensors' dtype")
+    need(len(floats) <= 1, "float tensors of more than one dtype: %s" % sorted(floats))
+    qc = cfg.get("quantization_config")
+    if qc is None:
+        return {}, []
+    for k in ("quant_method", "format", "quantization_status", "config_groups", "ignore", "kv_cache_scheme",
+              "global_compression_ratio", "sparsity_config", "transform_config", "version"):
+        need(k in qc, "quantization_config lacks " + k)
+    need(qc["quant_method"] == "compressed-tensors", "quant_method")
+    need(qc["quantization_status"] == "compressed", "quantization_status")
+    groups = qc["config_groups"]
+    formats = set()
+    for g, s in groups.items():
+        for k in ("targets", "weights", "input_activations", "output_activations", "format"):
+            need(k in s, "%s lacks %s" % (g, k))
+        need(s["format"] in FORMATS, g + ": format " + str(s["format"]))
+        check_args(s["weights"], g + ".weights", True)
+        if s["input_activations"] is not None:
+            check_args(s["input_activations"], g + ".input_activations", False)
+            need(s["input_activations"]["dynamic"], g + ": lmq's activations are dynamic")
+        w, fmt = s["weights"], s["format"]
+        # the format follows from the weights: fp8 float-quantized; W8A8 int-quantized; 4 and 8 bits
+        # packed; the other widths naive
+        want = ("float-quantized" if w["type"] == "float" else
+                "int-quantized" if s["input_activations"] else
+                "pack-quantized" if w["num_bits"] in (4, 8) else "naive-quantized")
+        need(fmt == want, "%s: format %s, the spec's for its weights is %s" % (g, fmt, want))
+        formats.add(fmt)
+    need(qc["format"] == (formats.pop() if len(formats) == 1 else "mixed-precision"), "top-level format")
+    return groups, qc["ignore"]
+
+
+def group_of(module, groups):
+    for g, s in groups.items():
+        if "Linear" in s["targets"] or module in s["targets"]:
+            return s
+    raise Bad(module + ": in no config group")
+
+
+def dequantise(module, s, tensors):
+    """The module's weight as fp32 bytes, row-major [out, in]."""
+    w, fmt = s["weights"], s["format"]
+    bits = w["num_bits"]
+    scale = tensors[module + ".weight_scale"]
+    scales = values(scale)
+    zp = tensors.get(module + ".weight_zero_point")
+    need((zp is None) == w["symmetric"], module + ": zero points iff asymmetric")
+    if fmt == "pack-quantized":
+        rows, cols = values(tensors[module + ".weight_shape"])
+        words = tensors[module + ".weight_packed"]
+        need(words[0] == "I32", module + ": weight_packed dtype")
+        pf, mask, half = 32 // bits, (1 << bits) - 1, 1 << (bits - 1)
+        wpr = (cols + pf - 1) // pf
+        need(words[1] == [rows, wpr], module + ": weight_packed shape")
+        ws = [x & 0xFFFFFFFF for x in values(words)]
+        q = [(ws[r * wpr + c // pf] >> (bits * (c % pf)) & mask) - half for r in range(rows) for c in range(cols)]
+    else:
+        weight = tensors[module + ".weight"]
+        rows, cols = weight[1]
+        want = "F8_E4M3" if fmt == "float-quantized" else "I8"
+        need(weight[0] == want, "%s: weight is %s, not %s" % (module, weight[0], want))
+        q = [e4m3(b) for b in weight[2]] if want == "F8_E4M3" else values(weight)
+    strategy = w["strategy"]
+    gs = w["group_size"] if strategy == "group" else cols
+    need(strategy != "group" or cols % gs == 0, module + ": groups do not divide the row")
+    groups = 1 if strategy == "tensor" else cols // gs
+    need(scale[1] == ([1] if strategy == "tensor" else [rows, groups]), module + ": weight_scale shape")
+    z = [0] * (rows * groups)
+    if zp is not None and fmt == "pack-quantized":
+        pf, mask, half = 32 // bits, (1 << bits) - 1, 1 << (bits - 1)
+        need(zp[1] == [(rows + pf - 1) // pf, groups], module + ": weight_zero_point shape")
+        zw = [x & 0xFFFFFFFF for x in values(zp)]
+        z = [(zw[(r // pf) * groups + g] >> (bits * (r % pf)) & mask) - half for r in range(rows) for g in range(groups)]
+    elif zp is not None:
+        need(zp[1] == [rows, groups] and zp[0] == "I8", module + ": weight_zero_point")
+        z = values(zp)
+    out = bytearray()
+    for r in range(rows):
+        for c in range(cols):
+            k = 0 if strategy == "tensor" else r * groups + c // gs
+            out += f32((q[r * cols + c] - z[k]) * scales[k])
+    return rows, cols, bytes(out)
+
+
+def as_f32(t):
+    return b"".join(f32(v) for v in values(t)) if t[0] != "F32" else t[2]
+
+
+def main(export_dir, ref_dir):
+    cfg = json.load(open(export_dir + "/config.json"))
+    tensors = read_safetensors(export_dir + "/model.safetensors")
+    ref = read_safetensors(ref_dir + "/model.safetensors")
+    groups, ignore = check_config(cfg, tensors)
+    gpt2 = cfg.get("model_type") == "gpt2"
+    modules = sorted(n[:-len(".weight_scale")] for n in tensors if n.endswith(".weight_scale"))
+    for m in modules:
+        need(m not in ignore, m + ": quantised but ignored")
+        rows, cols, got = dequantise(m, group_of(m, groups), tensors)
+        want = ref[m + ".weight"]
+        if gpt2 and CONV1D.match(m):  # the float reference keeps HF's Conv1D [in, out]
+            need(want[1] == [cols, rows], m + ": reference shape")
+            v = want[2]
+            want = ("F32", [rows, cols], b"".join(v[4 * (c * rows + r):4 * (c * rows + r) + 4]
+                                                  for r in range(rows) for c in range(cols)))
+        need(want[1] == [rows, cols], "%s: shape %s, reference %s" % (m, [rows, cols], want[1]))
+        if got != want[2]:
+            i = next(k for k in range(0, len(got), 4) if got[k:k + 4] != want[2][k:k + 4]) // 4
+            raise Bad("%s [%d, %d]: %r, lmq %r" % (m, i // cols, i % cols, struct.unpack_from("<f", got, 4 * i)[0],
+                                                  struct.unpack_from("<f", want[2], 4 * i)[0]))
+    plain = [n for n in tensors if not any(n.startswith(m + ".") for m in modules)]
+    for n in plain:
+        need(n in ref and as_f32(tensors[n]) == as_f32(ref[n]), n + ": float tensor differs from the reference")
+    print("ct_reader: %s: %d quantised modules equal lmq's decoding bit for bit, %d float tensors; format %s" %
+          (export_dir, len(modules), len(plain), cfg.get("quantization_config", {}).get("format", "none")))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3:
+        sys.exit(__doc__)
+    try:
+        main(sys.argv[1], sys.argv[2])
+    except (Bad, KeyError, ValueError, OSError) as e:
+        sys.exit("ct_reader: %s: %s" % (sys.argv[1], e))
