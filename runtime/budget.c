@@ -34,7 +34,7 @@ lmq_code rt_budget_plan(const rt_budget_model *m, const rt_budget_opts *o, rt_bu
         return lmq_fail(err, LMQ_E_ARG, "budget: the weights (%llu bytes) do not fit in %llu bytes of memory",
                         (unsigned long long)m->weight_bytes, (unsigned long long)o->memory);
     const uint64_t page = (uint64_t)o->page, ctx = (uint64_t)o->ctx;
-    out->kv_token_bytes = 2 * (uint64_t)m->n_layers * (uint64_t)m->n_kv_heads * rt_kv_head_bytes(o->kv, m->head_dim);
+    out->kv_token_bytes = rt_kv_token_bytes(o->kv, o->kv, m->n_layers, m->n_kv_heads, m->head_dim);
     out->kv_seq_bytes = ctx * out->kv_token_bytes;
     out->free_bytes = o->memory - m->weight_bytes;
     out->seqs_at_ctx = out->free_bytes / out->kv_seq_bytes;

@@ -153,6 +153,11 @@ size_t rt_kv_head_bytes(const rt_kv_format *f, int head_dim)
     return b;
 }
 
+uint64_t rt_kv_token_bytes(const rt_kv_format *k, const rt_kv_format *v, int layers, int kv_heads, int head_dim)
+{
+    return (uint64_t)layers * (uint64_t)kv_heads * (rt_kv_head_bytes(k, head_dim) + rt_kv_head_bytes(v, head_dim));
+}
+
 void rt_kv_store(const rt_kv_format *f, const float *x, int heads, int head_dim, uint8_t *dst)
 {
     for (int h = 0; h < heads; h++)

@@ -34,5 +34,7 @@ size_t rt_kv_head_bytes(const rt_kv_format *f, int head_dim);
 /* heads × head_dim elements of x into dst (heads × rt_kv_head_bytes), and back. */
 void rt_kv_store(const rt_kv_format *f, const float *x, int heads, int head_dim, uint8_t *dst);
 void rt_kv_load(const rt_kv_format *f, const uint8_t *src, int heads, int head_dim, float *y);
+/* Bytes a cached token takes: layers · kv_heads · (a head of keys in k + a head of values in v). */
+uint64_t rt_kv_token_bytes(const rt_kv_format *k, const rt_kv_format *v, int layers, int kv_heads, int head_dim);
 
 #endif

@@ -416,6 +416,8 @@ json_t *vf_row_json(const vf_report *r, int i)
         json_object_set_new(o, "read_gbps", json_real(w->read_gbps));
     if (o) {
         json_object_set_new(o, "model_bpw", json_real(w->model_bpw));
+        json_object_set_new(o, "kv_cache", json_string(w->kv_cache));
+        json_object_set_new(o, "kv_bytes_per_token", json_integer((json_int_t)w->kv_bytes_per_token));
         json_object_set_new(o, "scored_on_calibration_text", json_boolean(w->on_calibration_text));
         if (r->text)
             json_object_update_new(o, kl_stats_json(&w->res));

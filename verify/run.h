@@ -21,6 +21,9 @@ typedef struct {
      * tokens prefilled one after another, then new_tokens decoded for all of them at once. */
     const int *batch;
     int n_batch, prompt_len, new_tokens;
+    /* Each candidate's KV cache formats for keys and values (runtime/kv.h; NULL arrays or
+     * entries: fp32); the reference's cache is fp32. */
+    const struct rt_kv_format *const *kv_k, *const *kv_v;
 } vf_run_opts;
 
 /* rows (allocated here; the caller frees report->rows) get the reference first, then each
