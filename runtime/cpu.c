@@ -126,9 +126,8 @@ typedef struct {
 } cpu_call;
 
 /* Buffer b of the call. */
-static float *cpu_buf(const cpu_call *k, rt_buf b, int layer)
+static float *cpu_buf(const cpu_call *k, rt_buf b)
 {
-    (void)layer;
     cpu_state *s = k->s;
     float *const bufs[RT_BUF_COUNT] = { [RT_BUF_X] = s->x,     [RT_BUF_XB] = s->xb,   [RT_BUF_XB2] = s->xb2,
                                         [RT_BUF_Q] = s->q,     [RT_BUF_K] = s->kb,    [RT_BUF_V] = s->vb,
@@ -196,7 +195,7 @@ static lmq_code cpu_norm(void *be, int layer, rt_norm which, rt_buf y, rt_buf x,
     const rt_layer *L = layer >= 0 ? &m->layers[layer] : NULL;
     const float *w = which == RT_NORM_OUT ? m->out_norm_w : which == RT_NORM_ATTN ? L->attn_norm_w : L->ffn_norm_w;
     const float *b = which == RT_NORM_OUT ? m->out_norm_b : which == RT_NORM_ATTN ? L->attn_norm_b : L->ffn_norm_b;
-    float *yb = cpu_buf(k, y, layer), *xb = cpu_buf(k, x, layer);
+    float *yb = cpu_buf(k, y), *xb = cpu_buf(k, x);
     for (int i = r0; i < r0 + rows; i++) {
         if (b)
             layernorm(yb + (size_t)i * d, xb + (size_t)i * d, w, b, d, m->arch.norm_eps);
@@ -210,7 +209,7 @@ static lmq_code cpu_linear(void *be, int layer, rt_wslot w, rt_buf x, int r0, in
 {
     const cpu_call *k = be;
     const rt_weight *W = rt_model_weight(k->s->m, layer, w);
-    return rt_linear(&k->s->ex, cpu_buf(k, x, layer) + (size_t)r0 * (size_t)W->in, rows, W, cpu_buf(k, y, layer), err);
+    return rt_linear(&k->s->ex, cpu_buf(k, x) + (size_t)r0 * (size_t)W->in, rows, W, cpu_buf(k, y), err);
 }
 
 /* Rotates each head's pairs of v[n_heads × head_dim] by the angles of position pos. */
@@ -373,7 +372,7 @@ static lmq_code cpu_add(void *be, rt_buf x, rt_buf y, lmq_err *err)
 {
     (void)err;
     const cpu_call *k = be;
-    add_rows(cpu_buf(k, x, 0), cpu_buf(k, y, 0), (size_t)k->n * (size_t)k->s->m->arch.dim);
+    add_rows(cpu_buf(k, x), cpu_buf(k, y), (size_t)k->n * (size_t)k->s->m->arch.dim);
     return LMQ_OK;
 }
 

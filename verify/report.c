@@ -181,7 +181,7 @@ static lmq_code batch_grid(const vf_report *r, vf_grid *g, lmq_err *err)
     for (int i = 0; i < r->n_rows; i++)
         n += r->rows[i].n_batch;
     *g = (vf_grid){ .cols = N_BATCH, .left = 1, .title = "Batch sweep",
-                    .caption = "batch sweep on the device: TTFT = the prompts prefilled in turn until the last has "
+                    .caption = "batch sweep: TTFT = the prompts prefilled in turn until the last has "
                                "its first token; ms/token = one decoding step of every sequence; tok/s = all "
                                "sequences' new tokens over the decoding time" };
     if (!n)

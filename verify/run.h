@@ -17,7 +17,7 @@ typedef struct {
     const char *save_ref_logits; /* writes the reference's logits there (verify/ref_logits.h) */
     const char *ref_logits;      /* scores against these saved logits instead of running the reference */
     const char *device;          /* where the forward passes run (runtime/backend.h); NULL = "cpu" */
-    /* The batch sweep (cuda only): for each of n_batch sizes, that many sequences of prompt_len
+    /* The batch sweep: for each of n_batch sizes, that many sequences of prompt_len
      * tokens prefilled one after another, then new_tokens decoded for all of them at once. */
     const int *batch;
     int n_batch, prompt_len, new_tokens;
