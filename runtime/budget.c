@@ -5,22 +5,6 @@
 
 #include "formats/manifest.h"
 
-/* The KV cache's formats (rt_kv_find). */
-static const rt_kv_format kv_formats[] = {
-    { "fp32", 4, 0 },
-    { "fp16", 2, 0 },
-    { "int8", 1, 2 },
-};
-#define N_KV_FORMATS (int)(sizeof kv_formats / sizeof kv_formats[0])
-
-const rt_kv_format *rt_kv_find(const char *name)
-{
-    for (int i = 0; i < N_KV_FORMATS; i++)
-        if (!strcmp(kv_formats[i].name, name))
-            return &kv_formats[i];
-    return NULL;
-}
-
 void rt_budget_model_of(const lmq_manifest *man, rt_budget_model *m)
 {
     const lmq_arch *a = &man->arch;
@@ -50,8 +34,7 @@ lmq_code rt_budget_plan(const rt_budget_model *m, const rt_budget_opts *o, rt_bu
         return lmq_fail(err, LMQ_E_ARG, "budget: the weights (%llu bytes) do not fit in %llu bytes of memory",
                         (unsigned long long)m->weight_bytes, (unsigned long long)o->memory);
     const uint64_t page = (uint64_t)o->page, ctx = (uint64_t)o->ctx;
-    out->kv_token_bytes = 2 * (uint64_t)m->n_layers * (uint64_t)m->n_kv_heads *
-                          ((uint64_t)m->head_dim * o->kv->elem_bytes + o->kv->scale_bytes);
+    out->kv_token_bytes = rt_kv_token_bytes(o->kv, o->kv, m->n_layers, m->n_kv_heads, m->head_dim);
     out->kv_seq_bytes = ctx * out->kv_token_bytes;
     out->free_bytes = o->memory - m->weight_bytes;
     out->seqs_at_ctx = out->free_bytes / out->kv_seq_bytes;

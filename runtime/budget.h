@@ -3,8 +3,9 @@
  * contiguous preallocation wastes against paging for a distribution of sequence lengths.
  *
  *   kv bytes per token  = 2 (K and V) · layers · kv_heads · (head_dim · elem + scale)
- *                         elem and scale from the KV format's row: fp32 4 + 0, fp16 2 + 0,
- *                         int8 1 + 2 (one fp16 scale per head vector of each token, symmetric)
+ *                         elem and scale from the KV format's row (runtime/kv.h): fp32 4 + 0,
+ *                         fp16 and bf16 2 + 0, fp8 1 + 0, int8 1 and int4 ½ + 2 per block of
+ *                         32 elements of a head (one fp16 scale; a shorter head is one block)
  *   free                = memory − weight bytes (as stored)
  *   sequences at ctx    = ⌊free / (ctx · kv bytes per token)⌋
  * For lengths L_1..L_n (each 1..ctx):
@@ -19,16 +20,7 @@
 #include <stdint.h>
 
 #include "common/err.h"
-
-/* How the KV cache stores an element. */
-typedef struct {
-    const char *name;     /* "fp32", "fp16", "int8" */
-    unsigned elem_bytes;  /* per element */
-    unsigned scale_bytes; /* per head vector of one token (K or V): int8's fp16 scale */
-} rt_kv_format;
-
-/* The row called name, or NULL. */
-const rt_kv_format *rt_kv_find(const char *name);
+#include "runtime/kv.h"
 
 /* What the arithmetic needs of a model. */
 typedef struct {

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "runtime/backend.h"
+#include "runtime/kv.h"
 
 struct rt_state {
     const rt_backend *be;
@@ -63,7 +64,11 @@ lmq_code rt_state_create_seqs(const rt_model *m, const rt_exec *ex, int max_toke
     }
     *s = (rt_state){ .be = be, .m = m, .ex = *ex, .max_tokens = max_tokens, .seqs = seqs, .fill = s->fill,
                      .ids = s->ids };
-    lmq_code c = be->state_create(m, ex, max_tokens, seqs, &s->impl, err);
+    /* fp32 named or not is the same cache: a backend sees NULL for it */
+    const rt_kv_format *fp32 = rt_kv_find("fp32");
+    s->ex.kv_k = ex->kv_k == fp32 ? NULL : ex->kv_k;
+    s->ex.kv_v = ex->kv_v == fp32 ? NULL : ex->kv_v;
+    lmq_code c = be->state_create(m, &s->ex, max_tokens, seqs, &s->impl, err);
     if (c) {
         rt_state_free(s);
         return c;

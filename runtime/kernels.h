@@ -80,15 +80,18 @@ struct rt_weight;
 typedef lmq_code (*rt_observe_fn)(void *ctx, const struct rt_weight *W, const float *x, int n, lmq_err *err);
 
 struct rt_backend;
+struct rt_kv_format;
 /* Where and how kernels run: a pool (NULL = the caller's thread only), a kernel set, and an
  * optional observer of the linear layers' inputs (CPU only); backend: where a state's passes run
- * (runtime/backend.h), NULL for the CPU. */
+ * (runtime/backend.h), NULL for the CPU; kv_k, kv_v: the formats a state's cache keeps keys and
+ * values in (runtime/kv.h), NULL for fp32. */
 typedef struct {
     lmq_pool *pool;
     const rt_kernels *isa;
     rt_observe_fn observe;
     void *observe_ctx;
     const struct rt_backend *backend;
+    const struct rt_kv_format *kv_k, *kv_v;
 } rt_exec;
 
 /* Below this many multiply-adds a parallel loop is not worth waking the workers for. */

@@ -161,8 +161,12 @@ START_TEST(llama_7b_shape)
     ck_assert_double_eq_tol(b.contiguous_waste, 8386560.0 / 16777216, 1e-12);
     ck_assert_double_eq_tol(b.paged_waste, 30720.0 / 8421376, 1e-12);
     ck_assert_uint_eq(b.seqs_paged, 67);
-    /* int8 KV: 2·32·32·(128 + 2) = 266240 per token */
-    ck_assert_uint_eq(plan(&m, 80 * GIB, 4096, 16, "int8", L, 4096).kv_token_bytes, 266240);
+    /* int8 KV, a scale per block of 32: 2·32·32·(128 + 4·2) = 278528 per token; int4
+     * 2·32·32·(64 + 4·2) = 147456; bf16 as fp16, fp8 half of it */
+    ck_assert_uint_eq(plan(&m, 80 * GIB, 4096, 16, "int8", L, 4096).kv_token_bytes, 278528);
+    ck_assert_uint_eq(plan(&m, 80 * GIB, 4096, 16, "int4", L, 4096).kv_token_bytes, 147456);
+    ck_assert_uint_eq(plan(&m, 80 * GIB, 4096, 16, "bf16", L, 4096).kv_token_bytes, 524288);
+    ck_assert_uint_eq(plan(&m, 80 * GIB, 4096, 16, "fp8", L, 4096).kv_token_bytes, 262144);
     free(L);
 }
 END_TEST
@@ -221,7 +225,7 @@ START_TEST(refusals)
         ck_assert_int_eq(rt_budget_plan(&m, &o, &b, &e), LMQ_E_ARG);
         ck_assert_msg(strstr(e.msg, rows[i].want), "row %zu: '%s' lacks '%s'", i, e.msg, rows[i].want);
     }
-    ck_assert_ptr_null(rt_kv_find("int4"));
+    ck_assert_ptr_null(rt_kv_find("q4_0"));
 }
 END_TEST
 

@@ -17,6 +17,7 @@
 #include "runtime/backend.h"
 #include "runtime/forward.h"
 #include "runtime/pass.h"
+#include "runtime/kv.h"
 #include "runtime/probe.h"
 #include "runtime/sample.h"
 #include "tokenizer/tokenizer.h"
@@ -658,12 +659,10 @@ START_TEST(device_seam)
     open_model(&L, STORIES, 1, &rt_kernels_scalar);
     rt_state *s2;
     const rt_exec ex = { .isa = &rt_kernels_scalar };
-    ck_assert_int_eq(rt_state_create_seqs(&L.rm, &ex, 16, 2, &s2, &e), LMQ_E_UNSUPPORTED);
-    ck_assert_msg(strstr(e.msg, "the cpu backend decodes 1 at a time") != NULL, "%s", e.msg);
     ck_assert_int_eq(rt_state_create_seqs(&L.rm, &ex, 16, 0, &s2, &e), LMQ_E_ARG);
     int32_t t[3] = { 1, 2, 3 };
     float *lg = malloc((size_t)3 * L.m.arch.vocab_size * sizeof *lg), *lg0 = malloc(L.m.arch.vocab_size * sizeof *lg0);
-    /* a batch of the one sequence the CPU's state holds is its next token */
+    /* a batch of the one sequence the state holds is its next token */
     ck_assert_int_eq(rt_decode_batch(L.st, 2, t, lg, &e), LMQ_E_ARG);
     ck_assert_int_eq(rt_forward(L.st, t, 2, 0, RT_LOGITS_NONE, NULL, &e), LMQ_OK);
     ck_assert_int_eq(rt_decode_batch(L.st, 1, t + 2, lg, &e), LMQ_OK);
@@ -690,6 +689,59 @@ START_TEST(device_seam)
     free(lg);
     free(lg0);
     close_model(&L);
+}
+END_TEST
+
+/* Sequences decoded together (one pass, their rows one matrix product per layer) give each
+ * sequence's logits bit for bit as decoding it alone: prompts of different lengths, in every
+ * cache format (the fp32 one read in place, the others through the tile), on two threads. */
+static void check_batch_equals_alone(const char *rel, const char *kv)
+{
+    enum { SEQS = 4, STEPS = 5 };
+    loaded L;
+    lmq_err e;
+    load_model(rel, 0, &L.m);
+    ck_assert_msg(rt_model_init(&L.rm, &L.m, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_msg(lmq_pool_create(2, &L.pool, &e) == LMQ_OK, "%s", e.msg);
+    const rt_exec ex = { .pool = L.pool, .isa = rt_isa_best(), .kv_k = rt_kv_find(kv), .kv_v = rt_kv_find(kv) };
+    const int V = L.m.arch.vocab_size;
+    rt_state *batch, *alone[SEQS];
+    ck_assert_msg(rt_state_create_seqs(&L.rm, &ex, 64, SEQS, &batch, &e) == LMQ_OK, "%s", e.msg);
+    int32_t *prompt = random_tokens(40, V, 7), next[SEQS];
+    float *lg = malloc((size_t)SEQS * V * sizeof *lg), *lg1 = malloc((size_t)V * sizeof *lg1);
+    for (int q = 0; q < SEQS; q++) {
+        const int len = 3 + 11 * q; /* sequence q: its own prompt, its own length */
+        ck_assert_msg(rt_state_create(&L.rm, &ex, 64, &alone[q], &e) == LMQ_OK, "%s", e.msg);
+        ck_assert_int_eq(rt_forward_seq(batch, q, prompt + q, len, 0, RT_LOGITS_NONE, NULL, &e), LMQ_OK);
+        ck_assert_int_eq(rt_forward(alone[q], prompt + q, len, 0, RT_LOGITS_NONE, NULL, &e), LMQ_OK);
+        next[q] = prompt[q + len];
+    }
+    for (int step = 0; step < STEPS; step++) {
+        ck_assert_msg(rt_decode_batch(batch, SEQS, next, lg, &e) == LMQ_OK, "%s", e.msg);
+        for (int q = 0; q < SEQS; q++) {
+            ck_assert_int_eq(rt_decode(alone[q], next[q], 3 + 11 * q + step, lg1, &e), LMQ_OK);
+            ck_assert_msg(!memcmp(lg + (size_t)q * V, lg1, (size_t)V * sizeof *lg1), "%s --kv %s: sequence %d, "
+                          "step %d differs decoded in the batch", rel, kv, q, step);
+            next[q] = (int32_t)((next[q] * 31 + step + q) % V);
+        }
+    }
+    for (int q = 0; q < SEQS; q++)
+        rt_state_free(alone[q]);
+    rt_state_free(batch);
+    free(prompt);
+    free(lg);
+    free(lg1);
+    L.st = NULL;
+    close_model(&L);
+}
+
+START_TEST(batch_decode_equals_alone)
+{
+    const char *kv[] = { "fp32", "int8", "int4", "fp16" };
+    for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++) {
+        check_batch_equals_alone(STORIES, kv[i]);
+        check_batch_equals_alone(SOTU, kv[i]);
+    }
 }
 END_TEST
 
@@ -930,6 +982,7 @@ int main(void)
     tcase_add_test(tc, row_kernels_against_definition);
     tcase_add_test(tc, forward_errors);
     tcase_add_test(tc, device_seam);
+    tcase_add_test(tc, batch_decode_equals_alone);
     tcase_add_test(tc, streamed_weights);
     tcase_add_test(tc, probe_reads_every_byte);
     tcase_add_test(tc, pass_ops_in_order);

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/kv.h"
+
 static const arg_opt *find(const arg_opt *opts, const char *arg, size_t len)
 {
     for (const arg_opt *o = opts; o && o->name; o++)
@@ -103,6 +105,13 @@ int args_double(const char *cmd, const char *opt, const char *s, double lo, doub
     }
     *out = v;
     return 1;
+}
+
+int args_kv(const char *cmd, const char *opt, const char *s, const rt_kv_format **out)
+{
+    if (s && !(*out = rt_kv_find(s)))
+        fprintf(stderr, "lmq %s: %s '%s' is not a KV cache format (%s)\n", cmd, opt, s, rt_kv_names());
+    return !s || *out;
 }
 
 int args_u64(const char *cmd, const char *opt, const char *s, uint64_t *out)

@@ -31,6 +31,10 @@ int args_take(int *argc, char **argv, const char *name, arg_list *l);
 int args_int(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out);
 /* The same for a finite double in [lo, hi]. */
 int args_double(const char *cmd, const char *opt, const char *s, double lo, double hi, double *out);
+struct rt_kv_format;
+/* The KV cache format named s (runtime/kv.h); NULL s leaves *out. 0 after printing an error that
+ * names the valid ones. */
+int args_kv(const char *cmd, const char *opt, const char *s, const struct rt_kv_format **out);
 /* The same for any unsigned 64-bit integer (decimal digits only, no sign). */
 int args_u64(const char *cmd, const char *opt, const char *s, uint64_t *out);
 

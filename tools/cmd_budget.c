@@ -20,7 +20,7 @@
 
 static const char usage[] =
     "usage: lmq budget (MODEL.lmq | --shape SHAPE [--weights ENC [--group N]]) --memory SIZE\n"
-    "                  [--ctx 4096] [--kv fp16|int8|fp32] [--page 16] [--lengths FILE | --mean-len N] [--json]\n"
+    "                  [--ctx 4096] [--kv FMT] [--page 16] [--lengths FILE | --mean-len N] [--json]\n"
     "How many sequences fit in SIZE of accelerator memory beside the weights, and what contiguous\n"
     "preallocation (every sequence reserves ctx) wastes against pages of --page tokens. Reads the\n"
     "manifest only (no weights); the formulas are in the README.\n"
@@ -30,7 +30,8 @@ static const char usage[] =
     "  --weights ENC  with --shape: the encoding of every matrix (default fp16; vectors stay fp32)\n"
     "  --group N      with --weights: integer scales per group of N (default: per channel)\n"
     "  --ctx N        the context each sequence may reach (default 4096)\n"
-    "  --kv FMT       KV cache elements: fp16 (default), int8 (+ one fp16 scale per head per token), fp32\n"
+    "  --kv FMT       KV cache format: fp16 (default), fp32, bf16, fp8, int8, int4 (int8/int4: + one fp16\n"
+    "                 scale per block of 32 elements of a head, as llama.cpp's q8_0/q4_0 cache)\n"
     "  --page N       tokens per page (default 16)\n"
     "  --lengths FILE sequence lengths, whitespace-separated integers 1..ctx ('#' starts a comment)\n"
     "  --mean-len N   lengths uniform over 1..2N-1 (mean N); default: uniform over 1..ctx\n"
@@ -218,7 +219,7 @@ int cmd_budget(int argc, char **argv)
         return 2;
     }
     if (!o.kv) {
-        fprintf(stderr, "lmq budget: --kv '%s' is not fp16, int8 or fp32\n", kv_s);
+        fprintf(stderr, "lmq budget: --kv '%s' is not one of %s\n", kv_s, rt_kv_names());
         return 2;
     }
     if (!args_int("budget", "--ctx", ctx_s, 1, 1L << 24, &ctx) ||

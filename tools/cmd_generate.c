@@ -8,12 +8,13 @@
 #include "runtime/artefact.h"
 #include "runtime/backend.h"
 #include "runtime/generate.h"
+#include "runtime/kv.h"
 #include "tools/args.h"
 #include "tools/cmd.h"
 
 static const char usage[] =
     "usage: lmq generate MODEL.lmq [--prompt TEXT] [-n N] [--temp T] [--top-p P] [--seed S] [--threads N]\n"
-    "                    [--device cpu|cuda]\n"
+    "                    [--device cpu|cuda] [--kv FMT] [--kv-k FMT] [--kv-v FMT]\n"
     "Prints the prompt and its continuation, token by token, then a summary on stderr.\n"
     "  --prompt, -p TEXT  the text to continue (default empty: from the model's BOS alone;\n"
     "                     for GPT-2, which has none, from <|endoftext|>)\n"
@@ -24,7 +25,9 @@ static const char usage[] =
     "                     0 < P <= 1 (default 1: all)\n"
     "  --seed S           random seed for sampling, 0 to 2^64-1 (default 0)\n"
     "  --threads N        worker threads (default 0: one per CPU)\n"
-    "  --device cpu|cuda  where the model runs (default cpu; cuda: the CUDA device 0)\n";
+    "  --device cpu|cuda  where the model runs (default cpu; cuda: the CUDA device 0)\n"
+    "  --kv FMT           the KV cache's format: fp32 (default), fp16, bf16, fp8, int8, int4;\n"
+    "                     --kv-k, --kv-v the keys' or the values' alone (CPU only)\n";
 
 /* Writes the prompt as given, then each new token's text as it arrives. */
 typedef struct {
@@ -90,15 +93,17 @@ static void summary(const rt_gen_stats *st, const rt_gen_opts *o)
 
 /* Parses the options into o; returns -1, or the exit status for a usage error. */
 static int parse_opts(int argc, char **argv, const char **model, const char **prompt, rt_gen_opts *o,
-                      long *threads, const rt_backend **dev)
+                      long *threads, const rt_backend **dev, const rt_kv_format **kv_k, const rt_kv_format **kv_v)
 {
+    const char *kv_s = NULL, *kv_k_s = NULL, *kv_v_s = NULL;
     const char *n_s = "256", *temp_s = "0", *top_p_s = "1", *seed_s = "0", *threads_s = "0", *device = "cpu";
     const char *pos[1];
     int n_pos;
     const arg_opt opts[] = { { "--prompt", "-p", prompt, NULL }, { "-n", NULL, &n_s, NULL },
                              { "--temp", NULL, &temp_s, NULL },  { "--top-p", NULL, &top_p_s, NULL },
                              { "--seed", NULL, &seed_s, NULL },  { "--threads", NULL, &threads_s, NULL },
-                             { "--device", NULL, &device, NULL }, { 0 } };
+                             { "--device", NULL, &device, NULL }, { "--kv", NULL, &kv_s, NULL },
+                             { "--kv-k", NULL, &kv_k_s, NULL },   { "--kv-v", NULL, &kv_v_s, NULL }, { 0 } };
     int rc = args_parse(argc, argv, opts, pos, 1, &n_pos, usage);
     if (rc >= 0)
         return rc;
@@ -111,7 +116,11 @@ static int parse_opts(int argc, char **argv, const char **model, const char **pr
     double temp, top_p;
     if (!args_int("generate", "-n", n_s, 1, INT_MAX, &n) || !args_double("generate", "--temp", temp_s, 0, 100, &temp) ||
         !args_double("generate", "--top-p", top_p_s, 0, 1, &top_p) || !args_u64("generate", "--seed", seed_s, &o->seed) ||
-        !args_int("generate", "--threads", threads_s, 0, LMQ_POOL_MAX_THREADS, threads))
+        !args_int("generate", "--threads", threads_s, 0, LMQ_POOL_MAX_THREADS, threads) ||
+        !args_kv("generate", "--kv", kv_s, kv_k))
+        return 2;
+    *kv_v = *kv_k; /* --kv sets both, --kv-k and --kv-v one each */
+    if (!args_kv("generate", "--kv-k", kv_k_s, kv_k) || !args_kv("generate", "--kv-v", kv_v_s, kv_v))
         return 2;
     if (!((float)top_p > 0.0f)) { /* (0, 1]: args_double checked [0, 1] */
         fprintf(stderr, "lmq generate: --top-p must be greater than 0 and at most 1, not '%s'\n", top_p_s);
@@ -135,7 +144,8 @@ int cmd_generate(int argc, char **argv)
     rt_gen_opts o;
     long threads;
     const rt_backend *dev;
-    int rc = parse_opts(argc, argv, &path, &prompt, &o, &threads, &dev);
+    const rt_kv_format *kv_k = NULL, *kv_v = NULL;
+    int rc = parse_opts(argc, argv, &path, &prompt, &o, &threads, &dev, &kv_k, &kv_v);
     if (rc >= 0)
         return rc;
 
@@ -153,7 +163,7 @@ int cmd_generate(int argc, char **argv)
     }
     if (!(c = tok_open_model(&m, &tok, &err)) && !(c = rt_gen_prompt(&m, tok, prompt, &ids, &n_ids, &err)) &&
         !(c = lmq_pool_create((int)threads, &pool, &err))) {
-        rt_exec ex = { .pool = pool, .isa = rt_isa_best(), .backend = dev };
+        rt_exec ex = { .pool = pool, .isa = rt_isa_best(), .backend = dev, .kv_k = kv_k, .kv_v = kv_v };
         printer pr = { .tok = tok, .prev = ids[n_ids - 1], .echo = prompt };
         c = rt_generate(&m, &ex, ids, n_ids, &o, print_token, &pr, &st, &err);
         if (!c && !(c = print_echo(&pr, &err))) /* the prompt, when nothing followed it */

@@ -8,6 +8,7 @@
 #include "common/file.h"
 #include "common/pool.h"
 #include "runtime/backend.h"
+#include "runtime/kv.h"
 #include "tools/args.h"
 #include "tools/cmd.h"
 #include "tools/progress.h"
@@ -22,6 +23,7 @@ static const char usage[] =
     "                  [--gate 'METRIC<=X' ...] [--record] [--save-reference-logits FILE]\n"
     "                  [--reference-logits FILE] [--device cpu|cuda]\n"
     "                  [--batch N,N,... [--prompt-len N] [--new-tokens N]]\n"
+    "                  [--kv FMT,FMT,...] [--kv-k FMT] [--kv-v FMT]\n"
     "Scores every artefact on FILE by protocol P1 (windows of N tokens, default 256, each from an\n"
     "empty cache). The reference (default: the first artefact) is run once; every other artefact\n"
     "is compared with it: top-1 agreement and KL(P_ref || P) per position. Then measures each\n"
@@ -39,10 +41,13 @@ static const char usage[] =
     "--reference-logits FILE scores against them instead of running the reference (the same text\n"
     "and --ctx are required; --reference, if given, must be the artefact they were saved for).\n"
     "--device cuda runs every forward pass (scores and speed) on the CUDA device, and takes decode's\n"
-    "roofline against the device's copy bandwidth (lmq probe --device cuda). --batch 1,4,16,64 (cuda\n"
-    "only; at most 8 sizes) adds a batch sweep per artefact: that many sequences of --prompt-len\n"
-    "tokens (default 512) prefilled, then --new-tokens (default 128) decoded for all at once: TTFT,\n"
-    "milliseconds per decoding step and aggregate tokens/s.\n";
+    "roofline against the device's copy bandwidth (lmq probe --device cuda). --batch 1,4,16,64 (at\n"
+    "most 8 sizes) adds a batch sweep per artefact: that many sequences of --prompt-len tokens\n"
+    "(default 512) prefilled one after another, then --new-tokens (default 128) decoded for all at\n"
+    "once, one pass over the weights a step: TTFT, milliseconds per decoding step, aggregate tokens/s.\n"
+    "--kv fp16,int8 (KV cache formats: fp32 fp16 bf16 fp8 int8 int4) scores every artefact named\n"
+    "with its cache in each format against the reference with its fp32 cache; --kv-k and --kv-v set\n"
+    "the keys' or the values' format alone (CPU only).\n";
 
 /* "1,4,16,64" into sizes[0..*n), each 1..4096; returns 0 after printing an error. */
 static int parse_batch(const char *s, int *sizes, int *n)
@@ -108,7 +113,8 @@ int cmd_verify(int argc, char **argv)
 {
     const char *text = NULL, *ref = NULL, *ctx_s = "256", *threads_s = "0", *json = NULL, *md = NULL, *html = NULL;
     const char *bw_s = "0", *pos[MAX_ARTEFACTS], *save_logits = NULL, *ref_logits = NULL, *gate_s[VF_MAX_GATES];
-    const char *device = "cpu", *batch_s = NULL, *prompt_s = "512", *new_s = "128";
+    const char *device = "cpu", *batch_s = NULL, *prompt_s = "512", *new_s = "128", *kv_s = NULL, *kv_k_s = NULL,
+               *kv_v_s = NULL;
     int n, speed_only = 0, record = 0;
     arg_list gate_list = { gate_s, 0, VF_MAX_GATES };
     int rc = args_take(&argc, argv, "--gate", &gate_list);
@@ -122,7 +128,8 @@ int cmd_verify(int argc, char **argv)
                              { "--reference-logits", NULL, &ref_logits, NULL }, { "--html", NULL, &html, NULL },
                              { "--device", NULL, &device, NULL },  { "--batch", NULL, &batch_s, NULL },
                              { "--prompt-len", NULL, &prompt_s, NULL }, { "--new-tokens", NULL, &new_s, NULL },
-                             { 0 } };
+                             { "--kv", NULL, &kv_s, NULL },        { "--kv-k", NULL, &kv_k_s, NULL },
+                             { "--kv-v", NULL, &kv_v_s, NULL },    { 0 } };
     rc = args_parse(argc, argv, opts, pos, MAX_ARTEFACTS, &n, usage);
     if (rc >= 0)
         return rc;
@@ -142,10 +149,6 @@ int cmd_verify(int argc, char **argv)
         fprintf(stderr, "lmq verify: %s\n", err.msg);
         return dc == LMQ_E_ARG ? 2 : 1;
     }
-    if (n_batch && dev->max_seqs < 2) {
-        fprintf(stderr, "lmq verify: --batch: batched decoding runs on --device cuda only\n");
-        return 2;
-    }
     if ((!text && !speed_only) || (n == 0 && !ref)) {
         fprintf(stderr, "lmq verify: need at least one artefact and --text FILE\n%s", usage);
         return 2;
@@ -164,15 +167,45 @@ int cmd_verify(int argc, char **argv)
         fprintf(stderr, "lmq verify: --save-reference-logits and --reference-logits exclude each other\n");
         return 2;
     }
+    /* The KV cache formats: each of --kv's, its keys or values replaced by --kv-k's or --kv-v's. */
+    const rt_kv_format *kv[VF_MAX_BATCH] = { NULL }, *kv_k = NULL, *kv_v = NULL;
+    int n_kv = 0;
+    char kv_buf[256];
+    snprintf(kv_buf, sizeof kv_buf, "%s", kv_s ? kv_s : "fp32");
+    for (char *save = NULL, *t = strtok_r(kv_buf, ",", &save); t; t = strtok_r(NULL, ",", &save))
+        if (n_kv == VF_MAX_BATCH || !args_kv("verify", "--kv", t, &kv[n_kv++])) {
+            if (n_kv == VF_MAX_BATCH)
+                fprintf(stderr, "lmq verify: --kv: at most %d formats\n", VF_MAX_BATCH);
+            return 2;
+        }
+    if (!n_kv || !args_kv("verify", "--kv-k", kv_k_s, &kv_k) || !args_kv("verify", "--kv-v", kv_v_s, &kv_v)) {
+        if (!n_kv)
+            fprintf(stderr, "lmq verify: --kv: no formats in '%s'\n", kv_s);
+        return 2;
+    }
+    const int kv_rows = kv_s || kv_k_s || kv_v_s;
+    if (kv_rows && record) {
+        fprintf(stderr, "lmq verify: --record keeps one row an artefact: not with --kv, --kv-k or --kv-v\n");
+        return 2;
+    }
     /* The reference first; candidates are the others, each once. With saved logits the reference
-     * is not run: every artefact named is a candidate unless it is --reference. */
+     * is not run: every artefact named is a candidate unless it is --reference. With a KV cache
+     * format, every artefact named is a candidate once per format. */
     const char *cands[MAX_ARTEFACTS];
+    const rt_kv_format *cand_k[MAX_ARTEFACTS], *cand_v[MAX_ARTEFACTS];
     int n_cands = 0;
     if (!ref && !ref_logits)
         ref = pos[0];
     for (int i = 0; i < n; i++)
-        if (!ref || strcmp(pos[i], ref) != 0)
+        for (int f = 0; f < n_kv && (kv_rows || !ref || strcmp(pos[i], ref) != 0); f++) {
+            if (n_cands == MAX_ARTEFACTS) {
+                fprintf(stderr, "lmq verify: at most %d rows (artefacts × KV formats)\n", MAX_ARTEFACTS);
+                return 2;
+            }
+            cand_k[n_cands] = kv_k ? kv_k : kv[f];
+            cand_v[n_cands] = kv_v ? kv_v : kv[f];
             cands[n_cands++] = pos[i];
+        }
     if ((record || gate_list.n || ref_logits) && !n_cands) {
         fprintf(stderr, "lmq verify: --gate, --record and --reference-logits need an artefact besides the reference\n");
         return 2;
@@ -210,7 +243,7 @@ int cmd_verify(int argc, char **argv)
     vf_run_opts vo = { .ctx = (int)ctx, .threads = (int)threads, .speed_only = speed_only, .bandwidth_gbps = bw,
                        .progress = on_progress, .user = &pr, .save_ref_logits = save_logits, .ref_logits = ref_logits,
                        .device = device, .batch = batch, .n_batch = n_batch, .prompt_len = (int)prompt_len,
-                       .new_tokens = (int)new_tokens };
+                       .new_tokens = (int)new_tokens, .kv_k = cand_k, .kv_v = cand_v };
     const double t0 = lmq_now();
     vf_report r;
     lmq_code c = vf_run(ref, cands, n_cands, text, &vo, &r, &err);

@@ -181,7 +181,7 @@ static lmq_code batch_grid(const vf_report *r, vf_grid *g, lmq_err *err)
     for (int i = 0; i < r->n_rows; i++)
         n += r->rows[i].n_batch;
     *g = (vf_grid){ .cols = N_BATCH, .left = 1, .title = "Batch sweep",
-                    .caption = "batch sweep on the device: TTFT = the prompts prefilled in turn until the last has "
+                    .caption = "batch sweep: TTFT = the prompts prefilled in turn until the last has "
                                "its first token; ms/token = one decoding step of every sequence; tok/s = all "
                                "sequences' new tokens over the decoding time" };
     if (!n)
@@ -416,6 +416,8 @@ json_t *vf_row_json(const vf_report *r, int i)
         json_object_set_new(o, "read_gbps", json_real(w->read_gbps));
     if (o) {
         json_object_set_new(o, "model_bpw", json_real(w->model_bpw));
+        json_object_set_new(o, "kv_cache", json_string(w->kv_cache));
+        json_object_set_new(o, "kv_bytes_per_token", json_integer((json_int_t)w->kv_bytes_per_token));
         json_object_set_new(o, "scored_on_calibration_text", json_boolean(w->on_calibration_text));
         if (r->text)
             json_object_update_new(o, kl_stats_json(&w->res));

@@ -48,6 +48,8 @@ typedef struct {
     uint32_t gates_unknown; /* bit g: ... because the row has no value for its metric (JSON null) */
     vf_batch batch[VF_MAX_BATCH]; /* the batch sweep (vf_run_opts.batch), n_batch sizes */
     int n_batch;
+    char kv_cache[16];    /* the KV cache's format (runtime/kv.h): "int8", or "K/V" ("int8/int4") */
+    uint64_t kv_bytes_per_token; /* what the cache holds a token in, every layer, keys and values */
 } vf_row;
 
 typedef struct {

@@ -1,5 +1,6 @@
 #include "verify/run.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -7,6 +8,7 @@
 #include "common/file.h"
 #include "runtime/artefact.h"
 #include "runtime/backend.h"
+#include "runtime/kv.h"
 #include "runtime/probe.h"
 #include "tokenizer/stream.h"
 #include "tokenizer/tokenizer.h"
@@ -26,13 +28,21 @@ typedef struct {
     int rm_ready;
 } loaded;
 
-static lmq_code load(const char *path, const rt_exec *ex, int ctx, loaded *l, lmq_err *err)
+/* The artefact at path with a state of ctx tokens whose cache is in ex's formats; the row learns
+ * the cache's format and bytes per token (its scheme says a cache that is not fp32). */
+static lmq_code load(const char *path, const rt_exec *ex, int ctx, loaded *l, vf_row *row, lmq_err *err)
 {
     lmq_code c = rt_load_artefact(path, &l->m, err);
     if (c)
         return c;
     if ((c = rt_model_init(&l->rm, &l->m, err)))
         return lmq_err_prefix(err, "%s: ", path);
+    const rt_kv_format *fp32 = rt_kv_find("fp32"), *k = ex->kv_k ? ex->kv_k : fp32, *v = ex->kv_v ? ex->kv_v : fp32;
+    snprintf(row->kv_cache, sizeof row->kv_cache, k == v ? "%s" : "%s/%s", k->name, v->name);
+    row->kv_bytes_per_token = rt_kv_token_bytes(k, v, l->m.arch.n_layers, l->m.arch.n_kv_heads, l->rm.head_dim);
+    const size_t len = strlen(row->scheme);
+    if (k != fp32 || v != fp32)
+        snprintf(row->scheme + len, sizeof row->scheme - len, " kv %s", row->kv_cache);
     l->rm_ready = 1;
     if (ctx > l->m.arch.max_seq)
         return lmq_fail(err, LMQ_E_ARG, "%s: ctx %d exceeds the model's context of %d tokens", path, ctx,
@@ -121,8 +131,9 @@ static lmq_code speed_tokens(int vocab, int n, int32_t **ids, size_t *n_ids, lmq
  * (l's own state is freed first: one copy of the model on the device at a time). Per batch
  * size b: b prompts prefilled in turn (TTFT: until the last has its first token), then
  * new_tokens decoding steps of all b sequences at once. */
-static lmq_code measure_batches(loaded *l, const rt_exec *ex, const vf_run_opts *o, vf_row *row, lmq_err *err)
+static lmq_code measure_batches(loaded *l, const rt_exec *exec, const vf_run_opts *o, vf_row *row, lmq_err *err)
 {
+    const rt_exec on = *exec, *ex = &on; /* exec may be l's state's, freed below */
     const int P = o->prompt_len, G = o->new_tokens, vocab = l->m.arch.vocab_size;
     int most = 0;
     for (int i = 0; i < o->n_batch; i++)
@@ -206,8 +217,6 @@ lmq_code vf_run(const char *ref_path, const char *const *cand_paths, int n_cands
     const rt_backend *dev = NULL;
     if (!c)
         c = rt_backend_ready(opts->device ? opts->device : "cpu", &dev, err);
-    if (!c && opts->n_batch && dev->max_seqs < 2)
-        c = lmq_fail(err, LMQ_E_UNSUPPORTED, "--batch: batched decoding runs on --device cuda only");
     rt_exec ex = { .pool = pool, .isa = rt_isa_best(), .backend = dev };
     report->isa = ex.isa->name;
     report->device = dev ? dev->name : "cpu";
@@ -227,8 +236,11 @@ lmq_code vf_run(const char *ref_path, const char *const *cand_paths, int n_cands
         c = vf_row_from_artefact(ref_path, &rows[0], err);
     for (int i = saved; i < n && !c; i++) {
         const char *path = i ? cand_paths[i - 1] : ref_path;
+        rt_exec on = ex; /* the candidate's cache formats; the reference's fp32 */
+        on.kv_k = i && opts->kv_k ? opts->kv_k[i - 1] : NULL;
+        on.kv_v = i && opts->kv_v ? opts->kv_v[i - 1] : NULL;
         if (!(c = i ? vf_row_from_artefact(path, &rows[i], err) : LMQ_OK))
-            c = load(path, &ex, ctx, &l[i], err);
+            c = load(path, &on, ctx, &l[i], &rows[i], err);
         if (!c && l[i].m.arch.vocab_size != l[saved].m.arch.vocab_size)
             c = lmq_fail(err, LMQ_E_ARG, "%s: a vocabulary of %d tokens; %s has %d", path, l[i].m.arch.vocab_size,
                          rows[saved].path, l[saved].m.arch.vocab_size);
@@ -282,7 +294,7 @@ lmq_code vf_run(const char *ref_path, const char *const *cand_paths, int n_cands
         if (bytes > (double)cache && rows[i].read_gbps > 0)
             rows[i].roofline = rows[i].decode_tps * bytes / (rows[i].read_gbps * 1e9);
         if (opts->n_batch)
-            c = measure_batches(&l[i], &ex, opts, &rows[i], err);
+            c = measure_batches(&l[i], rt_state_exec(l[i].st), opts, &rows[i], err);
     }
     vf_logits_close(lf);
     report->tokens = (int64_t)n_ids;

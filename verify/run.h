@@ -17,10 +17,13 @@ typedef struct {
     const char *save_ref_logits; /* writes the reference's logits there (verify/ref_logits.h) */
     const char *ref_logits;      /* scores against these saved logits instead of running the reference */
     const char *device;          /* where the forward passes run (runtime/backend.h); NULL = "cpu" */
-    /* The batch sweep (cuda only): for each of n_batch sizes, that many sequences of prompt_len
+    /* The batch sweep: for each of n_batch sizes, that many sequences of prompt_len
      * tokens prefilled one after another, then new_tokens decoded for all of them at once. */
     const int *batch;
     int n_batch, prompt_len, new_tokens;
+    /* Each candidate's KV cache formats for keys and values (runtime/kv.h; NULL arrays or
+     * entries: fp32); the reference's cache is fp32. */
+    const struct rt_kv_format *const *kv_k, *const *kv_v;
 } vf_run_opts;
 
 /* rows (allocated here; the caller frees report->rows) get the reference first, then each

@@ -25,8 +25,11 @@ static void state_free(void *st)
 
 static lmq_code state_create(const rt_model *m, const rt_exec *ex, int max_tokens, int seqs, void **out, lmq_err *err)
 {
-    (void)ex; /* the device runs every pass: the host's pool and kernels are not used */
+    /* the device runs every pass: the host's pool and kernels are not used */
     *out = NULL;
+    if (ex->kv_k || ex->kv_v)
+        return lmq_fail(err, LMQ_E_UNSUPPORTED, "cuda: the device's KV cache is fp32 only (--kv/--kv-k/--kv-v "
+                        "other formats: --device cpu)");
     backend_state *b = (backend_state *)calloc(1, sizeof *b);
     if (!b)
         return lmq_fail(err, LMQ_E_NOMEM, "cuda: out of memory for the state");

@@ -6,6 +6,8 @@
 #      fp32, the weight bytes a decoded token reads and decode's fraction of the read roofline;
 #   2. one output-projection-sized matrix in each encoding at 1 and 512 tokens (bench_linear);
 #   3. the fixture models' forward pass at 1 and 2 threads (bench_runtime).
+#   Per shape of BENCH_BATCH_SHAPES (default gpt2-124m), the batch sweep on the CPU: fp32, int8
+#   and int4-g128 with BENCH_BATCH sequences (1,4,16) of 64 prompt and 16 new tokens.
 # BENCH_SHAPES (default "gpt2-124m llama-1b"), BENCH_THREADS (2), BENCH_DIR (/tmp/lmq-bench;
 # about 12 GB for both shapes, removed at the end unless BENCH_KEEP=1).
 set -euo pipefail
@@ -14,6 +16,8 @@ LMQ=${LMQ:-build/lmq}
 BUILD=${BUILD:-build}
 SHAPES=${BENCH_SHAPES:-gpt2-124m llama-1b}
 THREADS=${BENCH_THREADS:-2}
+BATCH_SHAPES=${BENCH_BATCH_SHAPES:-gpt2-124m}
+BATCH=${BENCH_BATCH:-1,4,16}
 DIR=${BENCH_DIR:-/tmp/lmq-bench}
 mkdir -p "$DIR"
 [ "${BENCH_KEEP:-0}" = 1 ] || trap 'rm -rf "$DIR"' EXIT
@@ -86,6 +90,21 @@ print(f"(prefill: one pass over {r['ctx']} tokens; decode: one token at a time; 
 if any(not w.get('read_gbps') for w in rows):
     print("(*: weights within the last-level cache's size: decode against the probe's rate from memory)")
 EOF
+    if [[ " $BATCH_SHAPES " == *" $shape "* ]]; then
+        "$LMQ" verify "$DIR/$shape-fp32.lmq" "$DIR/$shape-int8.lmq" "$DIR/$shape-int4-g128.lmq" --speed-only \
+            --threads "$THREADS" --ctx 64 --batch "$BATCH" --prompt-len 64 --new-tokens 16 --json "$DIR/$shape-batch.json" >/dev/null
+        python3 - "$DIR/$shape-batch.json" "$shape" <<'EOF'
+import json, os, sys
+print("\nbatch sweep on the CPU (b prompts prefilled in turn, then b sequences a step, one pass over the weights):")
+print(f"{'artefact':<12} {'batch':>5} {'TTFT ms':>9} {'ms/step':>8} {'tok/s':>8} {'×b=1':>6}")
+for w in json.load(open(sys.argv[1]))["rows"]:
+    name = os.path.basename(w["artefact"]).removeprefix(sys.argv[2] + "-").removesuffix(".lmq")
+    one = w["batch_sweep"][0]["tokens_per_s"]
+    for b in w["batch_sweep"]:
+        print(f"{name:<12} {b['batch']:5d} {1e3 * b['ttft_s']:9.1f} {b['token_ms']:8.2f} {b['tokens_per_s']:8.1f} "
+              f"{b['tokens_per_s'] / one:6.2f}")
+EOF
+    fi
     # verify holds only packed artefacts: its peak RSS with the fp32 reference and four int4
     # artefacts (verify's default window of 256 tokens) against the budget: the reference + the
     # four files + 20 %.

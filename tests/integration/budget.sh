@@ -11,9 +11,9 @@ has "sequences at ctx              33"
 has "contiguous: 33 sequences fit, 49.99% of the reserved KV unused"
 has "paged (16): 67 sequences fit, 0.36% of the reserved KV unused"
 
-# int8 KV: 2·32·32·(128 + 2) = 266240 bytes a token; 1.015625 GiB a sequence at 4096
+# int8 KV, a scale per block of 32: 2·32·32·(128 + 4·2) = 278528 bytes a token
 run 0 "$LMQ" budget --shape llama-7b --memory 80GiB --kv int8
-has "KV per token              266240 bytes  (int8)"
+has "KV per token              278528 bytes  (int8)"
 
 # --json carries the same integers; --mean-len 100 is uniform over 1..199 (mean 100)
 run 0 "$LMQ" budget --shape llama-7b --memory 85899345920 --mean-len 100 --page 32 --json
@@ -59,7 +59,7 @@ has "do not fit"
 run 1 "$LMQ" budget "$tmp/missing.lmq" --memory 1GiB
 
 for bad in "--shape llama-7b" "--memory 80GiB" "--shape nope --memory 1GiB" "--shape llama-7b --memory 80XB" \
-    "--shape llama-7b --memory 80GiB --kv int4" "--shape llama-7b --memory 80GiB --page 0" \
+    "--shape llama-7b --memory 80GiB --kv q4_0" "--shape llama-7b --memory 80GiB --page 0" \
     "--shape llama-7b --memory 80GiB --mean-len 3000" "--shape llama-7b --memory 1GiB --weights int9" \
     "--shape llama-7b --memory 1GiB --group 64" "$tmp/s.lmq --shape llama-7b --memory 1GiB" \
     "$tmp/s.lmq --memory 1GiB --weights fp16" "--shape llama-7b --memory 1GiB --lengths x --mean-len 3"; do

@@ -36,11 +36,13 @@ cp "$tmp/out" "$tmp/gen-default"
 run 0 "$LMQ" generate "$tmp/s.lmq" -p "Once upon" -n 12 --device cpu
 cmp -s <(head -1 "$tmp/out") <(head -1 "$tmp/gen-default") || fail "generate --device cpu differs from the default"
 
-# Usage errors: a device that is no row, --batch on the CPU, sizes that are not 1..4096.
+# The sweep on the CPU: its rows (tests/integration/kv_cache.sh checks their fields).
+run 0 "$LMQ" verify "$tmp/s.lmq" --speed-only --ctx 16 --batch 1,3 --prompt-len 8 --new-tokens 2
+has "batch sweep: TTFT"
+
+# Usage errors: a device that is no row, sizes that are not 1..4096.
 refused 2 "lmq verify: --device 'tpu' is not cpu or cuda" "$LMQ" verify "$tmp/s.lmq" --speed-only --device tpu
 refused 2 "lmq generate: --device 'gpu' is not cpu or cuda" "$LMQ" generate "$tmp/s.lmq" --device gpu
-refused 2 "lmq verify: --batch: batched decoding runs on --device cuda only" \
-    "$LMQ" verify "$tmp/s.lmq" --speed-only --batch 1,4
 refused 2 "lmq verify: --batch: at most 8 sizes" "$LMQ" verify "$tmp/s.lmq" --speed-only --batch 1,2,3,4,5,6,7,8,9
 refused 2 "lmq verify: --batch: no sizes in ','" "$LMQ" verify "$tmp/s.lmq" --speed-only --batch ,
 for bad in 0 1,x 4097 1,-2; do
@@ -76,6 +78,9 @@ assert all(b["prompt_tokens"] == 32 and b["new_tokens"] == 4 and b["tokens_per_s
 PY
     run 0 "$LMQ" generate "$tmp/s.lmq" -p "Once upon" -n 12 --device cuda
     has "decode"
+    # the device's cache is fp32 only: another format is refused with why
+    run 1 "$LMQ" verify "$tmp/s.lmq" --text "$text" --ctx 64 --device cuda --kv int8
+    has "the device's KV cache is fp32 only"
 else
     [ "$got" = 1 ] || fail "verify --device cuda exited $got"
     grep -qxF "lmq verify: --device cuda: $why" "$tmp/err" || fail "verify --device cuda: $(cat "$tmp/err")"
