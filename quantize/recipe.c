@@ -979,6 +979,9 @@ static void decide(const q_recipe *r, const q_tensor_ref *t, int n_layers, q_pla
                 e->qp = (lmq_qparams){ .dtype = rule->fallback[k], .gran = LMQ_GRAN_NONE };
                 e->fell_back = 1;
                 e->asked = rule->qp.dtype;
+                /* imatrix weights a block's scale search: a float fallback has none, so it rounds. */
+                if (e->method.method == LMQ_METHOD_IMATRIX && kind_of(lmq_encoding_of(e->qp.dtype)) != KIND_BLOCK)
+                    e->method = q_method_defaults[LMQ_METHOD_RTN];
                 break;
             }
         return;

@@ -648,6 +648,23 @@ START_TEST(layers_and_fallback)
     }
     ck_assert_uint_eq(entry(&plan, "blk.0.attn_q.weight")->qp.dtype, LMQ_T_F32);
     q_plan_free(&plan);
+    /* imatrix keeps to a block fallback; a float fallback has no scale to search, so it rounds. */
+    static const struct {
+        const char *fallback;
+        unsigned dtype;
+        lmq_method method;
+    } imatrix_fallbacks[] = { { "q5_0", LMQ_T_Q5_0, LMQ_METHOD_IMATRIX }, { "fp16", LMQ_T_F16, LMQ_METHOD_RTN } };
+    for (int k = 0; k < 2; k++) {
+        char text[256];
+        snprintf(text, sizeof text, "name: t\nrules:\n  - match: \"blk.*.ffn_*.weight\"\n    scheme: q4_k\n"
+                 "    method: imatrix\n    fallback: %s\n", imatrix_fallbacks[k].fallback);
+        ck_assert_msg(resolve(text, &m, 0, &plan, &e) == LMQ_OK, "%s", e.msg);
+        const q_plan_entry *down = entry(&plan, "blk.0.ffn_down.weight"), *up = entry(&plan, "blk.0.ffn_up.weight");
+        ck_assert_uint_eq(down->qp.dtype, imatrix_fallbacks[k].dtype);
+        ck_assert_int_eq(down->method.method, imatrix_fallbacks[k].method);
+        ck_assert_int_eq(up->method.method, LMQ_METHOD_IMATRIX);
+        q_plan_free(&plan);
+    }
     parse_fails("name: t\nrules:\n  - match: \"*\"\n    scheme: q4_k\n    layers: [odd]\n", "recipe.yaml:5",
                 "rules[0].layers", "'odd' is neither a layer index nor a layer set (more_bits, first_eighth, "
                 "first_sixteenth)", NULL);
