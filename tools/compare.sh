@@ -57,7 +57,7 @@ score() {
         "$LL/llama-perplexity" -m "$1" -t "$THREADS" -c 256 -b 256 --kl-divergence-base "$base_kld" --kl-divergence \
             >"$1.kld.log" 2>&1 || { echo "$0: llama-perplexity failed on $1 (see $1.kld.log)" >&2; return 1; }
         awk -v bpw="$bpw" '/^Mean PPL\(Q\) / { ppl = $4 } /^Mean    KLD:/ { kl = $3 } /^Same top p:/ { top = $4 }
-             END { if (kl == "") exit 1; print bpw, ppl, kl, top }' "$1.kld.log" && return 0
+             END { if (ppl == "" || kl == "" || top == "") exit 1; print bpw, ppl, kl, top }' "$1.kld.log" && return 0
     done
     echo "$0: no KL statistics in $1.kld.log (three runs)" >&2
     return 1
