@@ -24,10 +24,12 @@ const char *const lmq_act_scheme_names[LMQ_ACT_COUNT] = { [LMQ_ACT_NONE] = NULL,
                                                           [LMQ_ACT_FP8_E4M3] = "fp8_e4m3" };
 const char *const lmq_act_gran_names[LMQ_ACT_GRAN_COUNT] = { [LMQ_ACT_TOKEN] = "token", [LMQ_ACT_TENSOR] = "tensor" };
 
-void lmq_act_describe(lmq_act a, char *buf, size_t size)
+void lmq_act_describe(lmq_act a, unsigned dtype, char *buf, size_t size)
 {
+    const lmq_encoding *w = lmq_encoding_of(dtype);
     if (a.scheme == LMQ_ACT_NONE || a.scheme >= LMQ_ACT_COUNT || a.gran >= LMQ_ACT_GRAN_COUNT) {
-        snprintf(buf, size, "%s", a.scheme == LMQ_ACT_NONE ? "" : "a?");
+        const int fp8 = w && w->scale_bits == 32;
+        snprintf(buf, size, "%s", a.scheme != LMQ_ACT_NONE ? "a?" : fp8 ? "weight-only (fp32 activations)" : "");
         return;
     }
     const lmq_encoding *e = lmq_encoding_find(lmq_act_scheme_names[a.scheme]);

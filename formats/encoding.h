@@ -112,8 +112,10 @@ const char *lmq_gran_name(unsigned gran);
  * key is left out); "token", "tensor". */
 extern const char *const lmq_act_scheme_names[LMQ_ACT_COUNT];
 extern const char *const lmq_act_gran_names[LMQ_ACT_GRAN_COUNT];
-/* "a8 token", "a8 tensor", "a fp8_e4m3 token", or "" for none: how reports append it to a weight's scheme. */
-void lmq_act_describe(lmq_act a, char *buf, size_t size);
+/* "a8 token", "a8 tensor", "a fp8_e4m3 token", "weight-only (fp32 activations)" for fp8 weights
+ * (dtype) without (FP8 is easily taken for W8A8), or "" for none: how reports append it to a
+ * weight's scheme. */
+void lmq_act_describe(lmq_act a, unsigned dtype, char *buf, size_t size);
 
 /* Checks that qp names an encoding and a combination it allows (granularity, symmetry, group
  * size: a power of two >= 16). */

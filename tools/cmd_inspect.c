@@ -42,7 +42,7 @@ static void scheme_str(const lmq_manifest_tensor *mt, char *buf, size_t n)
         snprintf(buf, n, "-");
         return;
     }
-    lmq_act_describe(mt->act, act, sizeof act);
+    lmq_act_describe(mt->act, mt->q.dtype, act, sizeof act);
     snprintf(buf, n, "%s%s%s", mt->scheme, *act ? ", " : "", act);
 }
 

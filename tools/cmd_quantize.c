@@ -78,12 +78,9 @@ static int explain(const char *in, const char *recipe)
         char scheme[LMQ_SCHEME_MAX], why[LMQ_REASON_MAX + 64];
         q_describe(&e->qp, scheme, sizeof scheme);
         char act[32];
-        lmq_act_describe(e->act, act, sizeof act);
+        lmq_act_describe(e->act, e->qp.dtype, act, sizeof act);
         if (*act)
             snprintf(scheme + strlen(scheme), sizeof scheme - strlen(scheme), ", %s", act);
-        /* fp8 weights alone (FP8) or with fp8 activations (FP8_DYNAMIC): say which. */
-        else if (lmq_encodings[e->qp.dtype].scale_bits == 32)
-            snprintf(scheme + strlen(scheme), sizeof scheme - strlen(scheme), ", weight-only (fp32 activations)");
         if (!e->keep_reason)
             snprintf(why, sizeof why, "rule at %s:%d%s%s%s%s%s", r->path, e->rule_line,
                      e->method.method ? ", method " : "", e->method.method ? lmq_method_names[e->method.method] : "",

@@ -53,7 +53,7 @@ lmq_code vf_row_from_artefact(const char *path, vf_row *row, lmq_err *err)
         if (t->q.dtype == LMQ_T_F32)
             continue;
         char act[32];
-        lmq_act_describe(t->act, act, sizeof act);
+        lmq_act_describe(t->act, t->q.dtype, act, sizeof act);
         add_scheme(row->scheme, sizeof row->scheme, t->scheme);
         if (*act)
             add_scheme(row->scheme, sizeof row->scheme, act);

@@ -121,6 +121,13 @@ has "fp8_e4m3 per-channel, a fp8_e4m3 token"
 "$LMQ" manifest "$tmp/llmc-fp8-dyn.lmq" >"$tmp/man"
 grep -q "scheme: fp8_e4m3" "$tmp/man" && grep -q "granularity: token" "$tmp/man" || fail "fp8-dyn: the manifest lacks the activations"
 "$LMQ" audit "$tmp/llmc-fp8-dyn.lmq" >"$tmp/audit" || { cat "$tmp/audit" >&2; fail "fp8-dyn: audit"; }
+# inspect and verify's scheme column say it too, from the same description.
+run 0 "$LMQ" inspect "$tmp/llmc-fp8.lmq"
+has "fp8_e4m3 per-channel, weight-only (fp32 activations)"
+head -c 3000 "$FIX/text/tinystories-valid.txt" >"$tmp/few.txt"
+run 0 "$LMQ" verify "$tmp/s.lmq" "$tmp/llmc-fp8.lmq" "$tmp/llmc-fp8-dyn.lmq" --text "$tmp/few.txt" --ctx 64
+has "fp8_e4m3 per-channel + weight-only (fp32 activations)"
+has "fp8_e4m3 per-channel + a fp8_e4m3 token"
 
 # What lmq cannot honour: named at its line, with what lmq would do instead.
 printf 'quant_stage:\n  quant_modifiers:\n    QuantizationModifier:\n      scheme: FP8_BLOCK\n' >"$tmp/blk.yaml"
