@@ -1,5 +1,6 @@
 #include "calibrate/stats.h"
 #include "formats/artefact.h"
+#include "runtime/kernels.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -74,6 +75,7 @@ static cal_record *collector_find(const cal_collector *c, int layer, lmq_input w
 }
 
 typedef struct {
+    rt_gram_row_fn *gram_row;
     double *g;
     const float *x;
     int n, d;
@@ -87,16 +89,8 @@ static void gram_task(void *v, int64_t begin, int64_t end, int thread)
     const gram_job *j = v;
     for (int64_t p = begin; p < end; p++) {
         const int rows[2] = { (int)p, j->d - 1 - (int)p };
-        for (int k = 0; k < (rows[0] == rows[1] ? 1 : 2); k++) {
-            const int i = rows[k];
-            double *g = j->g + (size_t)i * j->d;
-            for (int t = 0; t < j->n; t++) {
-                const float *x = j->x + (size_t)t * j->d;
-                const double xi = x[i];
-                for (int c = i; c < j->d; c++)
-                    g[c] += xi * (double)x[c];
-            }
-        }
+        for (int k = 0; k < (rows[0] == rows[1] ? 1 : 2); k++)
+            j->gram_row(j->g + (size_t)rows[k] * j->d, j->x, (size_t)j->d, j->n, rows[k], j->d);
     }
 }
 
@@ -127,7 +121,7 @@ static lmq_code record_add(cal_record *r, lmq_pool *pool, const float *x, int n,
     }
     r->tokens += n;
     if (r->gram) {
-        gram_job j = { r->gram, x, n, d };
+        gram_job j = { rt_isa_best()->gram_row, r->gram, x, n, d };
         const int64_t work = (int64_t)n * d * d / 2;
         lmq_pool_for(work < 65536 ? NULL : pool, (d + 1) / 2, 1, gram_task, &j);
     }

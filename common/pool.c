@@ -1,5 +1,6 @@
 #include "common/pool.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -109,11 +110,30 @@ int lmq_online_cpus(void)
     return n < 1 ? 1 : n > LMQ_POOL_MAX_THREADS ? LMQ_POOL_MAX_THREADS : (int)n;
 }
 
+/* The thread count when none is asked for: LMQ_THREADS, or one per online CPU. */
+static lmq_code default_threads(int *threads, lmq_err *err)
+{
+    const char *env = getenv("LMQ_THREADS");
+    if (!env) {
+        *threads = lmq_online_cpus();
+        return LMQ_OK;
+    }
+    char *end;
+    errno = 0;
+    const long n = strtol(env, &end, 10);
+    if (errno || end == env || *end || n < 1 || n > LMQ_POOL_MAX_THREADS)
+        return lmq_fail(err, LMQ_E_ARG, "LMQ_THREADS must be an integer from 1 to %d, not '%s'",
+                        LMQ_POOL_MAX_THREADS, env);
+    *threads = (int)n;
+    return LMQ_OK;
+}
+
 lmq_code lmq_pool_create(int threads, lmq_pool **out, lmq_err *err)
 {
     *out = NULL;
-    if (threads <= 0)
-        threads = lmq_online_cpus();
+    lmq_code c;
+    if (threads <= 0 && (c = default_threads(&threads, err)))
+        return c;
     if (threads > LMQ_POOL_MAX_THREADS)
         return lmq_fail(err, LMQ_E_ARG, "thread count %d is more than %d", threads, LMQ_POOL_MAX_THREADS);
     lmq_pool *p = calloc(1, sizeof *p);

@@ -20,7 +20,9 @@ typedef void (*lmq_task_fn)(void *ctx, int64_t begin, int64_t end, int thread);
 /* The most threads a pool has. */
 #define LMQ_POOL_MAX_THREADS 256
 
-/* threads <= 0 means one per online CPU. The caller's thread is one of them. */
+/* threads <= 0 means LMQ_THREADS from the environment when it is set (an integer from 1 to
+ * LMQ_POOL_MAX_THREADS; anything else is an error naming it), else one per online CPU. The
+ * caller's thread is one of them. */
 lmq_code lmq_pool_create(int threads, lmq_pool **out, lmq_err *err);
 void lmq_pool_free(lmq_pool *p);
 /* A NULL pool is a valid single-threaded pool. */

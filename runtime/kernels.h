@@ -47,6 +47,10 @@ typedef int rt_row_stats_fn(const float *l, int n, rt_rowstat *st);
  * (the same set's). Formed from the logit differences so that nearly identical rows (KL ~ 1e-9)
  * keep their digits: identical rows give exactly 0. Never negative. */
 typedef double rt_kl_row_fn(const float *lr, const rt_rowstat *sr, const float *lq, int n);
+/* One row of an input's Gram matrix from n tokens: g[c] += Σ_{t<n} x[t·ldx + i]·x[t·ldx + c] for
+ * c in [i, d) (g is row i), in double, each element's sum in token order and every product rounded
+ * before it is added (no fused multiply-add): the same bits on every set (calibrate's Hessians). */
+typedef void rt_gram_row_fn(double *g, const float *x, size_t ldx, int n, int i, int d);
 /* The sum of p[0..n) (n a multiple of 256) as 64-bit words, integers, so any bytes do (the
  * probe's reads, runtime/probe.h); prefetch: software prefetches ahead of the reads. */
 typedef uint64_t rt_sum_words_fn(const uint8_t *p, size_t n, int prefetch);
@@ -61,6 +65,7 @@ typedef struct rt_kernels {
     rt_silu_mul_fn *silu_mul;
     rt_row_stats_fn *row_stats;
     rt_kl_row_fn *kl_row;
+    rt_gram_row_fn *gram_row;
     rt_sum_words_fn *sum_words;
     const struct rt_linear_kernels *linear; /* rt_linear's, per encoding (runtime/linear_impl.h) */
 } rt_kernels;

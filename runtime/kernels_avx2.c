@@ -228,6 +228,26 @@ AVX2 void rt_avx2_wsum_rows(const float *w, int n, const float *x, size_t ldx, f
     MAP_AVX2(d - c, { wsum_cols(1, w, n, xr + i, ldx, scale, yr + i, full, m); });
 }
 
+/* GRAM_COLS columns a pass, their sums in four vectors over every token, then the scalar tail. */
+AVX2 void rt_avx2_gram_row(double *g, const float *x, size_t ldx, int n, int i, int d)
+{
+    int c = i;
+    for (; c + GRAM_COLS <= d; c += GRAM_COLS) {
+        __m256d s[4];
+        RT_UNROLL for (int v = 0; v < 4; v++)
+            s[v] = _mm256_loadu_pd(g + c + 4 * v);
+        for (int t = 0; t < n; t++) {
+            const float *row = x + (size_t)t * ldx;
+            const __m256d xi = _mm256_set1_pd((double)row[i]);
+            RT_UNROLL for (int v = 0; v < 4; v++)
+                s[v] = _mm256_add_pd(s[v], _mm256_mul_pd(xi, _mm256_cvtps_pd(_mm_loadu_ps(row + c + 4 * v))));
+        }
+        RT_UNROLL for (int v = 0; v < 4; v++)
+            _mm256_storeu_pd(g + c + 4 * v, s[v]);
+    }
+    rt_gram_cols(g, x, ldx, n, i, c, d);
+}
+
 AVX2 float rt_avx2_softmax_unnorm(float *x, int n, float scale)
 {
     __m256 mx = _mm256_set1_ps(-INFINITY);

@@ -22,10 +22,11 @@ rt_gelu_tanh_fn rt_avx2_gelu_tanh;
 rt_silu_mul_fn rt_avx2_silu_mul;
 rt_row_stats_fn rt_avx2_row_stats;
 rt_kl_row_fn rt_avx2_kl_row;
+rt_gram_row_fn rt_avx2_gram_row;
 #define RT_AVX2_FLOAT_KERNELS                                                                                   \
     .gemm_nt = rt_avx2_gemm_nt, .wsum_rows = rt_avx2_wsum_rows, .softmax_unnorm = rt_avx2_softmax_unnorm,      \
     .gelu_tanh = rt_avx2_gelu_tanh, .silu_mul = rt_avx2_silu_mul, .row_stats = rt_avx2_row_stats,              \
-    .kl_row = rt_avx2_kl_row
+    .kl_row = rt_avx2_kl_row, .gram_row = rt_avx2_gram_row
 
 /* Unrolls the short loop after it (up to 4 trips) for the kernels of any set, so that arrays
  * of vector accumulators live in registers. */
@@ -50,6 +51,27 @@ static inline double kl_finish(double x, double R, double sumexp)
         y = 1.0 / sumexp - 1.0;
     const double kl = x + log1p(y);
     return kl > 0.0 ? kl : 0.0;
+}
+
+/* gram_row (runtime/kernels.h) over columns [c0, c1), GRAM_COLS at a time, their sums kept apart
+ * over every token: the scalar set's kernel and the vector sets' tail. */
+#define GRAM_COLS 16
+static inline void rt_gram_cols(double *g, const float *x, size_t ldx, int n, int i, int c0, int c1)
+{
+    for (int c = c0; c < c1; c += GRAM_COLS) {
+        const int w = c1 - c < GRAM_COLS ? c1 - c : GRAM_COLS;
+        double s[GRAM_COLS];
+        for (int k = 0; k < w; k++)
+            s[k] = g[c + k];
+        for (int t = 0; t < n; t++) {
+            const float *row = x + (size_t)t * ldx;
+            const double xi = row[i];
+            for (int k = 0; k < w; k++)
+                s[k] += xi * (double)row[c + k];
+        }
+        for (int k = 0; k < w; k++)
+            g[c + k] = s[k];
+    }
 }
 
 /* The probe's reads (sum_words) ask for memory this far ahead when asked to, as the fused kernels

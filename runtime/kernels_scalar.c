@@ -26,6 +26,11 @@ static void wsum_rows_scalar(const float *w, int n, const float *x, size_t ldx, 
     }
 }
 
+static void gram_row_scalar(double *g, const float *x, size_t ldx, int n, int i, int d)
+{
+    rt_gram_cols(g, x, ldx, n, i, i, d);
+}
+
 static float softmax_unnorm_scalar(float *x, int n, float scale)
 {
     float mx = x[0], sum = 0.0f;
@@ -176,6 +181,7 @@ const rt_kernels rt_kernels_scalar = {
     .silu_mul = silu_mul_scalar,
     .row_stats = row_stats_scalar,
     .kl_row = kl_row_scalar,
+    .gram_row = gram_row_scalar,
     .sum_words = sum_words_scalar,
     .linear = &LINEAR,
 };

@@ -60,10 +60,10 @@ def e4m3(b):
     return -v if b & 0x80 else v
 
 
-def f32(x):
-    """x rounded to fp32, as its bytes (the product of a small integer or an e4m3 value and an fp32
-    scale is exact in a double, so this is fp32's own single rounding)."""
-    return struct.pack("<f", x)
+def f32s(xs):
+    """xs rounded to fp32, as their bytes (the product of a small integer or an e4m3 value and an
+    fp32 scale is exact in a double, so this is fp32's own single rounding)."""
+    return struct.pack("<%df" % len(xs), *xs)
 
 
 def check_args(a, where, weights):
@@ -163,16 +163,17 @@ def dequantise(module, s, tensors):
     elif zp is not None:
         need(zp[1] == [rows, groups] and zp[0] == "I8", module + ": weight_zero_point")
         z = values(zp)
-    out = bytearray()
+    vals = []
     for r in range(rows):
-        for c in range(cols):
-            k = 0 if strategy == "tensor" else r * groups + c // gs
-            out += f32((q[r * cols + c] - z[k]) * scales[k])
-    return rows, cols, bytes(out)
+        for g in range(groups):
+            k = 0 if strategy == "tensor" else r * groups + g
+            zk, sk, c0 = z[k], scales[k], r * cols + g * gs
+            vals.extend((v - zk) * sk for v in q[c0:c0 + gs])
+    return rows, cols, f32s(vals)
 
 
 def as_f32(t):
-    return b"".join(f32(v) for v in values(t)) if t[0] != "F32" else t[2]
+    return f32s(values(t)) if t[0] != "F32" else t[2]
 
 
 def main(export_dir, ref_dir):

@@ -144,25 +144,42 @@ static void linear(const rt_kernels *isa, int threads, const float *x, int n, co
 /* Runs check on every kernel set this CPU has × every encoding × every shape. */
 static void each_case(void (*check)(const rt_kernels *isa, const enc *e, stored *s, int out, int in))
 {
-    const rt_kernels *isa;
-    for (int i = 0; (isa = rt_isa_nth(i)); i++)
-        for (int e = 0; e < N_ENC; e++)
-            for (int sh = 0; sh < N_SHAPES; sh++) {
-                if (!fits(&ENCODINGS[e], SHAPES[sh][1]))
-                    continue;
-                stored s;
-                make(&s, &ENCODINGS[e], SHAPES[sh][0], SHAPES[sh][1]);
+    for (int e = 0; e < N_ENC; e++)
+        for (int sh = 0; sh < N_SHAPES; sh++) {
+            if (!fits(&ENCODINGS[e], SHAPES[sh][1]))
+                continue;
+            stored s;
+            make(&s, &ENCODINGS[e], SHAPES[sh][0], SHAPES[sh][1]);
+            const rt_kernels *isa;
+            for (int i = 0; (isa = rt_isa_nth(i)); i++)
                 check(isa, &ENCODINGS[e], &s, SHAPES[sh][0], SHAPES[sh][1]);
-                unmake(&s);
-            }
+            unmake(&s);
+        }
+}
+
+/* The in × in identity, in one buffer kept for the process: a fresh one per case and kernel set
+ * (19 MB at 2176 columns) spent most of the suite's time in page faults. */
+static const float *identity(int in)
+{
+    static float *eye;
+    static int held;
+    enum { MAX_IN = 2176 };
+    ck_assert_int_le(in, MAX_IN);
+    if (!eye)
+        ck_assert_ptr_nonnull(eye = calloc((size_t)MAX_IN * MAX_IN, sizeof *eye));
+    for (int i = 0; i < held; i++)
+        eye[(size_t)i * held + i] = 0.0f;
+    for (int i = 0; i < in; i++)
+        eye[(size_t)i * in + i] = 1.0f;
+    held = in;
+    return eye;
 }
 
 /* One-hot rows: y[i][j] = w'[j][k_i] + 0s, exact in any summation order. */
 static void decodes_exactly_case(const rt_kernels *isa, const enc *e, stored *s, int out, int in)
 {
-    float *x = calloc((size_t)in * in, sizeof *x), *y = malloc((size_t)in * out * sizeof *y);
-    for (int i = 0; i < in; i++)
-        x[(size_t)i * in + i] = 1.0f;
+    const float *x = identity(in);
+    float *y = malloc((size_t)in * out * sizeof *y);
     const int ns[] = { 1, in < 3 ? in : 3, in }; /* few rows (fused where it applies), then many (staged) */
     for (int k = 0; k < 3; k++) {
         const int n = ns[k];
@@ -180,7 +197,6 @@ static void decodes_exactly_case(const rt_kernels *isa, const enc *e, stored *s,
     ck_assert_msg(!memcmp(rows, s->deq, (size_t)out * in * sizeof *rows), "%s, %s: rows differ from q_dequantize",
                   isa->name, e->name);
     free(rows);
-    free(x);
     free(y);
 }
 
@@ -195,13 +211,28 @@ END_TEST
  * 3 threads. */
 static void products_case(const rt_kernels *isa, const enc *e, stored *s, int out, int in)
 {
-    const int ns[] = { 1, 3, 8, 9, 50 }; /* fused up to 8 rows, fp32 direct up to 48 */
+    enum { ROWS = 50 };
+    const int ns[] = { 1, 3, 8, 9, ROWS }; /* fused up to 8 rows, fp32 direct up to 48 */
     s->W.b = s->bias;
-    float *x = malloc((size_t)50 * in * sizeof *x), *y = malloc((size_t)50 * out * sizeof *y);
-    float *alone = malloc((size_t)out * sizeof *alone);
-    for (int i = 0; i < 50 * in; i++)
+    const size_t n_out = (size_t)ROWS * out;
+    float *x = malloc((size_t)ROWS * in * sizeof *x), *y = malloc(n_out * sizeof *y);
+    float *alone = malloc(n_out * sizeof *alone), *ref_y = malloc(n_out * sizeof *ref_y);
+    double *ref = malloc(n_out * sizeof *ref), *mag = malloc(n_out * sizeof *mag);
+    for (int i = 0; i < ROWS * in; i++)
         x[i] = uniform();
-    float *ref_y = malloc((size_t)50 * out * sizeof *ref_y);
+    /* What no batch, thread count or kernel changes: the double product and each row run alone. */
+    for (int i = 0; i < ROWS; i++) {
+        linear(isa, 1, x + (size_t)i * in, 1, &s->W, alone + (size_t)i * out);
+        for (int j = 0; j < out; j++) {
+            double r = s->bias[j], m = fabs(s->bias[j]);
+            for (int c = 0; c < in; c++) {
+                const double p = (double)x[(size_t)i * in + c] * s->deq[(size_t)j * in + c];
+                r += p;
+                m += fabs(p);
+            }
+            ref[(size_t)i * out + j] = r, mag[(size_t)i * out + j] = m;
+        }
+    }
     const int blocks = lmq_encoding_of(e->q.dtype)->block != 0;
     for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
         const int n = ns[k];
@@ -209,25 +240,17 @@ static void products_case(const rt_kernels *isa, const enc *e, stored *s, int ou
             linear(&rt_kernels_scalar, 1, x, n, &s->W, ref_y);
         for (int threads = 1; threads <= 3; threads++) {
             linear(isa, threads, x, n, &s->W, y);
-            for (int i = 0; i < n; i++) {
-                linear(isa, 1, x + (size_t)i * in, 1, &s->W, alone);
-                for (int j = 0; j < out; j++) {
-                    double ref = s->bias[j], mag = fabs(s->bias[j]);
-                    for (int c = 0; c < in; c++) {
-                        double p = (double)x[(size_t)i * in + c] * s->deq[(size_t)j * in + c];
-                        ref += p;
-                        mag += fabs(p);
-                    }
-                    const float got = y[(size_t)i * out + j];
-                    ck_assert_msg(fabs(got - ref) <= 1e-5 * mag, "%s, %s [%d × %d], row %d of %d: %.9g, double "
-                                  "product %.9g", isa->name, e->name, out, in, i, n, (double)got, ref);
-                    ck_assert_msg(!blocks || fabs(got - ref_y[(size_t)i * out + j]) <= 1e-5 * mag,
-                                  "%s, %s [%d × %d], row %d of %d: %.9g, the scalar set's %.9g", isa->name, e->name,
-                                  out, in, i, n, (double)got, (double)ref_y[(size_t)i * out + j]);
-                    ck_assert_msg(memcmp(&got, &alone[j], sizeof got) == 0,
-                                  "%s, %s [%d × %d]: row %d of %d on %d threads gives %.9g, alone %.9g",
-                                  isa->name, e->name, out, in, i, n, threads, (double)got, (double)alone[j]);
-                }
+            for (size_t o = 0; o < (size_t)n * out; o++) {
+                const int i = (int)(o / out);
+                const float got = y[o];
+                ck_assert_msg(fabs(got - ref[o]) <= 1e-5 * mag[o], "%s, %s [%d × %d], row %d of %d: %.9g, double "
+                              "product %.9g", isa->name, e->name, out, in, i, n, (double)got, ref[o]);
+                ck_assert_msg(!blocks || fabs(got - ref_y[o]) <= 1e-5 * mag[o],
+                              "%s, %s [%d × %d], row %d of %d: %.9g, the scalar set's %.9g", isa->name, e->name, out,
+                              in, i, n, (double)got, (double)ref_y[o]);
+                ck_assert_msg(memcmp(&got, &alone[o], sizeof got) == 0,
+                              "%s, %s [%d × %d]: row %d of %d on %d threads gives %.9g, alone %.9g", isa->name,
+                              e->name, out, in, i, n, threads, (double)got, (double)alone[o]);
             }
         }
     }
@@ -235,6 +258,8 @@ static void products_case(const rt_kernels *isa, const enc *e, stored *s, int ou
     free(y);
     free(alone);
     free(ref_y);
+    free(ref);
+    free(mag);
 }
 
 START_TEST(products_and_invariance)

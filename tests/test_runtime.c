@@ -514,6 +514,31 @@ START_TEST(kernels_match_scalar)
         for (int i = 0; i < 7; i++)
             ck_assert(fabsf(v0[i] - v1[i]) <= 1e-5f);
     }
+    /* Gram rows, every set against the definition bit for bit (one order, no fused multiply-add):
+     * widths around the 16-column pass, from every starting row, with a stride. */
+    for (int d = 1; d <= 37; d += 6)
+        for (int n = 1; n <= 9; n += 4) {
+            const size_t ldx = (size_t)d + 2;
+            float *x = malloc((size_t)n * ldx * 4);
+            double *want = malloc((size_t)d * 8), *got = malloc((size_t)d * 8);
+            fill(x, (size_t)n * ldx, 3.0f, &r);
+            for (int i = 0; i < d; i++) {
+                const rt_kernels *isa;
+                for (int c = 0; c < d; c++) {
+                    want[c] = 0.25 * c;
+                    for (int t = 0; t < n && c >= i; t++)
+                        want[c] = want[c] + (double)x[t * ldx + i] * (double)x[t * ldx + c];
+                }
+                for (int k = 0; (isa = rt_isa_nth(k)); k++) {
+                    for (int c = 0; c < d; c++)
+                        got[c] = 0.25 * c;
+                    isa->gram_row(got, x, ldx, n, i, d);
+                    ck_assert_msg(!memcmp(got, want, (size_t)d * 8), "%s gram_row d %d, n %d, row %d", isa->name, d,
+                                  n, i);
+                }
+            }
+            free(x), free(want), free(got);
+        }
     /* A softmax weighted sum against its definition. */
     float sc[3] = { 1.0f, 2.0f, 3.0f }, vals[3] = { 10.0f, 20.0f, 30.0f }, out;
     float sum = fast->softmax_unnorm(sc, 3, 1.0f);

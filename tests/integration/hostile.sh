@@ -102,7 +102,14 @@ run 2 "$LMQ" probe --threads 257
 run 2 "$LMQ" quantize "$tmp/s.lmq" --recipe "$R" -o "$tmp/x.lmq" --threads 1000
 has "lmq quantize: --threads must be an integer from 0 to 256, not '1000'"
 run 2 "$LMQ" verify "$tmp/s.lmq" --text "$tmp/t.txt" --threads 1000
+# LMQ_THREADS, the count when --threads gives none, is checked as strictly.
+for bad in 0 257 x 2x ''; do
+    LMQ_THREADS=$bad run 1 "$LMQ" quantize "$tmp/s.lmq" --recipe "$R" -o "$tmp/x.lmq"
+    has "LMQ_THREADS must be an integer from 1 to 256, not '$bad'"
+done
 [ ! -e "$tmp/x.lmq" ] || fail "x.lmq written"
+LMQ_THREADS=3 run 0 "$LMQ" verify "$tmp/s.lmq" --text "$tmp/t.txt" --speed-only --json "$tmp/threads.json"
+grep -q '"threads": 3' "$tmp/threads.json" || fail "LMQ_THREADS=3: $(grep threads "$tmp/threads.json")"
 
 # A stale temporary file of a process that no longer runs goes at the next write to the output.
 sh -c 'exit 0' &

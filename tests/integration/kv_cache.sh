@@ -10,7 +10,8 @@ need_fixtures
 "$LMQ" convert "$FIX/stories260K/stories260K.bin" -o "$tmp/s.lmq" >/dev/null || fail "convert stories260K"
 "$LMQ" convert "$FIX/sotu-gpt2" -o "$tmp/g.lmq" >/dev/null || fail "convert sotu-gpt2"
 head -c 6000 "$FIX/text/tinystories-valid.txt" >"$tmp/s.txt"
-head -c 6000 "$FIX/text/sotu-eval.txt" >"$tmp/g.txt"
+# GPT-2's 50257-way rows dominate: a third of the text in the sanitizer build (memory, not numbers)
+head -c $([ -n "${LMQ_SAN:-}" ] && echo 2000 || echo 6000) "$FIX/text/sotu-eval.txt" >"$tmp/g.txt"
 
 for m in s g; do
     run 0 "$LMQ" verify "$tmp/$m.lmq" --kv fp32,fp16,bf16,fp8,int8,int4 --text "$tmp/$m.txt" --ctx 64 --threads 1 \
