@@ -195,7 +195,7 @@ static lmq_code shard_open(shard_in *s, const char *path, lmq_err *err)
     if (!c)
         c = lmq_container_verify(&s->c, NULL, NULL, err);
     if (c)
-        return lmq_err_prefix(err, "shard %s: ", path);
+        return c;
     json_error_t je;
     s->doc = json_loadb(s->c.manifest, s->c.manifest_size, JSON_REJECT_DUPLICATES, &je);
     int version = 0;
@@ -208,32 +208,46 @@ static lmq_code shard_open(shard_in *s, const char *path, lmq_err *err)
     return LMQ_OK;
 }
 
-/* The first key whose value differs between two bindings (a row: "rows[i].key"). */
-static void first_difference(const json_t *a, const json_t *b, char *out, size_t cap)
+/* The first key of object a whose value differs in b (NULL: none), and both values. */
+static const char *differs(const json_t *a, const json_t *b, const json_t **va, const json_t **vb)
 {
     const char *key;
     const json_t *v;
-    snprintf(out, cap, "its fields");
     json_object_foreach((json_t *)a, key, v) {
-        const json_t *w = json_object_get(b, key);
-        if (json_equal(v, w))
-            continue;
-        if (!strcmp(key, "rows") && json_is_array(w) && json_array_size(v) == json_array_size(w)) {
-            for (size_t i = 0; i < json_array_size(v); i++) {
-                const json_t *ra = json_array_get(v, i), *rb = json_array_get(w, i);
-                const char *rk;
-                const json_t *rv;
-                json_object_foreach((json_t *)ra, rk, rv) {
-                    if (!json_equal(rv, json_object_get(rb, rk))) {
-                        snprintf(out, cap, "row %zu's %s", i, rk);
-                        return;
-                    }
-                }
-            }
+        if (!json_equal(v, json_object_get(b, key))) {
+            *va = v;
+            *vb = json_object_get(b, key);
+            return key;
         }
-        snprintf(out, cap, "%s", key);
-        return;
     }
+    return NULL;
+}
+
+/* "key: B, not A" for the first field of binding b that differs from a's (a row's field:
+ * "row i (its path)'s key"). */
+static void first_difference(const json_t *a, const json_t *b, char *out, size_t cap)
+{
+    const json_t *v = NULL, *w = NULL;
+    const char *key = differs(a, b, &v, &w);
+    char what[700];
+    snprintf(what, sizeof what, "%s", key ? key : "its fields");
+    if (key && !strcmp(key, "rows") && json_is_array(v) && json_is_array(w)) {
+        if (json_array_size(v) != json_array_size(w)) {
+            snprintf(out, cap, "rows: %zu artefacts, not %zu", json_array_size(w), json_array_size(v));
+            return;
+        }
+        size_t i = 0;
+        while (json_equal(json_array_get(v, i), json_array_get(w, i)))
+            i++;
+        const json_t *ra = json_array_get(v, i), *rb = json_array_get(w, i);
+        const char *rk = json_is_object(rb) ? differs(ra, rb, &v, &w) : NULL;
+        snprintf(what, sizeof what, "row %zu (%s)'s %s", i, json_string_value(json_object_get(ra, "path")),
+                 rk ? rk : "fields");
+    }
+    char *x = w ? json_dumps(w, JSON_ENCODE_ANY | JSON_COMPACT) : NULL, *y = v ? json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+    snprintf(out, cap, "%s: %.120s, not %.120s", what, x ? x : "none", y ? y : "none");
+    free(x);
+    free(y);
 }
 
 /* The binding's report facts and rows into m (rows malloc'd). */
@@ -358,9 +372,9 @@ lmq_code vf_shard_merge(const char *const *paths, int n, vf_merged *m, lmq_err *
         c = shard_open(&in[i], paths[i], err);
     for (int i = 1; i < n && !c; i++)
         if (!json_equal(in[i].binding, in[0].binding)) {
-            char what[160];
+            char what[1024];
             first_difference(in[0].binding, in[i].binding, what, sizeof what);
-            c = lmq_fail(err, LMQ_E_ARG, "%s: a shard of another run than %s (%s differs)", paths[i], paths[0], what);
+            c = lmq_fail(err, LMQ_E_ARG, "%s: a shard of another run than %s (%s)", paths[i], paths[0], what);
         }
     int shards = 0;
     if (!c)
