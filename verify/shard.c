@@ -208,11 +208,22 @@ static lmq_code shard_open(shard_in *s, const char *path, lmq_err *err)
     return LMQ_OK;
 }
 
-/* The first key of object a whose value differs in b (NULL: none), and both values. */
+/* The binding's fields that say most about a foreign shard, named first when several differ (a
+ * text of its own has its own documents and tokens too). */
+static const char *const CAUSES[] = { "protocol", "tool_version", "shards", "text_checksum", "text", "ctx",
+                                      "device", "rows" };
+
+/* The first key of object a whose value differs in b (NULL: none), CAUSES first, and both values. */
 static const char *differs(const json_t *a, const json_t *b, const json_t **va, const json_t **vb)
 {
     const char *key;
     const json_t *v;
+    for (size_t i = 0; i < sizeof CAUSES / sizeof *CAUSES; i++)
+        if ((v = json_object_get(a, CAUSES[i])) && !json_equal(v, json_object_get(b, CAUSES[i]))) {
+            *va = v;
+            *vb = json_object_get(b, CAUSES[i]);
+            return CAUSES[i];
+        }
     json_object_foreach((json_t *)a, key, v) {
         if (!json_equal(v, json_object_get(b, key))) {
             *va = v;

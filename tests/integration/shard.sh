@@ -11,11 +11,11 @@ docs() { awk -v a="$2" -v b="$3" 'BEGIN { d = 1 } /^<\|endoftext\|>\r?$/ { if (+
 if [ -z "${LMQ_SAN:-}" ]; then
     "$LMQ" convert demo/sotu-gpt2 -o "$tmp/fp32.lmq" >/dev/null
     docs demo/sotu-eval.txt 7 7 >"$tmp/doc.txt"
-    head -c 16000 "$tmp/doc.txt" >"$tmp/eval.txt"
+    head -c 12000 "$tmp/doc.txt" >"$tmp/eval.txt"
     ctx=128
 else
     "$LMQ" convert "$FIX/stories260K/stories260K.bin" -o "$tmp/fp32.lmq" >/dev/null
-    head -c 12000 "$FIX/text/tinystories-valid.txt" >"$tmp/eval.txt"
+    head -c 8000 "$FIX/text/tinystories-valid.txt" >"$tmp/eval.txt"
     ctx=64
 fi
 for r in int4-g32 int8-channel; do "$LMQ" quantize "$tmp/fp32.lmq" --recipe "recipes/$r.yaml" -o "$tmp/$r.lmq" >/dev/null; done
@@ -80,7 +80,7 @@ foreign() { # NAME ARGS... : shard 1/3 of another run, refused naming the file a
     run 1 "$LMQ" verify --merge b3.0 "$name" b3.2
     has "$name: a shard of another run than b3.0 ($field"
 }
-foreign text.1 text "${models[@]}" --text other.txt --ctx $ctx
+foreign text.1 text_checksum "${models[@]}" --text other.txt --ctx $ctx
 foreign ctx.1 ctx "${models[@]}" --text small.txt --ctx $((ctx / 2))
 cp int8-channel.lmq other.lmq
 foreign artefact.1 "row 2 (int8-channel.lmq)'s path: \"other.lmq\", not \"int8-channel.lmq\"" fp32.lmq int4-g32.lmq other.lmq --text small.txt --ctx $ctx
