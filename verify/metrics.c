@@ -227,7 +227,8 @@ lmq_code vf_score(rt_state *ref, rt_state *const *cands, int n_cands, const int3
         c = all ? vf_results(acc, n_cands + 1, windows, ctx, all, err) : lmq_fail(err, LMQ_E_NOMEM, "out of memory");
         if (!c) {
             *ref_out = all[0];
-            memcpy(cand_out, all + 1, (size_t)n_cands * sizeof *all);
+            for (int i = 0; i < n_cands; i++) /* cand_out may be NULL without candidates */
+                cand_out[i] = all[i + 1];
         }
         free(all);
     }
