@@ -79,7 +79,7 @@ static int parse_batch(const char *s, int *sizes, int *n)
     return *n > 0;
 }
 
-#define MAX_ARTEFACTS 256
+#define MAX_ARTEFACTS 256 /* also the most shards a merge reads (ARGS_MAX_SHARDS) */
 
 static void on_progress(void *user, int64_t done, int64_t windows)
 {

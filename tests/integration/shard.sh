@@ -104,7 +104,7 @@ run 1 "$LMQ" verify --merge b3.0 fp32.lmq b3.2
 has "fp32.lmq: not a verify shard"
 
 # K/N: malformed, out of range, from the environment (a Slurm array may start at a non-zero id).
-for bad in 3/3 1/0 a/2 1/ /2 2 -1/2 env/0; do
+for bad in 3/3 1/0 a/2 1/ /2 2 -1/2 env/0 0/257; do
     run 2 "$LMQ" verify fp32.lmq --text small.txt --shard "$bad" -o x
     has "--shard"
 done
