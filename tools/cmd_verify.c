@@ -79,7 +79,8 @@ static int parse_batch(const char *s, int *sizes, int *n)
     return *n > 0;
 }
 
-#define MAX_ARTEFACTS 256 /* also the most shards a merge reads (ARGS_MAX_SHARDS) */
+#define MAX_ARTEFACTS 256
+_Static_assert(ARGS_MAX_SHARDS <= MAX_ARTEFACTS, "a merge reads every shard as a positional argument");
 
 static void on_progress(void *user, int64_t done, int64_t windows)
 {
