@@ -21,7 +21,7 @@ for c in munged slurmctld slurmd sbatch squeue scontrol; do
     command -v "$c" >/dev/null || [ -x "/usr/sbin/$c" ] || skip "no $c: install slurmd slurmctld munge slurm-client (make deps)"
 done
 PATH=$PATH:/usr/sbin
-[ "$(id -u)" = 0 ] || skip "the daemons run as root here (SlurmUser=root): run as root, or skip"
+user=$(id -un) # the daemons run as whoever runs the test, and the jobs as the same user
 LMQ=$(realpath "$LMQ")
 FIX=$(realpath "$FIX")
 repo=$PWD
@@ -37,8 +37,8 @@ export SLURM_CONF=$tmp/slurm.conf
 cat >"$SLURM_CONF" <<EOF
 ClusterName=lmqtest
 SlurmctldHost=localhost
-SlurmUser=root
-SlurmdUser=root
+SlurmUser=$user
+SlurmdUser=$user
 SlurmctldPort=$port
 SlurmdPort=$((port + 1))
 AuthType=auth/munge
