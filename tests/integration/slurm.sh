@@ -32,7 +32,12 @@ chmod 700 "$tmp/munge"
 head -c 1024 /dev/urandom >"$tmp/munge/munge.key"
 chmod 400 "$tmp/munge/munge.key"
 sock=$tmp/munge/munge.sock
-port=$((20000 + RANDOM % 20000))
+# Two free ports, one for each daemon (another test's cluster may hold the last ones tried).
+in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+for i in $(seq 20); do
+    port=$((20000 + RANDOM % 20000))
+    in_use $port || in_use $((port + 1)) || break
+done
 export SLURM_CONF=$tmp/slurm.conf
 cat >"$SLURM_CONF" <<EOF
 ClusterName=lmqtest
