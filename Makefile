@@ -152,7 +152,7 @@ SCRIPT_SUITES := $(notdir $(wildcard tests/integration/*.sh))
 # starts prerequisites in order, so the long ones overlap each other and the short ones fill in
 # after, rather than one long suite left running alone at the end. The rest in name order.
 CHECK_FIRST := golden_schemes test_metrics golden_calibrate ci_story.sh test_linear test_runtime \
-  audit.sh hostile.sh test_compressed_tensors test_gguf test_convert
+  audit.sh hostile.sh shard.sh test_compressed_tensors test_gguf test_convert
 SUITES := $(foreach s,$(CHECK_FIRST),$(filter $(s),$(UNIT_SUITES) $(SCRIPT_SUITES))) \
   $(filter-out $(CHECK_FIRST),$(UNIT_SUITES) $(SCRIPT_SUITES))
 # Check's time limits per test (tcase_set_timeout; 4 s where a suite sets none) are there to stop
