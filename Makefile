@@ -152,7 +152,7 @@ SCRIPT_SUITES := $(notdir $(wildcard tests/integration/*.sh))
 # starts prerequisites in order, so the long ones overlap each other and the short ones fill in
 # after, rather than one long suite left running alone at the end. The rest in name order.
 CHECK_FIRST := golden_schemes test_metrics golden_calibrate ci_story.sh test_linear test_runtime \
-  audit.sh hostile.sh test_compressed_tensors test_gguf test_convert
+  audit.sh hostile.sh shard.sh test_compressed_tensors test_gguf test_convert
 SUITES := $(foreach s,$(CHECK_FIRST),$(filter $(s),$(UNIT_SUITES) $(SCRIPT_SUITES))) \
   $(filter-out $(CHECK_FIRST),$(UNIT_SUITES) $(SCRIPT_SUITES))
 # Check's time limits per test (tcase_set_timeout; 4 s where a suite sets none) are there to stop
@@ -249,14 +249,20 @@ $(BUILD)/bench/%: tests/bench/%.c $(BUILD)/liblmq.a
 bench: $(BUILD)/lmq $(BUILD)/bench/bench_runtime $(BUILD)/bench/bench_linear
 	LMQ=$(BUILD)/lmq BUILD=$(BUILD) bash tests/bench/bench.sh
 
-# Debian packages the build needs; a no-op when they are installed.
-DEB_PKGS := build-essential pkg-config libzstd-dev libyaml-dev libxxhash-dev libjansson-dev check man-db
+# Debian packages the build and its tests need, and the one-node Slurm cluster that
+# tests/integration/slurm.sh brings up (its daemons alone: without the recommended extras); a
+# no-op when they are installed.
+DEB_PKGS   := build-essential pkg-config libzstd-dev libyaml-dev libxxhash-dev libjansson-dev check man-db jq
+SLURM_PKGS := munge slurmctld slurmd slurm-client
+SUDO       := $(if $(filter 0,$(shell id -u)),,sudo)
+missing     = $$(for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done)
 deps:
-	@missing=$$(for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
-	if [ -n "$$missing" ]; then \
-	  echo "installing:" $$missing; \
-	  $(if $(filter 0,$(shell id -u)),,sudo) apt-get update -q && \
-	  $(if $(filter 0,$(shell id -u)),,sudo) apt-get install -y -q $$missing; \
+	@build="$(call missing,$(DEB_PKGS))"; slurm="$(call missing,$(SLURM_PKGS))"; \
+	if [ -n "$$build$$slurm" ]; then \
+	  echo "installing:" $$build $$slurm; \
+	  $(SUDO) apt-get update -q && \
+	  { [ -z "$$build" ] || $(SUDO) apt-get install -y -q $$build; } && \
+	  { [ -z "$$slurm" ] || $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$slurm; }; \
 	else echo "lmq: build dependencies present"; fi
 
 # lmq's GGUF files against llama-quantize --imatrix's, both scored by llama-perplexity --kl-divergence

@@ -223,6 +223,13 @@ START_TEST(errors)
 }
 END_TEST
 
+/* Saved logits a shard must refuse before reading any. */
+static lmq_code refuse_logits(void *user, int64_t w, float *logits, size_t n, lmq_err *err)
+{
+    (void)user, (void)w, (void)logits, (void)n;
+    return lmq_fail(err, LMQ_E_IO, "a shard read saved logits");
+}
+
 /* ---- real models ------------------------------------------------------------------------- */
 
 /* Every tensor rounded to a 16-bit float and back, as the golden "round-trip" rows do. */
@@ -278,6 +285,74 @@ START_TEST(self_and_threads)
     detach(&b);
     lmq_pool_free(p1);
     lmq_pool_free(p2);
+}
+END_TEST
+
+/* Shards of a run (vf_opts.shard of shards) keep their windows' positions; put back in window
+ * order, vf_results gives every statistic of the single run, bit for bit, for any N (13 shards of
+ * 12 windows: the last holds none). Shards refuse saved logits and an index out of range. */
+START_TEST(shards_reassemble)
+{
+    lmq_err e;
+    lmq_pool *pool;
+    ck_assert(lmq_pool_create(2, &pool, &e) == LMQ_OK);
+    scored a, h;
+    load(&a, STORIES, pool);
+    ck_assert(l2c_load(fixture(STORIES), &h.m, &e) == LMQ_OK);
+    round_all(&h.m, 1);
+    attach(&h, pool, 256);
+    size_t n;
+    int32_t *ids = stream(&a.m, "text/tinystories-valid.txt", &n);
+    const int64_t windows = 12, positions = windows * 255;
+    vf_result single[2];
+    ck_assert(vf_score(a.st, &h.st, 1, ids, windows * 256 + 100, NULL, &single[0], &single[1], &e) == LMQ_OK);
+    ck_assert_int_eq(vf_shard_windows(windows, 0, 5), 3);
+    ck_assert_int_eq(vf_shard_windows(windows, 2, 5), 2);
+    ck_assert_int_eq(vf_shard_windows(windows, 12, 13), 0);
+    ck_assert_int_eq(vf_shard_windows(windows, 0, 0), windows);
+    static const int counts[] = { 1, 3, 5, 13 };
+    for (size_t t = 0; t < sizeof counts / sizeof *counts; t++) {
+        const int N = counts[t];
+        vf_positions all[2];
+        for (int m = 0; m < 2; m++)
+            all[m] = (vf_positions){ malloc(positions * sizeof(double)), malloc(positions * sizeof(double)),
+                                     malloc(positions), 0 };
+        for (int k = 0; k < N; k++) {
+            vf_positions keep[2];
+            vf_result unused;
+            vf_opts o = { .ctx = 256, .shard = k, .shards = N, .keep = keep };
+            ck_assert_msg(vf_score(a.st, &h.st, 1, ids, windows * 256 + 100, &o, &unused, &unused, &e) == LMQ_OK, "%s",
+                          e.msg);
+            for (int m = 0; m < 2; m++) {
+                for (int64_t w = k, j = 0; w < windows; w += N, j++) {
+                    memcpy(all[m].nll + w * 255, keep[m].nll + j * 255, 255 * sizeof(double));
+                    memcpy(all[m].kl + w * 255, keep[m].kl + j * 255, 255 * sizeof(double));
+                    memcpy(all[m].agree + w * 255, keep[m].agree + j * 255, 255);
+                }
+                vf_positions_free(&keep[m]);
+            }
+        }
+        vf_result merged[2];
+        ck_assert(vf_results(all, 2, windows, 256, merged, &e) == LMQ_OK);
+        for (int m = 0; m < 2; m++) {
+            merged[m].seconds = single[m].seconds = 0;
+            ck_assert_msg(memcmp(&merged[m], &single[m], sizeof merged[m]) == 0, "%d shards: model %d differs", N, m);
+            vf_positions_free(&all[m]);
+        }
+    }
+    ck_assert(single[1].kl_mean > 0 && single[1].top1 < 1);
+    vf_positions keep[2];
+    vf_result r;
+    vf_opts bad = { .ctx = 256, .shard = 3, .shards = 3, .keep = keep };
+    ck_assert_int_eq(vf_score(a.st, &h.st, 1, ids, windows * 256, &bad, &r, &r, &e), LMQ_E_ARG);
+    bad.shard = 0;
+    bad.save = NULL;
+    bad.load = refuse_logits;
+    ck_assert_int_eq(vf_score(a.st, &h.st, 1, ids, windows * 256, &bad, &r, &r, &e), LMQ_E_ARG);
+    free(ids);
+    detach(&h);
+    detach(&a);
+    lmq_pool_free(pool);
 }
 END_TEST
 
@@ -391,6 +466,7 @@ int main(void)
     tcase_add_test(closed, successor_model);
     tcase_add_test(closed, errors);
     tcase_add_test(closed, self_and_threads);
+    tcase_add_test(closed, shards_reassemble);
     suite_add_tcase(s, closed);
     TCase *gold = tcase_create("golden");
     tcase_set_timeout(gold, 1200); /* whole texts */

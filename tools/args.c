@@ -1,6 +1,7 @@
 #include "tools/args.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -126,5 +127,66 @@ int args_u64(const char *cmd, const char *opt, const char *s, uint64_t *out)
         return 0;
     }
     *out = (uint64_t)v;
+    return 1;
+}
+
+/* K (and N, when *n is 0) from the environment of the engine running this task. */
+static int env_shard(const char *cmd, long *k, long *n)
+{
+    const char *id = getenv("SLURM_ARRAY_TASK_ID"), *job = getenv("JOB_COMPLETION_INDEX");
+    if (id) { /* an array's ids run from its MIN (--array=1-4 starts at 1) */
+        const char *min = getenv("SLURM_ARRAY_TASK_MIN"), *count = getenv("SLURM_ARRAY_TASK_COUNT");
+        long i, lo = 0, c;
+        if (!args_int(cmd, "SLURM_ARRAY_TASK_ID", id, 0, LONG_MAX / 2, &i) ||
+            (min && !args_int(cmd, "SLURM_ARRAY_TASK_MIN", min, 0, i, &lo)))
+            return 0;
+        *k = i - lo;
+        if (!count) {
+            if (!*n)
+                fprintf(stderr, "lmq %s: --shard env: SLURM_ARRAY_TASK_COUNT is not set: give --shard env/N\n", cmd);
+            return *n != 0;
+        }
+        if (!args_int(cmd, "SLURM_ARRAY_TASK_COUNT", count, 1, ARGS_MAX_SHARDS, &c))
+            return 0;
+        if (*n && c != *n) {
+            fprintf(stderr, "lmq %s: --shard env/%ld: the Slurm array has %ld tasks\n", cmd, *n, c);
+            return 0;
+        }
+        *n = c;
+        return 1;
+    }
+    if (job) {
+        if (!*n) {
+            fprintf(stderr, "lmq %s: --shard env: JOB_COMPLETION_INDEX gives no count: give --shard env/N\n", cmd);
+            return 0;
+        }
+        return args_int(cmd, "JOB_COMPLETION_INDEX", job, 0, LONG_MAX / 2, k);
+    }
+    fprintf(stderr, "lmq %s: --shard env: neither SLURM_ARRAY_TASK_ID nor JOB_COMPLETION_INDEX is set\n", cmd);
+    return 0;
+}
+
+int args_shard(const char *cmd, const char *s, int *k, int *n)
+{
+    const char *slash = strchr(s, '/');
+    const size_t klen = slash ? (size_t)(slash - s) : strlen(s);
+    char ks[32];
+    long K = 0, N = 0;
+    if (klen == 0 || klen >= sizeof ks || (!slash && strcmp(s, "env"))) {
+        fprintf(stderr, "lmq %s: --shard must be K/N, env or env/N, not '%s'\n", cmd, s);
+        return 0;
+    }
+    memcpy(ks, s, klen);
+    ks[klen] = 0;
+    if (slash && !args_int(cmd, "--shard's N", slash + 1, 1, ARGS_MAX_SHARDS, &N))
+        return 0;
+    if (strcmp(ks, "env") ? !args_int(cmd, "--shard's K", ks, 0, ARGS_MAX_SHARDS - 1, &K) : !env_shard(cmd, &K, &N))
+        return 0;
+    if (K >= N) {
+        fprintf(stderr, "lmq %s: --shard %ld/%ld: K must be below N (shards 0 to %ld)\n", cmd, K, N, N - 1);
+        return 0;
+    }
+    *k = (int)K;
+    *n = (int)N;
     return 1;
 }

@@ -35,6 +35,12 @@ struct rt_kv_format;
 /* The KV cache format named s (runtime/kv.h); NULL s leaves *out. 0 after printing an error that
  * names the valid ones. */
 int args_kv(const char *cmd, const char *opt, const char *s, const struct rt_kv_format **out);
+/* --shard S: "K/N" (0 <= K < N <= ARGS_MAX_SHARDS); "env": K and N from a Slurm job array
+ * (SLURM_ARRAY_TASK_ID − SLURM_ARRAY_TASK_MIN of SLURM_ARRAY_TASK_COUNT); "env/N": K from a Slurm
+ * array or a Kubernetes indexed job (JOB_COMPLETION_INDEX), N given (and checked against Slurm's
+ * count where it is set). 0 after printing an error that says which part is wrong. */
+#define ARGS_MAX_SHARDS 256 /* a merge reads them all: as many files as verify takes artefacts */
+int args_shard(const char *cmd, const char *s, int *k, int *n);
 /* The same for any unsigned 64-bit integer (decimal digits only, no sign). */
 int args_u64(const char *cmd, const char *opt, const char *s, uint64_t *out);
 

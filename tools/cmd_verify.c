@@ -16,6 +16,7 @@
 #include "verify/html.h"
 #include "verify/record.h"
 #include "verify/run.h"
+#include "verify/shard.h"
 
 static const char usage[] =
     "usage: lmq verify A.lmq [B.lmq ...] --text FILE [--reference REF.lmq] [--ctx N] [--threads N]\n"
@@ -23,7 +24,8 @@ static const char usage[] =
     "                  [--gate 'METRIC<=X' ...] [--record] [--save-reference-logits FILE]\n"
     "                  [--reference-logits FILE] [--device cpu|cuda]\n"
     "                  [--batch N,N,... [--prompt-len N] [--new-tokens N]]\n"
-    "                  [--kv FMT,FMT,...] [--kv-k FMT] [--kv-v FMT]\n"
+    "                  [--kv FMT,FMT,...] [--kv-k FMT] [--kv-v FMT] [--shard K/N|env|env/N -o SHARD]\n"
+    "       lmq verify --merge SHARD... [--json FILE] [--markdown FILE] [--html FILE] [--gate ...] [--record]\n"
     "Scores every artefact on FILE by protocol P1 (windows of N tokens, default 256, each from an\n"
     "empty cache). The reference (default: the first artefact) is run once; every other artefact\n"
     "is compared with it: top-1 agreement and KL(P_ref || P) per position. Then measures each\n"
@@ -47,7 +49,14 @@ static const char usage[] =
     "once, one pass over the weights a step: TTFT, milliseconds per decoding step, aggregate tokens/s.\n"
     "--kv fp16,int8 (KV cache formats: fp32 fp16 bf16 fp8 int8 int4) scores every artefact named\n"
     "with its cache in each format against the reference with its fp32 cache; --kv-k and --kv-v set\n"
-    "the keys' or the values' format alone (CPU only).\n";
+    "the keys' or the values' format alone (CPU only).\n"
+    "--shard K/N -o SHARD scores windows K, K+N, K+2N, ... alone and writes every scored position's\n"
+    "values for every artefact to SHARD (an lmq container bound to the artefacts', the reference's\n"
+    "and the text's checksums and to the protocol: ctx, KV formats, device, N); no speed is measured.\n"
+    "--shard env takes K and N from a Slurm job array (SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN of\n"
+    "SLURM_ARRAY_TASK_COUNT), --shard env/N takes K from Slurm or a Kubernetes indexed job\n"
+    "(JOB_COMPLETION_INDEX). --merge SHARD... checks that the files are the N shards of one run, each\n"
+    "once, and prints and writes the report the single run gives, every statistic bit for bit.\n";
 
 /* "1,4,16,64" into sizes[0..*n), each 1..4096; returns 0 after printing an error. */
 static int parse_batch(const char *s, int *sizes, int *n)
@@ -71,6 +80,7 @@ static int parse_batch(const char *s, int *sizes, int *n)
 }
 
 #define MAX_ARTEFACTS 256
+_Static_assert(ARGS_MAX_SHARDS <= MAX_ARTEFACTS, "a merge reads every shard as a positional argument");
 
 static void on_progress(void *user, int64_t done, int64_t windows)
 {
@@ -109,13 +119,103 @@ static void report_failures(const vf_report *r)
     }
 }
 
+/* Refuses an output that would replace an input (1) or another output (2); 0: none does. */
+static int check_outputs(const char *const *outputs, int n_out, const char *const *inputs, int n_in)
+{
+    lmq_err err;
+    for (int i = 0; i < n_out; i++) {
+        if (outputs[i] && lmq_output_check(outputs[i], inputs, n_in, &err)) {
+            fprintf(stderr, "lmq verify: %s\n", err.msg);
+            return 1;
+        }
+        for (int j = 0; j < i; j++)
+            if (outputs[i] && outputs[j] && !strcmp(outputs[i], outputs[j])) { /* one would replace the other */
+                fprintf(stderr, "lmq verify: %s is named by two outputs: each needs a file of its own\n", outputs[i]);
+                return 2;
+            }
+    }
+    return 0;
+}
+
+/* The report's table, files, records and gates, from a run or a merge: the exit status. */
+static int emit(vf_report *r, const vf_gate *gates, int n_gates, const char *json, const char *md, const char *html,
+                int record, double t0)
+{
+    lmq_err err;
+    r->gates = gates;
+    r->n_gates = n_gates;
+    vf_report_gate(r);
+    vf_report_table(stdout, r);
+    printf("time: %.2f s\n", lmq_now() - t0);
+    int ok = (!json || write_report(json, vf_report_json, r)) && (!md || write_report(md, vf_report_markdown, r)) &&
+             (!html || write_report(html, vf_report_html, r));
+    for (int i = 1; ok && record && i < r->n_rows; i++)
+        if (vr_write(r, i, &err)) {
+            fprintf(stderr, "lmq verify: %s\n", err.msg);
+            ok = 0;
+        }
+    report_failures(r);
+    const int passed = vf_report_passed(r);
+    free((void *)r->rows);
+    return !ok ? 1 : passed ? 0 : 9;
+}
+
+/* lmq verify --merge: the shards' report, its outputs checked against the shards and each other. */
+static int merge(const char *const *shards, int n, const vf_gate *gates, int n_gates, const char *json,
+                 const char *md, const char *html, int record)
+{
+    const double t0 = lmq_now();
+    lmq_err err;
+    vf_merged *m = malloc(sizeof *m);
+    if (!m || vf_shard_merge(shards, n, m, &err)) {
+        fprintf(stderr, "lmq verify --merge: %s\n", m ? err.msg : "out of memory");
+        free(m);
+        return 1;
+    }
+    const vf_report *r = &m->report;
+    const char *outputs[MAX_ARTEFACTS + 3] = { json, md, html };
+    char records[MAX_ARTEFACTS][600];
+    int n_out = 3, ok = r->n_rows <= MAX_ARTEFACTS;
+    for (int i = 1; ok && record && i < r->n_rows; i++) {
+        if ((ok = !vr_path(r->rows[i].path, records[i], sizeof records[i], &err)))
+            outputs[n_out++] = records[i];
+        else
+            fprintf(stderr, "lmq verify: %s\n", err.msg);
+    }
+    const int bad = ok ? check_outputs(outputs, n_out, shards, n) : 1;
+    if (bad) {
+        free((void *)r->rows);
+        free(m);
+        return bad;
+    }
+    const int rc = emit(&m->report, gates, n_gates, json, md, html, record, t0);
+    free(m);
+    return rc;
+}
+
+/* Options that one mode does not take, with the value or flag each was given. */
+typedef struct {
+    const char *name;
+    const void *given;
+} opt_given;
+
+static int refuse(const char *mode, const opt_given *opts, int n, const char *why)
+{
+    for (int i = 0; i < n; i++)
+        if (opts[i].given) {
+            fprintf(stderr, "lmq verify: %s does not take %s: %s\n", mode, opts[i].name, why);
+            return 1;
+        }
+    return 0;
+}
+
 int cmd_verify(int argc, char **argv)
 {
-    const char *text = NULL, *ref = NULL, *ctx_s = "256", *threads_s = "0", *json = NULL, *md = NULL, *html = NULL;
-    const char *bw_s = "0", *pos[MAX_ARTEFACTS], *save_logits = NULL, *ref_logits = NULL, *gate_s[VF_MAX_GATES];
-    const char *device = "cpu", *batch_s = NULL, *prompt_s = "512", *new_s = "128", *kv_s = NULL, *kv_k_s = NULL,
+    const char *text = NULL, *ref = NULL, *ctx_s = NULL, *threads_s = NULL, *json = NULL, *md = NULL, *html = NULL;
+    const char *bw_s = NULL, *pos[MAX_ARTEFACTS], *save_logits = NULL, *ref_logits = NULL, *gate_s[VF_MAX_GATES];
+    const char *device = NULL, *shard_s = NULL, *shard_out = NULL, *batch_s = NULL, *prompt_s = "512", *new_s = "128", *kv_s = NULL, *kv_k_s = NULL,
                *kv_v_s = NULL;
-    int n, speed_only = 0, record = 0;
+    int n, speed_only = 0, record = 0, merging = 0;
     arg_list gate_list = { gate_s, 0, VF_MAX_GATES };
     int rc = args_take(&argc, argv, "--gate", &gate_list);
     if (rc >= 0)
@@ -129,10 +229,52 @@ int cmd_verify(int argc, char **argv)
                              { "--device", NULL, &device, NULL },  { "--batch", NULL, &batch_s, NULL },
                              { "--prompt-len", NULL, &prompt_s, NULL }, { "--new-tokens", NULL, &new_s, NULL },
                              { "--kv", NULL, &kv_s, NULL },        { "--kv-k", NULL, &kv_k_s, NULL },
-                             { "--kv-v", NULL, &kv_v_s, NULL },    { 0 } };
+                             { "--kv-v", NULL, &kv_v_s, NULL },    { "--shard", NULL, &shard_s, NULL },
+                             { "--output", "-o", &shard_out, NULL }, { "--merge", NULL, NULL, &merging }, { 0 } };
     rc = args_parse(argc, argv, opts, pos, MAX_ARTEFACTS, &n, usage);
     if (rc >= 0)
         return rc;
+    vf_gate gates[VF_MAX_GATES];
+    lmq_err err;
+    for (int g = 0; g < gate_list.n; g++)
+        if (vf_gate_parse(gate_s[g], &gates[g], &err)) {
+            fprintf(stderr, "lmq verify: %s\n", err.msg);
+            return 2;
+        }
+    /* A merge's run is the shards': every option that shapes a run is theirs. */
+    const opt_given run_opts[] = { { "--text", text },       { "--reference", ref },     { "--ctx", ctx_s },
+                                   { "--threads", threads_s }, { "--bandwidth", bw_s },  { "--device", device },
+                                   { "--kv", kv_s },         { "--kv-k", kv_k_s },       { "--kv-v", kv_v_s },
+                                   { "--batch", batch_s },   { "--speed-only", speed_only ? "" : NULL },
+                                   { "--shard", shard_s },   { "--output", shard_out },
+                                   { "--save-reference-logits", save_logits }, { "--reference-logits", ref_logits } };
+    if (merging) {
+        if (refuse("--merge", run_opts, (int)(sizeof run_opts / sizeof *run_opts), "the shards were run with it"))
+            return 2;
+        if (!n) {
+            fprintf(stderr, "lmq verify --merge: no shard files\n");
+            return 2;
+        }
+        return merge(pos, n, gates, gate_list.n, json, md, html, record);
+    }
+    /* A shard's report is the merge's. */
+    const opt_given report_opts[] = { { "--json", json }, { "--markdown", md }, { "--html", html },
+                                      { "--gate", gate_list.n ? "" : NULL }, { "--record", record ? "" : NULL },
+                                      { "--speed-only", speed_only ? "" : NULL }, { "--batch", batch_s },
+                                      { "--save-reference-logits", save_logits }, { "--reference-logits", ref_logits } };
+    int shard = 0, shards = 0;
+    if (shard_s && (refuse("--shard", report_opts, (int)(sizeof report_opts / sizeof *report_opts),
+                           "a shard scores its windows alone (lmq verify --merge reports them)") ||
+                    !args_shard("verify", shard_s, &shard, &shards)))
+        return 2;
+    if (!shard_s != !shard_out) {
+        fprintf(stderr, "lmq verify: --shard K/N and -o SHARD go together\n");
+        return 2;
+    }
+    ctx_s = ctx_s ? ctx_s : "256";
+    threads_s = threads_s ? threads_s : "0";
+    bw_s = bw_s ? bw_s : "0";
+    device = device ? device : "cpu";
     long ctx, threads, prompt_len, new_tokens;
     double bw;
     int batch[VF_MAX_BATCH], n_batch = 0;
@@ -142,7 +284,6 @@ int cmd_verify(int argc, char **argv)
         !args_int("verify", "--new-tokens", new_s, 1, 1 << 20, &new_tokens) ||
         (batch_s && !parse_batch(batch_s, batch, &n_batch)))
         return 2;
-    lmq_err err;
     const rt_backend *dev;
     lmq_code dc = rt_backend_ready(device, &dev, &err);
     if (dc) {
@@ -153,12 +294,6 @@ int cmd_verify(int argc, char **argv)
         fprintf(stderr, "lmq verify: need at least one artefact and --text FILE\n%s", usage);
         return 2;
     }
-    vf_gate gates[VF_MAX_GATES];
-    for (int g = 0; g < gate_list.n; g++)
-        if (vf_gate_parse(gate_s[g], &gates[g], &err)) {
-            fprintf(stderr, "lmq verify: %s\n", err.msg);
-            return 2;
-        }
     if (speed_only && (gate_list.n || record || save_logits || ref_logits)) {
         fprintf(stderr, "lmq verify: --gate, --record and reference logits need the scores --speed-only skips\n");
         return 2;
@@ -216,9 +351,9 @@ int cmd_verify(int argc, char **argv)
     inputs[n] = ref;
     inputs[n + 1] = text;
     inputs[n + 2] = ref_logits;
-    const char *outputs[MAX_ARTEFACTS + 4] = { json, md, html, save_logits };
+    const char *outputs[MAX_ARTEFACTS + 5] = { json, md, html, save_logits, shard_out };
     char records[MAX_ARTEFACTS][600];
-    int n_out = 4;
+    int n_out = 5;
     for (int i = 0; record && i < n_cands; i++) {
         if (vr_path(cands[i], records[i], sizeof records[i], &err)) {
             fprintf(stderr, "lmq verify: %s\n", err.msg);
@@ -226,24 +361,17 @@ int cmd_verify(int argc, char **argv)
         }
         outputs[n_out++] = records[i];
     }
-    for (int i = 0; i < n_out; i++) {
-        if (outputs[i] && lmq_output_check(outputs[i], inputs, n + 3, &err)) {
-            fprintf(stderr, "lmq verify: %s\n", err.msg);
-            return 1;
-        }
-        for (int j = 0; j < i; j++)
-            if (outputs[i] && outputs[j] && !strcmp(outputs[i], outputs[j])) { /* one would replace the other */
-                fprintf(stderr, "lmq verify: %s is named by two outputs: each needs a file of its own\n", outputs[i]);
-                return 2;
-            }
-    }
+    const int bad = check_outputs(outputs, n_out, inputs, n + 3);
+    if (bad)
+        return bad;
 
     progress pr;
     progress_init(&pr, "verify");
     vf_run_opts vo = { .ctx = (int)ctx, .threads = (int)threads, .speed_only = speed_only, .bandwidth_gbps = bw,
                        .progress = on_progress, .user = &pr, .save_ref_logits = save_logits, .ref_logits = ref_logits,
                        .device = device, .batch = batch, .n_batch = n_batch, .prompt_len = (int)prompt_len,
-                       .new_tokens = (int)new_tokens, .kv_k = cand_k, .kv_v = cand_v };
+                       .new_tokens = (int)new_tokens, .kv_k = cand_k, .kv_v = cand_v, .shard = shard,
+                       .shards = shards, .shard_path = shard_out };
     const double t0 = lmq_now();
     vf_report r;
     lmq_code c = vf_run(ref, cands, n_cands, text, &vo, &r, &err);
@@ -252,20 +380,12 @@ int cmd_verify(int argc, char **argv)
         fprintf(stderr, "lmq verify: %s\n", err.msg);
         return 1;
     }
-    r.gates = gates;
-    r.n_gates = gate_list.n;
-    vf_report_gate(&r);
-    vf_report_table(stdout, &r);
-    printf("time: %.2f s\n", lmq_now() - t0);
-    int ok = (!json || write_report(json, vf_report_json, &r)) && (!md || write_report(md, vf_report_markdown, &r)) &&
-             (!html || write_report(html, vf_report_html, &r));
-    for (int i = 1; ok && record && i < r.n_rows; i++)
-        if (vr_write(&r, i, &err)) {
-            fprintf(stderr, "lmq verify: %s\n", err.msg);
-            ok = 0;
-        }
-    report_failures(&r);
-    const int passed = vf_report_passed(&r);
-    free((void *)r.rows);
-    return !ok ? 1 : passed ? 0 : 9;
+    if (shards) {
+        printf("%s: shard %d/%d, %lld of %lld windows, %d rows (%.2f s)\n", shard_out, shard, shards,
+               (long long)vf_shard_windows(r.tokens / ctx, shard, shards), (long long)(r.tokens / ctx), n_cands + 1,
+               lmq_now() - t0);
+        free((void *)r.rows);
+        return 0;
+    }
+    return emit(&r, gates, gate_list.n, json, md, html, record, t0);
 }

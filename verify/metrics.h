@@ -45,12 +45,29 @@ typedef void (*vf_progress_fn)(void *user, int64_t done, int64_t windows);
  * to save them (vf_opts.save) or to use saved ones instead of running the reference (load). */
 typedef lmq_code (*vf_logits_fn)(void *user, int64_t window, float *logits, size_t n, lmq_err *err);
 
+/* Every scored position's values of one model, in window order: what every statistic is computed
+ * from (vf_results), and what a shard file keeps (verify/shard.h). */
+typedef struct {
+    double *nll, *kl;
+    uint8_t *agree; /* 1: the position's argmax is the reference's */
+    double seconds; /* in the model's forward passes */
+} vf_positions;
+
+void vf_positions_free(vf_positions *p);
+
+/* Windows shard, shard + shards, shard + 2·shards, ... of `windows` (shards 0: every window):
+ * how many there are. */
+int64_t vf_shard_windows(int64_t windows, int shard, int shards);
+
 typedef struct {
     int ctx; /* window length; 0 = 256 */
     vf_progress_fn progress;
     void *user;
     vf_logits_fn save, load; /* either may be NULL; with load, ref may be NULL (see vf_score) */
     void *logits_user;
+    int shard, shards; /* score only windows shard, shard + shards, ... (shards 0: every window) */
+    vf_positions *keep; /* not NULL: its n_cands + 1 entries (reference first) get the positions'
+                           values (vf_positions_free) and no result is computed */
 } vf_opts;
 
 /* Scores the reference (its top1 = 1, KL = 0) and n_cands candidates (any may be 0) on
@@ -58,7 +75,14 @@ typedef struct {
  * positions. With opts->load the reference's logits come from it instead of running ref (which
  * may then be NULL when n_cands >= 1: the first candidate gives the vocabulary and kernels);
  * saved logits give the results of running the reference, bit for bit. Errors: ctx < 2, ctx beyond a model's context, a stream shorter than one window,
- * a token outside the vocabulary, non-finite logits (never a NaN result). */
+ * a token outside the vocabulary, non-finite logits (never a NaN result). A shard
+ * (opts->shards) may hold no window; saved logits (save, load) need every window. */
+/* The results of n_models (the reference first, its top1 = 1 and KL = 0) from their positions'
+ * values over `windows` windows of ctx tokens, every sum in position order in fp64: a single run
+ * and a merge of shards compute them here, from the same values in the same order. Sorts each
+ * p[i].kl. */
+lmq_code vf_results(vf_positions *p, int n_models, int64_t windows, int ctx, vf_result *out, lmq_err *err);
+
 lmq_code vf_score(rt_state *ref, rt_state *const *cands, int n_cands, const int32_t *tokens, int64_t n_tokens,
                   const vf_opts *opts, vf_result *ref_out, vf_result *cand_out, lmq_err *err);
 

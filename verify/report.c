@@ -395,6 +395,15 @@ static json_t *kl_stats_json(const vf_result *res)
                      "ln_ppl_ratio", res->ln_ppl_ratio.value, "ln_ppl_ratio_se", res->ln_ppl_ratio.se);
 }
 
+void vf_rows_score(vf_row *rows, int n, const vf_result *res, uint64_t text_checksum)
+{
+    for (int i = 0; i < n; i++) {
+        rows[i].on_calibration_text = rows[i].calibration_checksum && rows[i].calibration_checksum == text_checksum;
+        rows[i].res = res[i];
+        rows[i].dppl_pct = 100.0 * (res[i].ppl / res[0].ppl - 1.0);
+    }
+}
+
 json_t *vf_row_json(const vf_report *r, int i)
 {
     const vf_row *w = &r->rows[i];

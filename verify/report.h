@@ -64,6 +64,7 @@ typedef struct {
     int64_t tokens;         /* stream length */
     int documents;
     uint64_t text_checksum; /* XXH3-64 of the text file */
+    uint64_t tokens_checksum; /* XXH3-64 of the token stream (int32 ids; verify/ref_logits.h) */
     const char *ref_logits; /* the saved reference logits used instead of running the reference, or NULL */
     uint64_t ref_logits_checksum;
     const vf_row *rows;     /* rows[0] is the reference */
@@ -76,6 +77,11 @@ typedef struct {
 const char *vf_file_name(const char *path);
 /* Code points in UTF-8 text: its width in columns ("±" is one column, two bytes). */
 int vf_text_columns(const char *s);
+
+/* Sets rows[0..n)'s results res[0..n) (the reference first), their ΔPPL and whether each is
+ * scored on the text its calibrated methods were fitted on (text_checksum): what a single run
+ * and a merge of shards share. */
+void vf_rows_score(vf_row *rows, int n, const vf_result *res, uint64_t text_checksum);
 
 /* Reads what the row needs from an artefact's manifest and file (scheme, bpw, sizes, errors). */
 lmq_code vf_row_from_artefact(const char *path, vf_row *row, lmq_err *err);

@@ -13,6 +13,7 @@
 #include "tokenizer/stream.h"
 #include "tokenizer/tokenizer.h"
 #include "verify/ref_logits.h"
+#include "verify/shard.h"
 
 /* Tokens decoded one at a time to measure decode speed (fewer if the window is shorter); each
  * speed is the best of SPEED_ROUNDS, taken in turn across the artefacts. A CUDA device's copy
@@ -201,17 +202,23 @@ lmq_code vf_run(const char *ref_path, const char *const *cand_paths, int n_cands
     if (opts->ref_logits && (opts->speed_only || opts->save_ref_logits || n_cands < 1))
         return lmq_fail(err, LMQ_E_ARG, "saved reference logits score candidates on a text: give at least one, "
                                         "and neither --speed-only nor a file to save them to");
+    const int sharded = opts->shards > 0;
+    if (sharded && (!opts->shard_path || opts->speed_only || opts->ref_logits || opts->save_ref_logits ||
+                    opts->n_batch || opts->shard < 0 || opts->shard >= opts->shards))
+        return lmq_fail(err, LMQ_E_ARG, "shard %d/%d: a shard (0 <= K < N) scores the text into a shard file, "
+                        "without speed, batch sweep or saved logits", opts->shard, opts->shards);
     const int saved = opts->ref_logits != NULL; /* the reference is not run: l[0] stays empty */
     const int n = n_cands + 1;
     loaded *l = calloc((size_t)n, sizeof *l);
     rt_state **cands = calloc((size_t)n, sizeof *cands);
     vf_row *rows = calloc((size_t)n, sizeof *rows);
     vf_result *res = calloc((size_t)n, sizeof *res);
+    vf_positions *keep = sharded ? calloc((size_t)n, sizeof *keep) : NULL;
     int32_t *ids = NULL;
     size_t n_ids = 0;
     lmq_pool *pool = NULL;
     vf_logits_file *lf = NULL;
-    lmq_code c = (l && cands && rows && res) ? LMQ_OK : lmq_fail(err, LMQ_E_NOMEM, "out of memory");
+    lmq_code c = (l && cands && rows && res && (keep || !sharded)) ? LMQ_OK : lmq_fail(err, LMQ_E_NOMEM, "out of memory");
     if (!c)
         c = lmq_pool_create(opts->threads, &pool, err);
     const rt_backend *dev = NULL;
@@ -255,8 +262,10 @@ lmq_code vf_run(const char *ref_path, const char *const *cand_paths, int n_cands
         c = lmq_fail(err, LMQ_E_ARG, "%s: %zu tokens, shorter than one window of %d", text_path, n_ids, ctx);
     vf_logits_head run = { 0 }; /* what saved logits are bound to */
     if (!c)
+        report->tokens_checksum = vf_tokens_checksum(ids, n_ids);
+    if (!c)
         run = (vf_logits_head){ .ctx = ctx, .vocab = l[saved].m.arch.vocab_size, .windows = (int64_t)n_ids / ctx,
-                                .tokens = (int64_t)n_ids, .tokens_checksum = vf_tokens_checksum(ids, n_ids),
+                                .tokens = (int64_t)n_ids, .tokens_checksum = report->tokens_checksum,
                                 .text_checksum = report->text_checksum, .ref = rows[0] };
     if (!c && saved)
         c = open_saved(opts, &run, &rows[0], ref_path != NULL, report, &lf, err);
@@ -264,27 +273,34 @@ lmq_code vf_run(const char *ref_path, const char *const *cand_paths, int n_cands
         c = vf_logits_create(opts->save_ref_logits, &run, &lf, err);
     if (!c && !opts->speed_only) {
         vf_opts vo = { .ctx = ctx, .progress = opts->progress, .user = opts->user, .logits_user = lf,
-                       .save = opts->save_ref_logits ? vf_logits_save : NULL, .load = saved ? vf_logits_load : NULL };
+                       .save = opts->save_ref_logits ? vf_logits_save : NULL, .load = saved ? vf_logits_load : NULL,
+                       .shard = opts->shard, .shards = opts->shards, .keep = keep };
         c = vf_score(cands[0], cands + 1, n_cands, ids, (int64_t)n_ids, &vo, &res[0], res + 1, err);
     }
     if (!c && opts->save_ref_logits) {
         c = vf_logits_finish(lf, NULL, err);
         lf = NULL;
     }
-    for (int i = 0; i < n && !c; i++) {
-        rows[i].on_calibration_text =
-            !opts->speed_only && rows[i].calibration_checksum && rows[i].calibration_checksum == report->text_checksum;
-        rows[i].res = res[i];
-        rows[i].dppl_pct = opts->speed_only ? 0 : 100.0 * (res[i].ppl / res[0].ppl - 1.0);
-    }
+    if (!c && !opts->speed_only && !sharded)
+        vf_rows_score(rows, n, res, report->text_checksum);
     for (int i = saved; i < n && !c; i++) {
         rows[i].weight_mib = (double)rt_model_weight_bytes(&l[i].rm) / 1048576.0;
-        rows[i].read_gbps = report->bandwidth_gbps;
+        rows[i].read_gbps = sharded ? 0 : report->bandwidth_gbps;
+    }
+    report->tokens = (int64_t)n_ids;
+    report->threads = lmq_pool_threads(pool);
+    if (sharded) { /* a shard's rows are its binding; speed is no part of it */
+        report->bandwidth_gbps = 0;
+        report->rows = rows;
+        report->n_rows = n;
+        if (!c)
+            c = vf_shard_write(opts->shard_path, report, opts->shard, opts->shards, keep, err);
+        report->rows = NULL;
     }
     /* Weights that fit in the last-level cache are not streamed from memory: no roofline. Round by
      * round, every artefact in turn, so that their ratios are taken in the same seconds. */
     const int fixed = report->bandwidth_gbps > 0;
-    for (int r = 0; r < SPEED_ROUNDS && !c; r++)
+    for (int r = 0; r < SPEED_ROUNDS && !c && !sharded; r++)
         for (int i = saved; i < n && !c; i++) {
             const int probe = !fixed && (double)rt_model_weight_bytes(&l[i].rm) > (double)cache;
             c = speed_round(&l[i], pool, ids, ctx, probe, &rows[i], err);
@@ -297,14 +313,15 @@ lmq_code vf_run(const char *ref_path, const char *const *cand_paths, int n_cands
             c = measure_batches(&l[i], rt_state_exec(l[i].st), opts, &rows[i], err);
     }
     vf_logits_close(lf);
-    report->tokens = (int64_t)n_ids;
-    report->threads = lmq_pool_threads(pool);
     for (int i = 0; l && i < n; i++)
         unload(&l[i]);
     lmq_pool_free(pool);
     free(l);
     free(cands);
     free(res);
+    for (int i = 0; keep && i < n; i++)
+        vf_positions_free(&keep[i]);
+    free(keep);
     free(ids);
     if (c) {
         free(rows);

@@ -24,6 +24,10 @@ typedef struct {
     /* Each candidate's KV cache formats for keys and values (runtime/kv.h; NULL arrays or
      * entries: fp32); the reference's cache is fp32. */
     const struct rt_kv_format *const *kv_k, *const *kv_v;
+    /* shards > 0: score windows shard, shard + shards, ... only and write them to shard_path
+     * (verify/shard.h); no speed is measured and the report's rows have no results. */
+    int shard, shards;
+    const char *shard_path;
 } vf_run_opts;
 
 /* rows (allocated here; the caller frees report->rows) get the reference first, then each

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "formats/artefact.h"
 #include "formats/container.h"
@@ -17,6 +18,7 @@
 #include "formats/safetensors.h"
 #include "quantize/quantize.h"
 #include "verify/ref_logits.h"
+#include "verify/shard.h"
 
 static const char *outdir;
 
@@ -624,6 +626,63 @@ static void ref_logits_seeds(void)
         die("ref_logits", &err);
 }
 
+/* A verify shard as fuzz_shard reads it: the header text, a NUL, then each carried array (u8 name
+ * length, name, u32 size, bytes), taken from a shard vf_shard_write wrote (shard 0 of 1: 3 windows
+ * of ctx 5, two rows). */
+static void shard_seed(void)
+{
+    vf_row rows[2] = { { .path = "ref.lmq", .scheme = "fp32", .kv_cache = "fp32" },
+                       { .path = "q.lmq", .scheme = "int4 g32", .kv_cache = "fp32", .file_checksum = 7 } };
+    vf_report r = { .text = "eval.txt", .ctx = 5, .threads = 1, .isa = "scalar", .device = "cpu", .tokens = 16,
+                    .documents = 1, .text_checksum = 2, .tokens_checksum = 3, .rows = rows, .n_rows = 2 };
+    double nll[2][12], kl[2][12];
+    uint8_t agree[2][12];
+    vf_positions p[2];
+    for (int m = 0; m < 2; m++) {
+        for (int i = 0; i < 12; i++) {
+            nll[m][i] = 1.0 + weight((uint32_t)(m * 12 + i));
+            kl[m][i] = m ? fabs((double)weight((uint32_t)(100 + i))) : 0.0;
+            agree[m][i] = (uint8_t)(!m || i % 3);
+        }
+        p[m] = (vf_positions){ .nll = nll[m], .kl = kl[m], .agree = agree[m] };
+    }
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/lmq-seed-shard-%ld", (long)getpid());
+    lmq_err err;
+    lmq_container c;
+    if (vf_shard_write(path, &r, 0, 1, p, &err) || lmq_container_open(&c, path, &err))
+        die("shard", &err);
+    char *seed;
+    size_t seed_size;
+    FILE *f = open_memstream(&seed, &seed_size);
+    if (!f)
+        die("shard", NULL);
+    fwrite(c.manifest, 1, c.manifest_size, f);
+    fputc(0, f);
+    for (int i = 0; i < c.n_tensors; i++) {
+        const lmq_tensor_entry *t = &c.tensors[i];
+        const char *name = lmq_entry_file_name(t);
+        const uint8_t head[5] = { (uint8_t)strlen(name) }, size[4] = { (uint8_t)t->raw_size,
+                                                                       (uint8_t)(t->raw_size >> 8),
+                                                                       (uint8_t)(t->raw_size >> 16),
+                                                                       (uint8_t)(t->raw_size >> 24) };
+        void *raw;
+        if (lmq_container_read_alloc(&c, t, &raw, &err))
+            die("shard", &err);
+        fwrite(head, 1, 1, f);
+        fwrite(name, 1, strlen(name), f);
+        fwrite(size, 1, 4, f);
+        fwrite(raw, 1, t->raw_size, f);
+        free(raw);
+    }
+    lmq_container_close(&c);
+    unlink(path);
+    if (fclose(f))
+        die("shard", NULL);
+    put("shard", "two-rows.shard", seed, seed_size);
+    free(seed);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -650,5 +709,6 @@ int main(int argc, char **argv)
     spm_model_seed();
     text_seeds();
     ref_logits_seeds();
+    shard_seed();
     return 0;
 }
