@@ -170,19 +170,21 @@ lmq_code q_bpw_assign(const q_recipe *r, q_plan *plan, const int64_t *rows, cons
     int *first = malloc((size_t)(plan->n + 1) * sizeof *first), *choice = malloc((size_t)(plan->n + 1) * sizeof *choice);
     rep->choices = malloc((size_t)(plan->n + 1) * sizeof *rep->choices);
     lmq_code c = opts && alt && first && choice && rep->choices ? LMQ_OK : lmq_fail(err, LMQ_E_NOMEM, "out of memory");
-    uint64_t fixed = 0, params = 0, bits;
+    uint64_t fixed = 0, params = 0;
     int n = 0, k = 0;
-    first[0] = 0;
     /* The pinned tensors' bits: the plan's total less the free entries as their rules resolved them. */
-    if (!c)
-        c = q_plan_bits(plan, rows, cols, &bits, &params, err);
-    fixed = bits;
+    if (!c && !(c = q_plan_bits(plan, rows, cols, &fixed, &params, err)))
+        first[0] = 0;
     for (int i = 0; i < plan->n && !c; i++) {
         q_plan_entry *e = &plan->entries[i];
         if (!is_free(e))
             continue;
         const q_rule *rule = rule_at(r, e->rule_line);
         lmq_layout L;
+        if (!rule) {
+            c = lmq_fail(err, LMQ_E_ARG, "%s: tensor %s: no rule at line %d", r->path, e->name, e->rule_line);
+            break;
+        }
         if ((c = lmq_layout_of(&e->qp, rows[i], cols[i], &L, err)))
             break;
         fixed -= L.bits;

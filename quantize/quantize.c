@@ -57,6 +57,14 @@ static lmq_code input_f32(const q_run *r, const lmq_tensor_entry *t, int64_t row
     return c;
 }
 
+/* A tensor as [rows, cols]: its first dimension by the rest (1-D: one row). */
+static void rows_cols(const lmq_tensor_entry *t, int64_t *rows, int64_t *cols)
+{
+    const int64_t n = lmq_entry_numel(t);
+    *rows = t->ndim > 1 ? t->shape[0] : 1;
+    *cols = n / *rows;
+}
+
 /* Grows *buf to hold size bytes (at least 1). */
 static lmq_code reserve(void **buf, size_t *cap, size_t size, lmq_err *err)
 {
@@ -135,7 +143,8 @@ static lmq_code write_tensor(q_run *r, const lmq_tensor_entry *t, const char *na
     if ((c = lmq_manifest_add_tensor(&r->out, name, &m, err)))
         return c;
     const lmq_manifest_tensor *was = lmq_manifest_find(&r->src, t->name);
-    int64_t n = lmq_entry_numel(t), rows = t->ndim > 1 ? t->shape[0] : 1, cols = n / rows;
+    int64_t n = lmq_entry_numel(t), rows, cols;
+    rows_cols(t, &rows, &cols);
     const void *raw;
     void *buf = NULL;
     if (p->keep_reason) { /* source precision: the same bytes, the same record */
@@ -204,13 +213,6 @@ static const q_plan_entry *plan_for(const q_plan *p, const char *name)
 static const lmq_tensor_entry *tensor_of(const q_run *r, const q_plan_entry *e)
 {
     return lmq_container_find(&r->in, e->derived_from_tied ? "tok_embd.weight" : e->name);
-}
-
-static void rows_cols(const lmq_tensor_entry *t, int64_t *rows, int64_t *cols)
-{
-    const int64_t n = lmq_entry_numel(t);
-    *rows = t->ndim > 1 ? t->shape[0] : 1;
-    *cols = n / *rows;
 }
 
 static void drop_at(q_run *r)
