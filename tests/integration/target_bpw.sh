@@ -16,11 +16,6 @@ need_fixtures
 bytes=24000
 [ -n "${LMQ_SAN:-}" ] && bytes=8000
 
-# recipe FILE METHOD: FILE with `method: METHOD` on its rules of block linear layers.
-with_method() {
-    awk -v m="$2" '{ print } /^  - match: .*blk\./ { blk = 1 } /^  - match: / && !/blk\./ { blk = 0 }
-                    /^    scheme: / && blk && m != "rtn" { print "    method: " m }' "$1"
-}
 kl() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["rows"][int(sys.argv[2])]["kl_mean"])' "$@"; }
 gguf_bpw() { "$LMQ" export "$1" --to gguf -o "$1.gguf" >/dev/null && python3 tools/gguf_bpw.py "$1.gguf"; }
 
@@ -31,11 +26,11 @@ while read -r name src text factor; do
     tail -c $bytes "$FIX/text/$text" >"$tmp/eval.txt"
     run 0 "$LMQ" calibrate "$m.lmq" --text "$tmp/calib.txt" --ctx 64 --windows 24 -o "$m.stats.lmq"
     for method in rtn imatrix; do
-        with_method recipes/gguf/Q4_K_M.yaml $method >"$m.preset.yaml"
+        tools/with_method.sh recipes/gguf/Q4_K_M.yaml $method >"$m.preset.yaml"
         stats=() && [ $method = imatrix ] && stats=(--stats "$m.stats.lmq")
         "$LMQ" quantize "$m.lmq" --recipe "$m.preset.yaml" "${stats[@]}" -o "$m.preset.lmq" >/dev/null
         want=$(gguf_bpw "$m.preset.lmq")
-        with_method recipes/gguf/target-4.5.yaml $method | sed "s/^target_bpw: .*/target_bpw: $want/" >"$m.target.yaml"
+        tools/with_method.sh recipes/gguf/target-4.5.yaml $method | sed "s/^target_bpw: .*/target_bpw: $want/" >"$m.target.yaml"
         run 0 "$LMQ" quantize "$m.lmq" --recipe "$m.target.yaml" --stats "$m.stats.lmq" -o "$m.target.lmq"
         has "bits per weight reached"
         got=$(gguf_bpw "$m.target.lmq")
