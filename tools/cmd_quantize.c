@@ -29,8 +29,8 @@ static const char usage[] =
     "name it stands for) and how many tensors it matches, then each tensor's scheme and the rule or\n"
     "ignore pattern (recipe file:line) that decided it; exit 1 when a pattern matches no tensor.\n"
     "With target_bpw it then chooses the encodings and prints each chosen tensor's scheme and estimated\n"
-    "error and the bits per weight reached (the output error through --stats' Gram matrices, else\n"
-    "the weights' squared error).\n"
+    "error and the bits per weight reached (the relative output error through --stats' Gram matrices,\n"
+    "else the weights' relative squared error, times the tensor's weights).\n"
     "A recipe as llm-compressor writes it (quant_stage: quant_modifiers: GPTQModifier: ...) is read as\n"
     "it is and translated into lmq's rules; --explain prints first what each part of it became.\n";
 

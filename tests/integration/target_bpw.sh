@@ -12,19 +12,22 @@
 . "$(dirname "$0")/lib.bash"
 need_fixtures
 
-# Short texts: the calibration and the evaluation are different parts of the same text.
-bytes=24000
-[ -n "${LMQ_SAN:-}" ] && bytes=8000
+# Short texts: the calibration and the evaluation are different parts of the same text. Under the
+# sanitizers shorter still, and sotu-gpt2 left out (its 50257-wide logits are most of the time;
+# stories260K runs the same paths: a tied embedding, fallbacks, 32-blocks).
+bytes=24000 windows=24
+[ -n "${LMQ_SAN:-}" ] && bytes=8000 windows=8
 
 kl() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["rows"][int(sys.argv[2])]["kl_mean"])' "$@"; }
 gguf_bpw() { "$LMQ" export "$1" --to gguf -o "$1.gguf" >/dev/null && python3 tools/gguf_bpw.py "$1.gguf"; }
 
 while read -r name src text factor; do
+    [ -n "${LMQ_SAN:-}" ] && [ "$name" = sotu-gpt2 ] && continue
     m=$tmp/$name
     "$LMQ" convert "$FIX/$src" -o "$m.lmq" >/dev/null
     head -c $bytes "$FIX/text/$text" >"$tmp/calib.txt"
     tail -c $bytes "$FIX/text/$text" >"$tmp/eval.txt"
-    run 0 "$LMQ" calibrate "$m.lmq" --text "$tmp/calib.txt" --ctx 64 --windows 24 -o "$m.stats.lmq"
+    run 0 "$LMQ" calibrate "$m.lmq" --text "$tmp/calib.txt" --ctx 64 --windows $windows -o "$m.stats.lmq"
     for method in rtn imatrix; do
         tools/with_method.sh recipes/gguf/Q4_K_M.yaml $method >"$m.preset.yaml"
         stats=() && [ $method = imatrix ] && stats=(--stats "$m.stats.lmq")
