@@ -13,10 +13,11 @@
 need_fixtures
 
 # Short texts: the calibration and the evaluation are different parts of the same text. Under the
-# sanitizers shorter still, and sotu-gpt2 left out (its 50257-wide logits are most of the time;
+# sanitizers shorter still, imatrix alone (the calibrated path; --explain's refusal below plans
+# without statistics) and sotu-gpt2 left out (its 50257-wide logits are most of the time;
 # stories260K runs the same paths: a tied embedding, fallbacks, 32-blocks).
-bytes=24000 windows=24
-[ -n "${LMQ_SAN:-}" ] && bytes=8000 windows=8
+bytes=24000 windows=24 methods="rtn imatrix"
+[ -n "${LMQ_SAN:-}" ] && bytes=8000 windows=8 methods=imatrix
 
 kl() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["rows"][int(sys.argv[2])]["kl_mean"])' "$@"; }
 gguf_bpw() { "$LMQ" export "$1" --to gguf -o "$1.gguf" >/dev/null && python3 tools/gguf_bpw.py "$1.gguf"; }
@@ -28,7 +29,7 @@ while read -r name src text factor; do
     head -c $bytes "$FIX/text/$text" >"$tmp/calib.txt"
     tail -c $bytes "$FIX/text/$text" >"$tmp/eval.txt"
     run 0 "$LMQ" calibrate "$m.lmq" --text "$tmp/calib.txt" --ctx 64 --windows $windows -o "$m.stats.lmq"
-    for method in rtn imatrix; do
+    for method in $methods; do
         tools/with_method.sh recipes/gguf/Q4_K_M.yaml $method >"$m.preset.yaml"
         stats=() && [ $method = imatrix ] && stats=(--stats "$m.stats.lmq")
         "$LMQ" quantize "$m.lmq" --recipe "$m.preset.yaml" "${stats[@]}" -o "$m.preset.lmq" >/dev/null
