@@ -27,6 +27,10 @@ typedef struct {
     uint8_t *enc;
     float *back;
     size_t enc_cap, back_cap;
+    /* target_bpw's estimates: the tensor whose weights are at hand (one tensor's at a time) */
+    const lmq_tensor_entry *at;
+    const float *at_w;
+    void *at_buf;
 } q_run;
 
 /* The input tensor t as fp32 [rows, cols]. fp32 is used as stored (the container checked its
@@ -51,6 +55,14 @@ static lmq_code input_f32(const q_run *r, const lmq_tensor_entry *t, int64_t row
     *buf = f;
     *w = f;
     return c;
+}
+
+/* A tensor as [rows, cols]: its first dimension by the rest (1-D: one row). */
+static void rows_cols(const lmq_tensor_entry *t, int64_t *rows, int64_t *cols)
+{
+    const int64_t n = lmq_entry_numel(t);
+    *rows = t->ndim > 1 ? t->shape[0] : 1;
+    *cols = n / *rows;
 }
 
 /* Grows *buf to hold size bytes (at least 1). */
@@ -131,7 +143,8 @@ static lmq_code write_tensor(q_run *r, const lmq_tensor_entry *t, const char *na
     if ((c = lmq_manifest_add_tensor(&r->out, name, &m, err)))
         return c;
     const lmq_manifest_tensor *was = lmq_manifest_find(&r->src, t->name);
-    int64_t n = lmq_entry_numel(t), rows = t->ndim > 1 ? t->shape[0] : 1, cols = n / rows;
+    int64_t n = lmq_entry_numel(t), rows, cols;
+    rows_cols(t, &rows, &cols);
     const void *raw;
     void *buf = NULL;
     if (p->keep_reason) { /* source precision: the same bytes, the same record */
@@ -196,12 +209,87 @@ static const q_plan_entry *plan_for(const q_plan *p, const char *name)
     return NULL;
 }
 
-/* The two uses of a tied embedding need separate tensors when the recipe treats them apart. */
-static int same_encoding(const q_plan_entry *a, const q_plan_entry *b)
+/* The input tensor behind plan entry e (the classifier use of a tied table is the table). */
+static const lmq_tensor_entry *tensor_of(const q_run *r, const q_plan_entry *e)
 {
-    return !a->keep_reason == !b->keep_reason && a->qp.dtype == b->qp.dtype && a->qp.gran == b->qp.gran &&
-           a->qp.asym == b->qp.asym && a->qp.group == b->qp.group && a->act.scheme == b->act.scheme &&
-           a->act.gran == b->act.gran;
+    return lmq_container_find(&r->in, e->derived_from_tied ? "tok_embd.weight" : e->name);
+}
+
+static void drop_at(q_run *r)
+{
+    if (r->at)
+        lmq_container_release(&r->in, r->at);
+    free(r->at_buf);
+    r->at = NULL;
+    r->at_buf = NULL;
+}
+
+/* target_bpw without statistics: a candidate's error is its weights' relative squared error
+ * Σ (w' - w)² / Σ w², times its weights (the Gram estimate of calibrate/methods.c with XᵀX = I). */
+static lmq_code weight_error(void *ctx, int entry, const lmq_qparams *qp, const q_method *m, double *out, lmq_err *err)
+{
+    (void)m; /* round to nearest: a recipe with a calibrated method has statistics, and calibrate/ estimates */
+    q_run *r = ctx;
+    const lmq_tensor_entry *t = tensor_of(r, &r->plan.entries[entry]);
+    int64_t rows, cols;
+    rows_cols(t, &rows, &cols);
+    lmq_layout L;
+    lmq_code c = LMQ_OK;
+    if (t != r->at) {
+        drop_at(r);
+        r->at = t;
+        c = input_f32(r, t, rows, cols, &r->at_w, &r->at_buf, err);
+    }
+    const size_t n = (size_t)(rows * cols);
+    if (c || (c = lmq_layout_of(qp, rows, cols, &L, err)) || (c = reserve((void **)&r->enc, &r->enc_cap, L.bytes, err)) ||
+        (c = reserve((void **)&r->back, &r->back_cap, n * sizeof *r->back, err)) ||
+        (c = q_quantize(qp, r->at_w, rows, cols, r->enc, L.bytes, r->pool, err)) ||
+        (c = q_dequantize(qp, r->enc, L.bytes, rows, cols, r->back, r->pool, err)))
+        return lmq_err_prefix(err, "tensor %s: ", t->name);
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        const double d = (double)r->back[i] - (double)r->at_w[i];
+        num += d * d;
+        den += (double)r->at_w[i] * r->at_w[i];
+    }
+    *out = (den > 0 ? num / den : num > 0) * (double)n;
+    return LMQ_OK;
+}
+
+/* target_bpw: the free tensors' encodings, as the caller chose them or chosen here. */
+static lmq_code plan_target(q_run *r, const q_opts *opts, lmq_err *err)
+{
+    const int n = r->plan.n;
+    lmq_code c = LMQ_OK;
+    if (opts && opts->chosen) {
+        for (int i = 0; i < n && !c; i++) {
+            q_plan_entry *e = &r->plan.entries[i];
+            int k = 0;
+            while (k < opts->chosen->n && strcmp(opts->chosen->entries[k].name, e->name))
+                k++;
+            if (k == opts->chosen->n)
+                c = lmq_fail(err, LMQ_E_ARG, "%s: target_bpw's plan has no tensor %s", r->recipe.path, e->name);
+            else
+                *e = opts->chosen->entries[k];
+        }
+        return c;
+    }
+    int64_t *rows = malloc((size_t)(n + 1) * sizeof *rows), *cols = malloc((size_t)(n + 1) * sizeof *cols);
+    if (!rows || !cols)
+        c = lmq_fail(err, LMQ_E_NOMEM, "out of memory");
+    for (int i = 0; i < n && !c; i++)
+        rows_cols(tensor_of(r, &r->plan.entries[i]), &rows[i], &cols[i]);
+    q_bpw_report rep;
+    if (!c && !(c = lmq_pool_create(opts ? opts->threads : 0, &r->pool, err)) &&
+        !(c = q_bpw_assign(&r->recipe, &r->plan, rows, cols, weight_error, r, &rep, err))) {
+        if (opts && opts->report)
+            opts->report(opts->report_ctx, &r->plan, &rep);
+        q_bpw_report_free(&rep);
+    }
+    drop_at(r);
+    free(rows);
+    free(cols);
+    return c;
 }
 
 static lmq_code resolve(q_run *r, int check, lmq_err *err)
@@ -316,11 +404,15 @@ static lmq_code run(q_run *r, const char *in_path, const char *recipe_path, cons
         return c;
     if (q_recipe_needs_stats(&r->recipe) && !(opts && opts->override))
         return q_recipe_stats_error(&r->recipe, err);
+    if (r->recipe.target_bpw > 0 && (c = plan_target(r, opts, err)))
+        return c;
+    if (opts && opts->plan_only)
+        return LMQ_OK;
     const q_plan_entry *lookup = plan_for(&r->plan, "tok_embd.weight"), *classifier = plan_for(&r->plan, "output.weight");
-    const int split = r->src.arch.tied_embedding && lookup && classifier && !same_encoding(lookup, classifier);
+    const int split = r->src.arch.tied_embedding && lookup && classifier && !q_plan_entry_same(lookup, classifier);
     if (split)
         r->out.arch.tied_embedding = 0; /* each use now has a tensor of its own */
-    if ((c = lmq_pool_create(opts ? opts->threads : 0, &r->pool, err)) ||
+    if ((!r->pool && (c = lmq_pool_create(opts ? opts->threads : 0, &r->pool, err))) ||
         (c = lmq_writer_open(&r->w, out_path, err)))
         return c;
     const int total = r->in.n_tensors + split;

@@ -7,6 +7,7 @@
 
 #include "common/err.h"
 #include "formats/manifest.h"
+#include "quantize/bpw_plan.h"
 #include "quantize/recipe.h"
 
 /* Called after each tensor: done of total, and the tensor's name. */
@@ -43,6 +44,13 @@ typedef struct {
     /* An input with any tensor already quantised (not fp32) is refused unless this is set; then
      * the output's manifest records its lineage (the input's file checksum and summary). */
     int requantize;
+    /* target_bpw (quantize/bpw_plan.h): the plan a caller already chose (calibrate/, through the
+     * Gram matrices), taken entry by entry; NULL: chosen here, by the weights' squared error. */
+    const q_plan *chosen;
+    /* Called with the target_bpw choice made here (may be NULL); plan_only: stop there, write nothing. */
+    void (*report)(void *ctx, const q_plan *plan, const q_bpw_report *rep);
+    void *report_ctx;
+    int plan_only;
 } q_opts;
 
 /* LMQ_E_ARG, saying why, when the artefact in (opened from in_path) has a tensor already quantised

@@ -736,12 +736,81 @@ static lmq_code read_smoothquant(ROW_ARGS)
     return lmq_yf_read_map(rd, &smooth_table, base, v, path, v);
 }
 
+/* target_bpw: a plain number of bits per weight, 1 to 32 (fp32's). */
+static lmq_code read_target(ROW_ARGS)
+{
+    q_recipe *r = base;
+    lmq_code rc = get_real(CTX, v, path, &r->target_bpw);
+    if (!rc && !(r->target_bpw >= f->lo && r->target_bpw <= f->hi))
+        return perr(CTX, line_of(v), path, "%g is not between %g and %g bits per weight", r->target_bpw, f->lo, f->hi);
+    r->target_line = line_of(v);
+    return rc;
+}
+
+/* candidates: a non-empty list of distinct GGUF block schemes. */
+static lmq_code read_candidates(ROW_ARGS)
+{
+    q_recipe *r = base;
+    if (v->type != YAML_SEQUENCE_NODE)
+        return perr(CTX, line_of(v), path, "expected a list of GGUF block schemes, got %s", type_name(v));
+    r->candidates_line = line_of(v);
+    int n = 0;
+    lmq_code c = strings_count(rd, v, "a scheme", path, &n);
+    if (c)
+        return c;
+    if (!n || n > Q_CANDIDATES_MAX)
+        return perr(CTX, line_of(v), path, "gives %d schemes: 1 to %d", n, Q_CANDIDATES_MAX);
+    for (int k = 0; k < n; k++) {
+        const yaml_node_t *item;
+        const char *s;
+        if ((c = strings_item(rd, v, k, path, &item, &s)))
+            return c;
+        const lmq_encoding *e = lmq_encoding_find(s);
+        if (!e || kind_of(e) != KIND_BLOCK)
+            return perr(CTX, line_of(item), path, "'%s' is not a GGUF block scheme (q2_k ... q8_0: recipes/README.md)", s);
+        for (int j = 0; j < r->n_candidates; j++)
+            if (r->candidates[j] == e->dtype)
+                return perr(CTX, line_of(item), path, "'%s' is listed twice", s);
+        r->candidates[r->n_candidates++] = (uint16_t)e->dtype;
+    }
+    return LMQ_OK;
+}
+
+/* Without candidates, target_bpw chooses among the K-types, Q8_0 and the 32-blocks that stand in
+ * for them where 256 does not divide a row. */
+static const lmq_dtype DEFAULT_CANDIDATES[] = { LMQ_T_Q2_K, LMQ_T_Q3_K, LMQ_T_Q4_0, LMQ_T_Q4_K, LMQ_T_Q5_0,
+                                                LMQ_T_Q5_K, LMQ_T_Q6_K, LMQ_T_Q8_0 };
+
+/* What target_bpw needs beside it: candidates only with a target, and a rule whose tensors it may
+ * choose for. */
+static lmq_code check_target(pctx *c, q_recipe *r)
+{
+    if (r->n_candidates && !r->target_bpw)
+        return perr(c, r->candidates_line, "candidates", "given without target_bpw: the candidates are what target_bpw "
+                    "chooses among");
+    if (!r->target_bpw)
+        return LMQ_OK;
+    int blocks = 0;
+    for (int i = 0; i < r->n_rules; i++)
+        blocks |= !r->rules[i].preset && kind_of(scheme_of(&r->rules[i])) == KIND_BLOCK;
+    if (!blocks)
+        return perr(c, r->target_line, "target_bpw", "no rule gives a GGUF block scheme: target_bpw chooses the "
+                    "encodings of the tensors such rules match");
+    for (size_t k = 0; !r->n_candidates && k < sizeof DEFAULT_CANDIDATES / sizeof DEFAULT_CANDIDATES[0]; k++)
+        r->candidates[k] = (uint16_t)DEFAULT_CANDIDATES[k];
+    if (!r->n_candidates)
+        r->n_candidates = (int)(sizeof DEFAULT_CANDIDATES / sizeof DEFAULT_CANDIDATES[0]);
+    return LMQ_OK;
+}
+
 static const lmq_yf_field top_fields[] = {
     ROW("name", read_name, q_recipe, name),
     ROW("description", read_description, q_recipe, description, .flags = YF_OPTIONAL),
     ROW("rules", read_rules, q_recipe, rules),
     ROW("ignore", read_ignore, q_recipe, ignore, .flags = YF_OPTIONAL),
     ROW("smoothquant", read_smoothquant, q_recipe, smooth_alpha, .flags = YF_OPTIONAL),
+    ROW("target_bpw", read_target, q_recipe, target_bpw, .lo = 1, .hi = 32, .flags = YF_OPTIONAL),
+    ROW("candidates", read_candidates, q_recipe, candidates, .flags = YF_OPTIONAL),
 };
 static const lmq_yf_table top_table = YF_TABLE(top_fields);
 
@@ -752,7 +821,8 @@ static lmq_code parse_root(const lmq_yf_reader *rd, yaml_node_t *root, q_recipe 
                     type_name(root));
     if (q_llmc_is_recipe(root, rd->doc))
         return q_llmc_read(rd, root, r);
-    return lmq_yf_read_map(rd, &top_table, r, root, "", root);
+    lmq_code rc = lmq_yf_read_map(rd, &top_table, r, root, "", root);
+    return rc ? rc : check_target(CTX, r);
 }
 
 /* Deeper than any recipe is (lmq's: top > rules > rule > match list; llm-compressor's: stage >
@@ -1006,6 +1076,14 @@ lmq_code q_recipe_stats_error(const q_recipe *r, lmq_err *err)
                             lmq_method_names[r->rules[i].method.method]);
     return lmq_fail(err, LMQ_E_ARG, "%s: smoothquant needs activation statistics (lmq calibrate, then lmq quantize "
                     "--stats STATS.lmq)", r->path);
+}
+
+/* The two uses of a tied embedding need separate tensors when the recipe treats them apart. */
+int q_plan_entry_same(const q_plan_entry *a, const q_plan_entry *b)
+{
+    return !a->keep_reason == !b->keep_reason && a->qp.dtype == b->qp.dtype && a->qp.gran == b->qp.gran &&
+           a->qp.asym == b->qp.asym && a->qp.group == b->qp.group && a->act.scheme == b->act.scheme &&
+           a->act.gran == b->act.gran;
 }
 
 void q_plan_free(q_plan *plan)

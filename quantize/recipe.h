@@ -23,6 +23,7 @@
 #define Q_GROUP_MAX 65536u
 #define Q_LAYERS_MAX 64  /* layer indexes one rule may list */
 #define Q_FALLBACK_MAX 4 /* fallback schemes of one rule */
+#define Q_CANDIDATES_MAX 16 /* target_bpw's candidate schemes */
 
 /* One tensor of the model, as the resolver needs it. */
 typedef struct {
@@ -97,6 +98,12 @@ typedef struct {
     q_pattern *ignore;
     int n_ignore;
     double smooth_alpha; /* SmoothQuant's alpha before the per-tensor pass; 0: none */
+    /* target_bpw: whole-model bits per weight that quantize/bpw_plan.h chooses the free tensors'
+     * encodings for, among candidates (GGUF block schemes); 0: none */
+    double target_bpw;
+    int target_line, candidates_line;
+    uint16_t candidates[Q_CANDIDATES_MAX]; /* lmq_dtype */
+    int n_candidates;
     char *text; /* the raw recipe text, NUL-terminated; embedded in the manifest */
     size_t text_len;
     uint64_t checksum; /* XXH3_64bits over text[0..text_len) */
@@ -147,6 +154,8 @@ lmq_code q_recipe_plan(const q_recipe *r, const q_tensor_ref *tensors, int n_ten
 /* The same over a model in memory (its tensors in order, arch.tied_embedding). */
 lmq_code q_recipe_resolve_model(const q_recipe *r, const lmq_model *m, q_plan *plan, lmq_err *err);
 void q_plan_free(q_plan *plan);
+/* Whether two entries store the same encoding (the two uses of a tied embedding then share one tensor). */
+int q_plan_entry_same(const q_plan_entry *a, const q_plan_entry *b);
 
 /* Whether applying r needs activation statistics (a calibrated method or SmoothQuant). */
 int q_recipe_needs_stats(const q_recipe *r);

@@ -1356,6 +1356,58 @@ START_TEST(presets)
 }
 END_TEST
 
+
+/* target_bpw and candidates: read, defaulted, and each refusal naming the file, line and key. */
+#define BLOCK_RULE "rules:\n  - match: \"blk.*\"\n    scheme: q4_k\n"
+START_TEST(target_bpw)
+{
+    q_recipe r;
+    lmq_err e;
+    ck_assert_msg(parse("name: x\ntarget_bpw: 4.5\ncandidates: [q3_k, q8_0]\n" BLOCK_RULE, &r, &e) == LMQ_OK, "%s",
+                  e.msg);
+    ck_assert_double_eq(r.target_bpw, 4.5);
+    ck_assert_int_eq(r.target_line, 2);
+    ck_assert_int_eq(r.n_candidates, 2);
+    ck_assert_int_eq(r.candidates[0], LMQ_T_Q3_K);
+    ck_assert_int_eq(r.candidates[1], LMQ_T_Q8_0);
+    q_recipe_free(&r);
+    /* without candidates: the K-types, Q8_0 and the 32-blocks Q4_0 and Q5_0 */
+    ck_assert_msg(parse("name: x\ntarget_bpw: 6\n" BLOCK_RULE, &r, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_int_eq(r.n_candidates, 8);
+    static const int want[] = { LMQ_T_Q2_K, LMQ_T_Q3_K, LMQ_T_Q4_0, LMQ_T_Q4_K, LMQ_T_Q5_0, LMQ_T_Q5_K, LMQ_T_Q6_K, LMQ_T_Q8_0 };
+    for (int k = 0; k < 8; k++)
+        ck_assert_int_eq(r.candidates[k], want[k]);
+    q_recipe_free(&r);
+    ck_assert_msg(parse("name: x\n" BLOCK_RULE, &r, &e) == LMQ_OK, "%s", e.msg);
+    ck_assert_double_eq(r.target_bpw, 0);
+    ck_assert_int_eq(r.n_candidates, 0);
+    q_recipe_free(&r);
+
+    parse_fails("name: x\ntarget_bpw: four\n" BLOCK_RULE, "recipe.yaml:2: target_bpw: expected a number, got 'four'",
+                NULL);
+    parse_fails("name: x\ntarget_bpw: [4]\n" BLOCK_RULE, "recipe.yaml:2: target_bpw: expected a number, got a list",
+                NULL);
+    parse_fails("name: x\ntarget_bpw: 0.5\n" BLOCK_RULE, "recipe.yaml:2: target_bpw: 0.5 is not between 1 and 32",
+                NULL);
+    parse_fails("name: x\ntarget_bpw: 33\n" BLOCK_RULE, "recipe.yaml:2: target_bpw: 33 is not between 1 and 32", NULL);
+    parse_fails("name: x\ntarget_bpw: 4\ncandidates: []\n" BLOCK_RULE,
+                "recipe.yaml:3: candidates: gives 0 schemes: 1 to 16", NULL);
+    parse_fails("name: x\ntarget_bpw: 4\ncandidates: [q4_k, q9_k]\n" BLOCK_RULE,
+                "recipe.yaml:3: candidates: 'q9_k' is not a GGUF block scheme", NULL);
+    parse_fails("name: x\ntarget_bpw: 4\ncandidates: [q4_k, int4]\n" BLOCK_RULE,
+                "recipe.yaml:3: candidates: 'int4' is not a GGUF block scheme", NULL);
+    parse_fails("name: x\ntarget_bpw: 4\ncandidates: [q4_k, q6_k, q4_k]\n" BLOCK_RULE,
+                "recipe.yaml:3: candidates: 'q4_k' is listed twice", NULL);
+    parse_fails("name: x\ntarget_bpw: 4\ncandidates: q4_k\n" BLOCK_RULE,
+                "recipe.yaml:3: candidates: expected a list of GGUF block schemes, got a string", NULL);
+    parse_fails("name: x\ncandidates: [q4_k]\n" BLOCK_RULE, "recipe.yaml:2: candidates: given without target_bpw",
+                NULL);
+    parse_fails("name: x\ntarget_bpw: 4\nrules:\n  - match: \"blk.*\"\n    scheme: int4\n    granularity: channel\n",
+                "recipe.yaml:2: target_bpw: no rule gives a GGUF block scheme", NULL);
+    parse_fails("name: x\ntarget_bpw: 4\ntarget_bpw: 5\n" BLOCK_RULE, "recipe.yaml:3", "target_bpw", NULL);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("recipe");
@@ -1372,6 +1424,7 @@ int main(void)
     tcase_add_test(tc, load_file);
     tcase_add_test(tc, hostile_text);
     tcase_add_test(tc, glob);
+    tcase_add_test(tc, target_bpw);
     suite_add_tcase(s, tc);
     tc = tcase_create("resolve");
     tcase_add_test(tc, resolve_unmatched_pattern);

@@ -16,7 +16,7 @@
 static const char usage[] =
     "usage: lmq quantize IN.lmq --recipe R.yaml -o OUT.lmq [--stats STATS.lmq [--calib-text FILE]]\n"
     "                    [--threads N] [--requantize]\n"
-    "       lmq quantize IN.lmq --recipe R.yaml --explain\n"
+    "       lmq quantize IN.lmq --recipe R.yaml --explain [--stats STATS.lmq]\n"
     "Applies the recipe (recipes/README.md) tensor by tensor and writes OUT.lmq atomically, with a\n"
     "manifest of what was done to each tensor. Recipes with calibrated methods (imatrix, gptq,\n"
     "awq) or smoothquant need the statistics `lmq calibrate` took on IN.lmq (--stats; recipes that\n"
@@ -28,6 +28,9 @@ static const char usage[] =
     "--explain writes nothing: it prints each pattern (a Hugging Face module name with the canonical\n"
     "name it stands for) and how many tensors it matches, then each tensor's scheme and the rule or\n"
     "ignore pattern (recipe file:line) that decided it; exit 1 when a pattern matches no tensor.\n"
+    "With target_bpw it then chooses the encodings and prints each chosen tensor's scheme and estimated\n"
+    "error and the bits per weight reached (the relative output error through --stats' Gram matrices,\n"
+    "else the weights' relative squared error, times the tensor's weights).\n"
     "A recipe as llm-compressor writes it (quant_stage: quant_modifiers: GPTQModifier: ...) is read as\n"
     "it is and translated into lmq's rules; --explain prints first what each part of it became.\n";
 
@@ -50,7 +53,30 @@ static void print_pattern(const q_explain *x, const q_pattern *p, const char *ke
     *unmatched += !n;
 }
 
-static int explain(const char *in, const char *recipe)
+/* target_bpw's choice: each free tensor (--explain), then the bits per weight reached. */
+typedef struct {
+    int detail;
+    const char *recipe;
+    const char *estimate;
+} report_ctx;
+
+static void on_report(void *ctx, const q_plan *plan, const q_bpw_report *rep)
+{
+    const report_ctx *rc = ctx;
+    for (int i = 0; rc->detail && i < rep->n; i++) {
+        const q_plan_entry *e = &plan->entries[rep->choices[i].entry];
+        char scheme[LMQ_SCHEME_MAX];
+        printf("  %-24s %-10s estimated error %-12.6g (of %d options)\n", e->name, q_describe(&e->qp, scheme, sizeof scheme),
+               rep->choices[i].err, rep->choices[i].n_options);
+    }
+    printf("target_bpw %g (%s): %.4f bits per weight reached, summed estimated error %.6g (%s)\n", rep->target,
+           rc->recipe, rep->reached, rep->err, rc->estimate);
+}
+
+static const char EST_GRAM[] = "relative output error on the calibration inputs × weights",
+                  EST_MSE[] = "relative squared error of the weights × weights";
+
+static int explain(const char *in, const char *recipe, const char *stats, int threads)
 {
     q_explain x;
     lmq_err err;
@@ -95,7 +121,19 @@ static int explain(const char *in, const char *recipe)
     }
     if (x.quantised[0])
         printf("note: %s is already quantised (tensor %s): quantize needs --requantize\n", in, x.quantised);
+    const int target = r->target_bpw > 0;
     q_explain_free(&x);
+    if (target && !unmatched) {
+        report_ctx rc = { 1, recipe, stats ? EST_GRAM : EST_MSE };
+        q_opts qo = { .threads = threads, .report = on_report, .report_ctx = &rc, .plan_only = 1 };
+        cal_quantize_opts co = { .q = qo };
+        printf("target_bpw's choice for the linear layers of blocks:\n");
+        fflush(stdout);
+        if (stats ? cal_quantize_file(in, recipe, stats, NULL, &co, &err) : q_quantize_file(in, recipe, NULL, &qo, &err)) {
+            fprintf(stderr, "lmq quantize: %s\n", err.msg);
+            return 1;
+        }
+    }
     if (unmatched) {
         fprintf(stderr, "lmq quantize: %d pattern%s match%s no tensor: quantize refuses this recipe for %s\n",
                 unmatched, unmatched == 1 ? "" : "s", unmatched == 1 ? "es" : "", in);
@@ -135,11 +173,11 @@ int cmd_quantize(int argc, char **argv)
     long threads;
     if (!args_int("quantize", "--threads", threads_s, 0, LMQ_POOL_MAX_THREADS, &threads))
         return 2;
-    if (explain_only && n == 1 && recipe && !out)
-        return explain(in[0], recipe);
+    if (explain_only && n == 1 && recipe && !out && !calib_text)
+        return explain(in[0], recipe, stats, (int)threads);
     if (n != 1 || !out || !recipe || (calib_text && !stats) || explain_only) {
         fprintf(stderr, "lmq quantize: need IN.lmq, --recipe R.yaml and -o OUT.lmq (--calib-text goes with "
-                        "--stats; --explain with IN.lmq and --recipe alone)\n%s", usage);
+                        "--stats; --explain with IN.lmq, --recipe and --stats alone)\n%s", usage);
         return 2;
     }
     lmq_err err;
@@ -150,8 +188,9 @@ int cmd_quantize(int argc, char **argv)
     }
     progress pr;
     progress_init(&pr, "quantize");
+    report_ctx rep = { 0, recipe, stats ? EST_GRAM : EST_MSE };
     q_opts qo = { .progress = on_progress, .progress_ctx = &pr, .threads = (int)threads, .warn = on_warn,
-                  .warn_ctx = &pr, .requantize = requantize };
+                  .warn_ctx = &pr, .requantize = requantize, .report = on_report, .report_ctx = &rep };
     cal_quantize_opts co = { .q = qo, .calib_text = calib_text, .progress = on_stage, .progress_ctx = &pr };
     const double t0 = lmq_now();
     lmq_code c = stats ? cal_quantize_file(in[0], recipe, stats, out, &co, &err)

@@ -42,10 +42,6 @@ commit=$(git -C "${SRC:-/nonexistent}" rev-parse HEAD 2>/dev/null || echo unknow
 
 # Documents FIRST..LAST (1-based) of a P1 text, with the separators between them.
 docs() { awk -v a="$2" -v b="$3" 'BEGIN { d = 1 } /^<\|endoftext\|>\r?$/ { if (++d > a && d <= b) print; next } d >= a && d <= b' "$1"; }
-# A recipes/gguf/ preset with `method: M` on the rules for the blocks' matrices.
-with_method() {
-    awk -v m="$2" '/^  - match:/ { blk = /blk\./ } { print } blk && m != "rtn" && /^    scheme:/ { print "    method: " m }' "$1"
-}
 # "bpw ppl kl top1" of one GGUF, scored against the fp32 logits in $base_kld (llama-perplexity's
 # summary: KL to its 6 decimals).
 # On a loaded host llama-perplexity now and then exits 0 after its last chunk without the summary
@@ -101,7 +97,7 @@ for model in $MODELS; do
            ll=$(score "$g"); then :; else ll="- - - -"; bad=1; fi
         best="" all=""
         for m in $METHODS; do
-            with_method "$ROOT/recipes/gguf/$p.yaml" "$m" >"$o/$p.$m.yaml"
+            "$ROOT/tools/with_method.sh" "$ROOT/recipes/gguf/$p.yaml" "$m" >"$o/$p.$m.yaml"
             q=$o/lmq-$p.$m
             if (cd "$o" && "$LMQ" quantize fp32.lmq --recipe "$p.$m.yaml" --stats stats.lmq -o "$q.lmq" >"$q.log" 2>&1) &&
                "$LMQ" export "$q.lmq" --to gguf -o "$q.gguf" >>"$q.log" 2>&1 && s=$(score "$q.gguf"); then
