@@ -9,7 +9,7 @@ need_fixtures
 
 BUILD=$(dirname "$LMQ")
 prefix="$tmp/prefix"
-make -s BUILD="$BUILD" ${LMQ_SAN:+SAN=$LMQ_SAN} ${LMQ_SAN:+OPT=-O1} install PREFIX="$prefix" >"$tmp/make.log" 2>&1 ||
+make -s BUILD="$BUILD" ${LMQ_SAN:+SAN=$LMQ_SAN} ${LMQ_SAN:+OPT="$LMQ_OPT"} install PREFIX="$prefix" >"$tmp/make.log" 2>&1 ||
     { cat "$tmp/make.log" >&2; fail "make install"; }
 for f in bin/lmq lib/liblmq.a lib/liblmq.so include/lmq.h lib/pkgconfig/lmq.pc share/man/man1/lmq.1; do
     [ -s "$prefix/$f" ] || fail "$f not installed"

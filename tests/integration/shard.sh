@@ -11,11 +11,11 @@ docs() { awk -v a="$2" -v b="$3" 'BEGIN { d = 1 } /^<\|endoftext\|>\r?$/ { if (+
 if [ -z "${LMQ_SAN:-}" ]; then
     "$LMQ" convert demo/sotu-gpt2 -o "$tmp/fp32.lmq" >/dev/null
     docs demo/sotu-eval.txt 7 7 >"$tmp/doc.txt"
-    head -c 12000 "$tmp/doc.txt" >"$tmp/eval.txt"
+    head -c 5000 "$tmp/doc.txt" >"$tmp/eval.txt"
     ctx=128
 else
     "$LMQ" convert "$FIX/stories260K/stories260K.bin" -o "$tmp/fp32.lmq" >/dev/null
-    head -c 8000 "$FIX/text/tinystories-valid.txt" >"$tmp/eval.txt"
+    head -c 3000 "$FIX/text/tinystories-valid.txt" >"$tmp/eval.txt"
     ctx=64
 fi
 for r in int4-g32 int8-channel; do "$LMQ" quantize "$tmp/fp32.lmq" --recipe "recipes/$r.yaml" -o "$tmp/$r.lmq" >/dev/null; done
@@ -57,7 +57,7 @@ run 9 "$LMQ" verify --merge s3.0 s3.1 s3.2 --gate 'kl_mean<=0'
 has "int4-g32.lmq: gate 'kl_mean<=0' failed"
 
 # The errors on a shorter text (a few windows each): three shards of it, and another N.
-head -c 6000 eval.txt >small.txt
+head -c $(($(wc -c <eval.txt) / 2)) eval.txt >small.txt
 for s in 0/3 1/3 2/3 1/2; do
     run 0 "$LMQ" verify "${models[@]}" --text small.txt --ctx $ctx --threads 2 --shard $s -o "b${s#*/}.${s%/*}"
 done
@@ -72,7 +72,7 @@ run 1 "$LMQ" verify --merge b3.0 b3.1 copy.1 b3.2
 has "b3.1 and copy.1 both hold shard 1/3"
 run 1 "$LMQ" verify --merge b3.0 b2.1 b3.2
 has "b2.1: a shard of another run than b3.0 (shards: 2, not 3)"
-head -c 4000 small.txt >other.txt
+head -c $(($(wc -c <small.txt) * 2 / 3)) small.txt >other.txt
 foreign() { # NAME ARGS... : shard 1/3 of another run, refused naming the file and the field
     local name=$1 field=$2
     shift 2
