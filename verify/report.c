@@ -374,7 +374,7 @@ int vf_hex_parse(const char *s, uint64_t *v)
     return s[16] == '\0';
 }
 
-static json_t *hex_json(uint64_t v)
+json_t *vf_hex_json(uint64_t v)
 {
     char h[17];
     vf_hex(v, h);
@@ -414,8 +414,9 @@ json_t *vf_row_json(const vf_report *r, int i)
     json_t *err_max = w->imported ? json_null() : json_real(w->err_worst);
     json_t *o = json_pack("{s:s, s:s, s:o, s:b, s:s, s:f, s:f, s:i, s:o, s:o, s:s, s:f, s:f, s:f, s:f, s:f, s:f, s:f, "
                           "s:f, s:f, s:o}",
-                          "artefact", vf_file_name(w->path), "path", w->path, "file_checksum", hex_json(w->file_checksum),
-                          "is_reference", i == 0, "scheme", w->scheme, "linear_bpw", w->linear_bpw, "mib", w->mib,
+                          "artefact", vf_file_name(w->path), "path", w->path, "file_checksum",
+                          vf_hex_json(w->file_checksum), "is_reference", i == 0, "scheme", w->scheme, "linear_bpw",
+                          w->linear_bpw, "mib", w->mib,
                           "changed_tensors", w->n_changed, "rel_error_median", err_med, "rel_error_worst",
                           err_max, "worst_tensor", w->worst, "ppl", w->res.ppl, "nll", w->res.nll, "dppl_pct",
                           w->dppl_pct, "top1", w->res.top1, "kl_mean", w->res.kl_mean, "kl_p99", w->res.kl_p99,
@@ -499,7 +500,7 @@ void vf_report_json(FILE *f, const vf_report *r)
         json_array_append_new(rows, vf_row_json(r, i));
     json_t *doc = json_pack("{s:s, s:s, s:s?, s:o, s:i, s:i, s:s, s:f, s:I, s:i, s:I, s:I, s:f, s:s, s:o}",
                             "tool_version", LMQ_TOOL_VERSION, "protocol", "P1", "text", r->text, "text_checksum",
-                            r->text ? hex_json(r->text_checksum) : json_null(), "ctx", r->ctx, "threads", r->threads,
+                            r->text ? vf_hex_json(r->text_checksum) : json_null(), "ctx", r->ctx, "threads", r->threads,
                             "kernels", r->isa, "read_gbps", r->bandwidth_gbps, "tokens", (json_int_t)r->tokens,
                             "documents", r->documents, "windows", (json_int_t)ref->windows, "positions",
                             (json_int_t)ref->positions, "ppl", ref->ppl, "reference", vf_file_name(r->rows[0].path),
@@ -511,7 +512,8 @@ void vf_report_json(FILE *f, const vf_report *r)
     }
     if (r->ref_logits)
         json_object_set_new(doc, "reference_logits",
-                            json_pack("{s:s, s:o}", "path", r->ref_logits, "checksum", hex_json(r->ref_logits_checksum)));
+                            json_pack("{s:s, s:o}", "path", r->ref_logits, "checksum",
+                                      vf_hex_json(r->ref_logits_checksum)));
     if (r->n_gates) {
         json_t *gates = json_array();
         for (int g = 0; g < r->n_gates; g++)

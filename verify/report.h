@@ -103,6 +103,8 @@ int vf_report_passed(const vf_report *r);
  * vf_hex_parse accepts exactly 16 hex digits (either case); returns 0 otherwise. */
 void vf_hex(uint64_t v, char out[17]);
 int vf_hex_parse(const char *s, uint64_t *v);
+/* vf_hex's digits as a JSON string (NULL when out of memory). */
+json_t *vf_hex_json(uint64_t v);
 
 /* The report's tables as text cells, shared by every format. VF_TABLE_MAIN: one row per
  * artefact, the four measurements; VF_TABLE_KL: one row per candidate, llama-perplexity's

@@ -34,13 +34,6 @@ static const row_field ROW_FIELDS[] = {
 };
 #define N_ROW_FIELDS (sizeof ROW_FIELDS / sizeof *ROW_FIELDS)
 
-static json_t *hex(uint64_t v)
-{
-    char h[17];
-    vf_hex(v, h);
-    return json_string(h);
-}
-
 static json_t *row_json(const vf_row *row)
 {
     json_t *o = json_object();
@@ -57,7 +50,7 @@ static json_t *row_json(const vf_row *row)
             x = json_integer(v);
         } else {
             memcpy(&u, p, sizeof u); /* a double's bits or a u64 */
-            x = hex(u);
+            x = vf_hex_json(u);
         }
         if (json_object_set_new(o, f->key, x)) {
             json_decref(o);
@@ -108,8 +101,8 @@ static json_t *binding_json(const vf_report *r, int shards)
     return json_pack("{s:s, s:s, s:i, s:i, s:I, s:I, s:o, s:s, s:o, s:i, s:s, s:o}", "protocol", "P1",
                      "tool_version", LMQ_TOOL_VERSION, "ctx", r->ctx, "shards", shards, "windows",
                      (json_int_t)(r->tokens / r->ctx), "tokens", (json_int_t)r->tokens, "tokens_checksum",
-                     hex(r->tokens_checksum), "text", r->text, "text_checksum", hex(r->text_checksum), "documents",
-                     r->documents, "device", r->device, "rows", rows);
+                     vf_hex_json(r->tokens_checksum), "text", r->text, "text_checksum", vf_hex_json(r->text_checksum),
+                     "documents", r->documents, "device", r->device, "rows", rows);
 }
 
 /* The carried file's name of row i's `what`. */
