@@ -171,11 +171,15 @@ check-start:
 	@mkdir -p $(RESULTS)
 	@rm -f $(SKIP_LOG)
 
-# The CUDA plugin before any unit suite: test_runtime and test_cuda load it.
-$(UNIT_SUITES:%=$(RESULTS)/%.log): $(RESULTS)/%.log: $(BUILD)/tests/% $(CUDA_PLUGIN) check-start
+# Every program a suite runs is built before any suite starts (order-only: SUITE_BINS): make -j
+# starts the suites that are ready as it meets them, so a long suite whose program was still
+# linking would otherwise be passed over and run last, alone. The CUDA plugin too: test_runtime and
+# test_cuda load it.
+SUITE_BINS := $(BUILD)/lmq $(TEST_BIN) $(GOLDEN_BIN) $(CUDA_PLUGIN)
+$(UNIT_SUITES:%=$(RESULTS)/%.log): $(RESULTS)/%.log: $(BUILD)/tests/% check-start | $(SUITE_BINS)
 	@$(SUITE_ENV) bash tests/suite.sh $* $@ $<
 
-$(SCRIPT_SUITES:%=$(RESULTS)/%.log): $(RESULTS)/%.log: tests/integration/% $(BUILD)/lmq $(CUDA_PLUGIN) check-start
+$(SCRIPT_SUITES:%=$(RESULTS)/%.log): $(RESULTS)/%.log: tests/integration/% $(BUILD)/lmq check-start | $(SUITE_BINS)
 	@$(SUITE_ENV) LMQ=$(BUILD)/lmq LMQ_SAN=$(SAN) LMQ_OPT="$(OPT)" bash tests/suite.sh $* $@ bash $<
 
 passed = @n=$$(cat $(SKIP_LOG) 2>/dev/null | wc -l); echo "lmq: $(1) passed$$([ $$n = 0 ] || \

@@ -7,6 +7,7 @@ with a float checkpoint of the same weights (lmq's own decoding, exported as pla
 
 usage: ct_reader.py EXPORT_DIR REFERENCE_DIR
 """
+import array
 import json
 import re
 import struct
@@ -126,8 +127,29 @@ def group_of(module, groups):
     raise Bad(module + ": in no config group")
 
 
+def unpacked(words, rows, cols, bits):
+    """The codes of pack-quantized int32 words, unsigned (code + 2^(bits-1)), row-major: code c of a
+    row sits at bits [bits·(c mod 32/bits), ...) of word c / (32/bits). Whole words per row and 4 or
+    8 bits: little-endian bytes hold the codes in column order (a nibble pair low first), read in
+    bulk; otherwise code by code."""
+    pf, mask = 32 // bits, (1 << bits) - 1
+    data = words[2]
+    if cols % pf == 0 and bits == 8:
+        return list(data)
+    if cols % pf == 0 and bits == 4:
+        both = bytearray(2 * len(data))
+        both[0::2] = data.translate(bytes(b & 15 for b in range(256)))
+        both[1::2] = data.translate(bytes(b >> 4 for b in range(256)))
+        return list(both)
+    wpr = (cols + pf - 1) // pf
+    ws = [x & 0xFFFFFFFF for x in values(words)]
+    return [ws[r * wpr + c // pf] >> (bits * (c % pf)) & mask for r in range(rows) for c in range(cols)]
+
+
 def dequantise(module, s, tensors):
-    """The module's weight as fp32 bytes, row-major [out, in]."""
+    """The module's weight as fp32 bytes, row-major [out, in]. The codes are indices u into levels
+    (the code values), so that a group's (level − zero)·scale is computed once per level where the
+    group is longer than the levels, and looked up."""
     w, fmt = s["weights"], s["format"]
     bits = w["num_bits"]
     scale = tensors[module + ".weight_scale"]
@@ -138,17 +160,20 @@ def dequantise(module, s, tensors):
         rows, cols = values(tensors[module + ".weight_shape"])
         words = tensors[module + ".weight_packed"]
         need(words[0] == "I32", module + ": weight_packed dtype")
-        pf, mask, half = 32 // bits, (1 << bits) - 1, 1 << (bits - 1)
-        wpr = (cols + pf - 1) // pf
-        need(words[1] == [rows, wpr], module + ": weight_packed shape")
-        ws = [x & 0xFFFFFFFF for x in values(words)]
-        q = [(ws[r * wpr + c // pf] >> (bits * (c % pf)) & mask) - half for r in range(rows) for c in range(cols)]
+        pf, half = 32 // bits, 1 << (bits - 1)
+        need(words[1] == [rows, (cols + pf - 1) // pf], module + ": weight_packed shape")
+        u, levels = unpacked(words, rows, cols, bits), [i - half for i in range(1 << bits)]
     else:
         weight = tensors[module + ".weight"]
         rows, cols = weight[1]
         want = "F8_E4M3" if fmt == "float-quantized" else "I8"
         need(weight[0] == want, "%s: weight is %s, not %s" % (module, weight[0], want))
-        q = [e4m3(b) for b in weight[2]] if want == "F8_E4M3" else values(weight)
+        u = list(weight[2])
+        if want == "F8_E4M3":
+            present = set(u)
+            levels = [e4m3(b) if b in present else None for b in range(256)]
+        else:
+            levels = [b - 256 if b >= 128 else b for b in range(256)]
     strategy = w["strategy"]
     gs = w["group_size"] if strategy == "group" else cols
     need(strategy != "group" or cols % gs == 0, module + ": groups do not divide the row")
@@ -164,11 +189,16 @@ def dequantise(module, s, tensors):
         need(zp[1] == [rows, groups] and zp[0] == "I8", module + ": weight_zero_point")
         z = values(zp)
     vals = []
+    looked_up = gs > len(levels)
     for r in range(rows):
         for g in range(groups):
             k = 0 if strategy == "tensor" else r * groups + g
             zk, sk, c0 = z[k], scales[k], r * cols + g * gs
-            vals.extend((v - zk) * sk for v in q[c0:c0 + gs])
+            if looked_up:
+                tab = [(v - zk) * sk if v is not None else None for v in levels]
+                vals.extend(map(tab.__getitem__, u[c0:c0 + gs]))
+            else:
+                vals.extend([(levels[i] - zk) * sk for i in u[c0:c0 + gs]])
     return rows, cols, f32s(vals)
 
 
@@ -189,9 +219,10 @@ def main(export_dir, ref_dir):
         want = ref[m + ".weight"]
         if gpt2 and CONV1D.match(m):  # the float reference keeps HF's Conv1D [in, out]
             need(want[1] == [cols, rows], m + ": reference shape")
-            v = want[2]
-            want = ("F32", [rows, cols], b"".join(v[4 * (c * rows + r):4 * (c * rows + r) + 4]
-                                                  for r in range(rows) for c in range(cols)))
+            v, t = array.array("f", want[2]), array.array("f", bytes(4 * rows * cols))
+            for r in range(rows):
+                t[r * cols:(r + 1) * cols] = v[r::rows]
+            want = ("F32", [rows, cols], t.tobytes())  # a permutation of whole 4-byte values: any byte order
         need(want[1] == [rows, cols], "%s: shape %s, reference %s" % (m, [rows, cols], want[1]))
         if got != want[2]:
             i = next(k for k in range(0, len(got), 4) if got[k:k + 4] != want[2][k:k + 4]) // 4
