@@ -381,6 +381,52 @@ VNNI static void dot4_u8s8_vnni(const uint8_t *const c[4], const int8_t *q, size
         dot4_vnni(1, c, q, ldq, in, ahead, out);
 }
 
+/* a8b_dot_scalar on VNNI: a lane a row of W, its block sum 8 vpdpbusd of the row's unsigned codes
+ * u = qw + 128 with 4 of x's codes broadcast, less 128·Σ codes of x's block (cx); then the
+ * scalar set's fp32 steps, 16 rows at once. */
+VNNI_INLINE void a8b_vnni(int MR, const uint8_t *wq, const float *wd, int nb, const int8_t *qx, size_t ldq,
+                          const float *dx, const int32_t *cx, size_t lds, float out[A8B_MR][A8B_ROWS])
+{
+    __m512 acc[A8B_MR];
+    RT_UNROLL for (int i = 0; i < MR; i++)
+        acc[i] = _mm512_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        __m512i s[A8B_MR];
+        RT_UNROLL for (int i = 0; i < MR; i++)
+            s[i] = _mm512_setzero_si512();
+        RT_UNROLL for (int v = 0; v < A8B_BLOCK / 4; v++) {
+            const __m512i w = _mm512_load_si512((const void *)(wq + (size_t)b * A8B_PACKED + 64 * v));
+            RT_UNROLL for (int i = 0; i < MR; i++) {
+                int32_t q4;
+                memcpy(&q4, qx + (size_t)i * ldq + (size_t)b * A8B_BLOCK + 4 * v, 4);
+                s[i] = _mm512_dpbusd_epi32(s[i], w, _mm512_set1_epi32(q4));
+            }
+        }
+        const __m512 dw = _mm512_load_ps(wd + (size_t)b * A8B_ROWS);
+        RT_UNROLL for (int i = 0; i < MR; i++) {
+            const __m512i si = _mm512_sub_epi32(s[i], _mm512_set1_epi32(cx[(size_t)i * lds + b]));
+            const __m512 pr = _mm512_mul_ps(_mm512_set1_ps(dx[(size_t)i * lds + b]), dw);
+            acc[i] = _mm512_add_ps(acc[i], _mm512_mul_ps(_mm512_cvtepi32_ps(si), pr));
+        }
+    }
+    RT_UNROLL for (int i = 0; i < MR; i++)
+        _mm512_storeu_ps(out[i], acc[i]);
+}
+
+_Static_assert(A8B_MR == 4, "a8b_dot_vnni takes 1 to 4 rows of codes");
+VNNI static void a8b_dot_vnni(const uint8_t *wq, const float *wd, int nb, const int8_t *qx, size_t ldq, const float *dx,
+                              const int32_t *cx, size_t lds, int mr, float out[A8B_MR][A8B_ROWS])
+{
+    if (mr == 4)
+        a8b_vnni(4, wq, wd, nb, qx, ldq, dx, cx, lds, out);
+    else if (mr == 3)
+        a8b_vnni(3, wq, wd, nb, qx, ldq, dx, cx, lds, out);
+    else if (mr == 2)
+        a8b_vnni(2, wq, wd, nb, qx, ldq, dx, cx, lds, out);
+    else
+        a8b_vnni(1, wq, wd, nb, qx, ldq, dx, cx, lds, out);
+}
+
 /* act_codes_scalar 16 lanes at a time, bit for bit: the maximum is exact in any order (maxps keeps
  * its second operand, the running maximum, where a lane is NaN, as the comparison does), the
  * quotient is IEEE's, and round_clamp127's steps are done as there. */
@@ -629,11 +675,12 @@ static const rt_fused FUSED[] = {
     RT_BLOCK_TYPES(RT_BLOCK_ROW)
 };
 
-/* The two sets differ in the W8A8 product alone: VNNI's, or AVX2's. */
-#define LINEAR_AVX512(dot4_kernel)                                                                               \
+/* The two sets differ in the integer products alone (W8A8, a8 block): VNNI's, or AVX2's. */
+#define LINEAR_AVX512(dot4_kernel, a8b_kernel)                                                                   \
     { .fused = FUSED, .n_fused = sizeof FUSED / sizeof FUSED[0], .f32_span = span_avx512_f32,                    \
-      .act_codes = act_codes_avx512, .dot4 = dot4_kernel }
-static const struct rt_linear_kernels LINEAR = LINEAR_AVX512(rt_avx2_dot4), LINEAR_VNNI = LINEAR_AVX512(dot4_u8s8_vnni);
+      .act_codes = act_codes_avx512, .dot4 = dot4_kernel, .a8b_dot = a8b_kernel }
+static const struct rt_linear_kernels LINEAR = LINEAR_AVX512(rt_avx2_dot4, rt_avx2_a8b_dot),
+                                      LINEAR_VNNI = LINEAR_AVX512(dot4_u8s8_vnni, a8b_dot_vnni);
 
 const rt_kernels rt_kernels_avx512 = { .name = "avx512", .needs = RT_AVX512_NEEDS, RT_AVX2_FLOAT_KERNELS,
                                        .sum_words = sum_words_avx512, .linear = &LINEAR };
