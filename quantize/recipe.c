@@ -1143,8 +1143,12 @@ static lmq_code resolve(const q_recipe *r, const q_tensor_ref *tensors, int n_te
                           "%s:%d: this rule gives activations to %d-D tensor '%s'; only the input of a matrix "
                           "(a linear layer) is quantised: match the matrices alone",
                           r->path, entries[i].rule_line, all[i].ndim, all[i].name);
-        else if (entries[i].act.scheme != LMQ_ACT_NONE && lmq_act_check(entries[i].act, &entries[i].qp, all[i].cols, err))
-            rc = lmq_err_prefix(err, "%s:%d: tensor '%s': ", r->path, entries[i].rule_line, all[i].name);
+        else if (entries[i].act.scheme != LMQ_ACT_NONE) {
+            lmq_err why;
+            if (lmq_act_check(entries[i].act, &entries[i].qp, all[i].cols, &why))
+                rc = lmq_fail(err, LMQ_E_RECIPE, "%s:%d: tensor '%s': %s", r->path, entries[i].rule_line, all[i].name,
+                              why.msg);
+        }
     }
     if (!rc) {
         for (int i = 0; i < n && !rc; i++) {
