@@ -451,6 +451,7 @@ static float a8b_read_q4_0(const rt_weight *W, int j, int b, uint8_t u[A8B_BLOCK
 typedef struct {
     const rt_weight *W;
     a8b_read_fn read;
+    a8b_pack_fn pack; /* the kernel set's, or NULL */
     a8b_dot_fn dot;
     const int8_t *qx;   /* [n × in] */
     const float *dx;    /* [n × nb] */
@@ -484,7 +485,14 @@ static void a8b_task(void *v, int64_t begin, int64_t end, int thread)
     float *wd = (float *)(wq + (size_t)j->nb * A8B_PACKED);
     for (int64_t t = begin; t < end; t++) {
         const int j0 = (int)t * A8B_ROWS, rows = W->out - j0 < A8B_ROWS ? W->out - j0 : A8B_ROWS;
-        a8b_pack(j, j0, rows, wq, wd);
+        if (j->pack) {
+            int jr[A8B_ROWS];
+            for (int l = 0; l < A8B_ROWS; l++)
+                jr[l] = j0 + (l < rows ? l : rows - 1);
+            j->pack(W, jr, wq, wd);
+        } else {
+            a8b_pack(j, j0, rows, wq, wd);
+        }
         for (int i0 = 0; i0 < j->n; i0 += A8B_MR) {
             const int mr = j->n - i0 < A8B_MR ? j->n - i0 : A8B_MR;
             float out[A8B_MR][A8B_ROWS];
@@ -530,7 +538,9 @@ static lmq_code a8b_linear(const rt_exec *ex, const struct product *p, const flo
     const size_t in = (size_t)W->in;
     const int nb = W->in / A8B_BLOCK;
     const int threads = lmq_pool_threads(ex->pool);
-    a8b_job j = { .W = W, .read = p->read, .dot = ex->isa->linear->a8b_dot, .n = n, .nb = nb, .y = y,
+    const a8b_pack_fn *packs = ex->isa->linear->a8b_pack;
+    a8b_job j = { .W = W, .read = p->read, .pack = packs && W->L.bytes < INT32_MAX ? packs[W->q.dtype] : NULL,
+                  .dot = ex->isa->linear->a8b_dot, .n = n, .nb = nb, .y = y,
                   .scratch_each = ((size_t)nb * (A8B_PACKED + A8B_ROWS * sizeof(float)) + 63) / 64 * 64 };
     int8_t *qx = malloc((size_t)n * in);
     float *dx = malloc((size_t)n * (size_t)nb * sizeof *dx);

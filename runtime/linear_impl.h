@@ -85,6 +85,11 @@ typedef int32_t (*codes_fn)(const float *x, size_t in, float *scale, int8_t *q);
 typedef void (*a8b_dot_fn)(const uint8_t *wq, const float *wd, int nb, const int8_t *qx, size_t ldq, const float *dx,
                            const int32_t *cx, size_t lds, int mr, float out[A8B_MR][A8B_ROWS]);
 
+/* Rows j[0..15] of W packed for a8b_dot_fn into wq and wd, the same bytes as the driver's portable
+ * packing (a kernel set's faster one for a weight kind, where it has one). W's bytes are fewer than
+ * 2^31 (the driver packs larger ones itself): offsets fit int32 lanes. */
+typedef void (*a8b_pack_fn)(const rt_weight *W, const int j[A8B_ROWS], uint8_t *wq, float *wd);
+
 /* The AVX2 set's, which the AVX-512 set without VNNI takes as it is (runtime/kernels_avx2.c). */
 void rt_avx2_a8b_dot(const uint8_t *wq, const float *wd, int nb, const int8_t *qx, size_t ldq, const float *dx,
                      const int32_t *cx, size_t lds, int mr, float out[A8B_MR][A8B_ROWS]);
@@ -98,6 +103,7 @@ struct rt_linear_kernels {
     codes_fn act_codes;
     dot4_fn dot4;
     a8b_dot_fn a8b_dot;
+    const a8b_pack_fn *a8b_pack; /* [LMQ_T_COUNT], NULL entries (or none): the driver's packing */
 };
 
 /* Each kernel set's tile and row decoder for one encoding, tile_<name> and row_<name>, as plain
