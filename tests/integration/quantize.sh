@@ -41,11 +41,12 @@ for name in w4a16 w4a8-block; do
     "$LMQ" verify "$tmp/g-$name.lmq" --reference "$tmp/g.lmq" --text "$tmp/g.txt" --ctx 64 --json "$tmp/g-$name.json" \
         >"$tmp/g-$name.out" || fail "verify $name"
 done
-"$LMQ" inspect "$tmp/g-w4a8-block.lmq" | grep -q '^blk.0.attn_qkv.weight .*int4 g128, a8 block' ||
-    fail "w4a8-block: inspect does not show a8 block"
+"$LMQ" inspect "$tmp/g-w4a8-block.lmq" >"$tmp/g-inspect"
+grep -q '^blk.0.attn_qkv.weight .*int4 g128, a8 block' "$tmp/g-inspect" || fail "w4a8-block: inspect does not show a8 block"
 grep -q 'int4 g128 + a8 block' "$tmp/g-w4a8-block.out" || fail "w4a8-block: verify's scheme column lacks a8 block"
-"$LMQ" quantize "$tmp/g.lmq" --recipe recipes/w4a8-block.yaml --explain 2>&1 |
-    grep -q 'blk.0.attn_qkv.weight  *int4 g128, a8 block' || fail "w4a8-block: --explain does not show a8 block"
+"$LMQ" quantize "$tmp/g.lmq" --recipe recipes/w4a8-block.yaml --explain >"$tmp/g-explain" 2>&1
+grep -q 'blk.0.attn_qkv.weight  *int4 g128, a8 block' "$tmp/g-explain" || fail "w4a8-block: --explain does not show a8 block"
+"$LMQ" audit "$tmp/g-w4a8-block.lmq" >/dev/null || fail "w4a8-block: audit"
 python3 - "$tmp" <<'PY' || fail "a8 block scores: see above"
 import json, math, sys
 kl = lambda n: json.load(open(f"{sys.argv[1]}/g-{n}.json"))["rows"][1]["kl_mean"]
