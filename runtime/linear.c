@@ -535,6 +535,8 @@ static const struct product {
 static lmq_code a8b_linear(const rt_exec *ex, const struct product *p, const float *x, int n, const rt_weight *W,
                            float *y, lmq_err *err)
 {
+    if (n <= 0) /* nothing to round or multiply (and malloc(0) may say NULL) */
+        return LMQ_OK;
     const size_t in = (size_t)W->in;
     const int nb = W->in / A8B_BLOCK;
     const int threads = lmq_pool_threads(ex->pool);
