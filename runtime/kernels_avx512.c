@@ -452,6 +452,10 @@ AVX512_INLINE void a8b_pack_nibbles(int interleaved, const rt_weight *W, const i
         }
         step = 18, sbase = W->data, sstep = 18;
     }
+    const size_t row_bytes = interleaved ? (size_t)W->in / 2 : (size_t)nb * 18;
+    const uint8_t *next = row[0] - (interleaved ? 0 : 2) + A8B_ROWS * row_bytes;
+    const size_t snext_len = interleaved ? A8B_ROWS * (size_t)W->L.groups_per_row * 2 : 0;
+    const uint8_t *snext = W->data + (size_t)(j[0] + A8B_ROWS) * (size_t)W->L.groups_per_row * 2;
     const __m512i vidx = _mm512_loadu_si512(idx), nib = _mm512_set1_epi8(0x0F), off = _mm512_set1_epi8(120);
     __m512 d = _mm512_setzero_ps();
     for (int b = 0; b < nb; b++) {
@@ -468,9 +472,13 @@ AVX512_INLINE void a8b_pack_nibbles(int interleaved, const rt_weight *W, const i
         }
         _mm512_store_ps(wd + (size_t)b * A8B_ROWS, d);
         __m512i lo[4], hi[4];
-        if (b % 4 == 0) /* 16 short streams: the prefetcher learns them late */
-            for (int l = 0; l < A8B_ROWS; l++)
-                __builtin_prefetch(row[l] + (size_t)(b + 48) * step, 0, 3);
+        /* The next tile's rows follow this one's in memory, and its scales too (int4): ask for them
+         * spread over this tile's blocks, so that a tile starts on its rows in cache (the hardware
+         * prefetcher learns 16 short streams late, and a gather of scales from memory stalls). */
+        for (size_t c = 0; c < step * A8B_ROWS; c += 64)
+            __builtin_prefetch(next + (size_t)b * step * A8B_ROWS + c, 0, 3);
+        if (interleaved && (size_t)b * 64 < snext_len)
+            __builtin_prefetch(snext + (size_t)b * 64, 0, 3);
         RT_UNROLL for (int p = 0; p < 4; p++) {
             const size_t o = (size_t)b * step;
             __m512i x = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(row[p] + o)));
