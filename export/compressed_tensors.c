@@ -164,6 +164,9 @@ static lmq_code check_quantised(const ct_item *it, lmq_err *err)
     if (t->q.asym && t->q.gran == LMQ_GRAN_TENSOR)
         return lmq_fail(err, LMQ_E_UNSUPPORTED, "tensor %s is %s: pack-quantized stores zero points per channel "
                         "or group only", t->name, d);
+    if (t->act.gran == LMQ_ACT_BLOCK && t->act.scheme != LMQ_ACT_NONE)
+        return lmq_fail(err, LMQ_E_UNSUPPORTED, "tensor %s is %s with int8 activations per block: compressed-tensors "
+                        "has no such strategy (keep per-token activations to export)", t->name, d);
     if (t->act.scheme == LMQ_ACT_INT8 && (t->q.dtype != LMQ_T_INT8 || t->q.asym))
         return lmq_fail(err, LMQ_E_UNSUPPORTED, "tensor %s is %s with int8 activations: int-quantized holds "
                         "symmetric int8 weights only", t->name, d);

@@ -22,7 +22,8 @@ const char *const lmq_gran_names[4] = { "none", "tensor", "channel", "group" };
 /* An activation scheme is named like the weight encoding it rounds to (its row gives the bits). */
 const char *const lmq_act_scheme_names[LMQ_ACT_COUNT] = { [LMQ_ACT_NONE] = NULL, [LMQ_ACT_INT8] = "int8",
                                                           [LMQ_ACT_FP8_E4M3] = "fp8_e4m3" };
-const char *const lmq_act_gran_names[LMQ_ACT_GRAN_COUNT] = { [LMQ_ACT_TOKEN] = "token", [LMQ_ACT_TENSOR] = "tensor" };
+const char *const lmq_act_gran_names[LMQ_ACT_GRAN_COUNT] = { [LMQ_ACT_TOKEN] = "token", [LMQ_ACT_TENSOR] = "tensor",
+                                                             [LMQ_ACT_BLOCK] = "block" };
 
 void lmq_act_describe(lmq_act a, unsigned dtype, char *buf, size_t size)
 {
@@ -37,6 +38,31 @@ void lmq_act_describe(lmq_act a, unsigned dtype, char *buf, size_t size)
         snprintf(buf, size, "a%u %s", e->bits, lmq_act_gran_names[a.gran]);
     else
         snprintf(buf, size, "a %s %s", e->name, lmq_act_gran_names[a.gran]);
+}
+
+lmq_code lmq_act_check(lmq_act a, const lmq_qparams *qp, int64_t cols, lmq_err *err)
+{
+    if (a.scheme == LMQ_ACT_NONE || a.gran != LMQ_ACT_BLOCK)
+        return LMQ_OK;
+    const lmq_encoding *e = lmq_encoding_of(qp->dtype);
+    if (a.scheme != LMQ_ACT_INT8)
+        return lmq_fail(err, LMQ_E_ARG, "activations %s per block: only int8 takes granularity block",
+                        a.scheme < LMQ_ACT_COUNT ? lmq_act_scheme_names[a.scheme] : "?");
+    const int blocks = qp->dtype == LMQ_T_Q8_0 || qp->dtype == LMQ_T_Q4_0;
+    const int grouped = (qp->dtype == LMQ_T_INT8 || qp->dtype == LMQ_T_INT4) && !qp->asym &&
+                        qp->gran == LMQ_GRAN_GROUP && qp->group % LMQ_ACT_BLOCK_LEN == 0;
+    char d[64];
+    snprintf(d, sizeof d, "%s%s %s", e ? e->name : "?", qp->asym ? " asym" : "", lmq_gran_name(qp->gran));
+    if (qp->gran == LMQ_GRAN_GROUP)
+        snprintf(d + strlen(d), sizeof d - strlen(d), " %u", (unsigned)qp->group);
+    if (!blocks && !grouped)
+        return lmq_fail(err, LMQ_E_ARG, "activations int8 per block multiply integers against weights in blocks of "
+                        "32 with a scale each: symmetric int8 or int4 per group (a multiple of 32), q8_0 or q4_0, "
+                        "not %s", d);
+    if (cols % LMQ_ACT_BLOCK_LEN)
+        return lmq_fail(err, LMQ_E_ARG, "activations int8 per block need a multiple of 32 inputs, not %lld",
+                        (long long)cols);
+    return LMQ_OK;
 }
 
 /* The numbers between rows (9) have no name: they are no encoding. */

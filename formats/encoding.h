@@ -117,6 +117,12 @@ extern const char *const lmq_act_gran_names[LMQ_ACT_GRAN_COUNT];
  * weight's scheme. */
 void lmq_act_describe(lmq_act a, unsigned dtype, char *buf, size_t size);
 
+/* Whether activations a may go with weights qp of `cols` columns: int8 per block (LMQ_ACT_BLOCK)
+ * wants weights in 32-blocks with a scale a block or a group of a multiple of 32 (symmetric int8
+ * or int4 per group, GGUF's Q8_0 and Q4_0) and a multiple of 32 columns; every other rounding
+ * goes with anything. 0 with why in err (no tensor named: the caller says which). */
+lmq_code lmq_act_check(lmq_act a, const lmq_qparams *qp, int64_t cols, lmq_err *err);
+
 /* Checks that qp names an encoding and a combination it allows (granularity, symmetry, group
  * size: a power of two >= 16). */
 lmq_code lmq_qparams_check(const lmq_qparams *qp, lmq_err *err);

@@ -476,6 +476,11 @@ static void check_tensor(issues *is, const lmq_manifest_tensor *t, const lmq_ten
         issue(is, t->name, "activations: unknown scheme %u", (unsigned)t->act.scheme);
     if (!known(lmq_act_gran_names, LMQ_ACT_GRAN_COUNT, t->act.gran))
         issue(is, t->name, "activations: unknown granularity %u", (unsigned)t->act.gran);
+    else if (t->act.scheme < LMQ_ACT_COUNT && e->ndim == 2) {
+        lmq_err why = { 0 };
+        if (lmq_act_check(t->act, &e->q, e->shape[1], &why))
+            issue(is, t->name, "%s", why.msg);
+    }
 }
 
 int lmq_manifest_check(const lmq_manifest *m, const lmq_tensor_entry *index, int n, uint32_t format_version,

@@ -286,7 +286,8 @@ lmq_code read_enum(ROW_ARGS)
     return get_name(CTX, v, path, f->names, (int)f->n_names, (uint8_t *)base + f->off);
 }
 
-/* activations: {scheme: int8|fp8_e4m3, granularity: token|tensor}, both required. */
+/* activations: {scheme: int8|fp8_e4m3, granularity: token|tensor|block}, both required (block:
+ * int8 only, with weights in 32-blocks; lmq_act_check). */
 static const lmq_yf_field act_fields[] = {
     ROW("scheme", read_enum, lmq_act, scheme, YF_NAMES(lmq_act_scheme_names)),
     ROW("granularity", read_enum, lmq_act, gran, YF_NAMES(lmq_act_gran_names)),
@@ -1142,6 +1143,12 @@ static lmq_code resolve(const q_recipe *r, const q_tensor_ref *tensors, int n_te
                           "%s:%d: this rule gives activations to %d-D tensor '%s'; only the input of a matrix "
                           "(a linear layer) is quantised: match the matrices alone",
                           r->path, entries[i].rule_line, all[i].ndim, all[i].name);
+        else if (entries[i].act.scheme != LMQ_ACT_NONE) {
+            lmq_err why;
+            if (lmq_act_check(entries[i].act, &entries[i].qp, all[i].cols, &why))
+                rc = lmq_fail(err, LMQ_E_RECIPE, "%s:%d: tensor '%s': %s", r->path, entries[i].rule_line, all[i].name,
+                              why.msg);
+        }
     }
     if (!rc) {
         for (int i = 0; i < n && !rc; i++) {

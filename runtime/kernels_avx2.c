@@ -521,6 +521,61 @@ AVX2 void rt_avx2_dot4(const uint8_t *const c[4], const int8_t *q, size_t ldq, i
         dot4_avx2_row(c, q + (size_t)i * ldq, in, ahead, out[i]);
 }
 
+/* a8b_dot_scalar on AVX2, 8 rows of W a pass: the codes back to signed (u ^ 0x80), the products of
+ * |w| with x carrying w's sign (vpmaddubsw, exact: 2·128·127 fits int16) added in pairs, then in
+ * int32 (vpmaddwd with ones) into each row's block sum; the same fp32 steps as the scalar set's. */
+AVX2_INLINE void a8b_avx2_half(int MR, const uint8_t *wq, const float *wd, int nb, const int8_t *qx, size_t ldq,
+                               const float *dx, size_t lds, float out[A8B_MR][A8B_ROWS])
+{
+    const __m256i flip = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi16(1);
+    __m256 acc[A8B_MR];
+    RT_UNROLL for (int i = 0; i < MR; i++)
+        acc[i] = _mm256_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        __m256i s[A8B_MR];
+        RT_UNROLL for (int i = 0; i < MR; i++)
+            s[i] = _mm256_setzero_si256();
+        RT_UNROLL for (int v = 0; v < A8B_BLOCK / 4; v++) {
+            const __m256i w = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(wq + (size_t)b * A8B_PACKED + 64 * v)), flip);
+            const __m256i aw = _mm256_abs_epi8(w);
+            RT_UNROLL for (int i = 0; i < MR; i++) {
+                int32_t q4;
+                memcpy(&q4, qx + (size_t)i * ldq + (size_t)b * A8B_BLOCK + 4 * v, 4);
+                const __m256i p = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(_mm256_set1_epi32(q4), w));
+                s[i] = _mm256_add_epi32(s[i], _mm256_madd_epi16(p, ones));
+            }
+        }
+        const __m256 dw = _mm256_loadu_ps(wd + (size_t)b * A8B_ROWS);
+        RT_UNROLL for (int i = 0; i < MR; i++) {
+            const __m256 pr = _mm256_mul_ps(_mm256_set1_ps(dx[(size_t)i * lds + b]), dw);
+            acc[i] = _mm256_add_ps(acc[i], _mm256_mul_ps(_mm256_cvtepi32_ps(s[i]), pr));
+        }
+    }
+    RT_UNROLL for (int i = 0; i < MR; i++)
+        _mm256_storeu_ps(out[i], acc[i]);
+}
+
+_Static_assert(A8B_MR == 4 && A8B_ROWS == 16, "rt_avx2_a8b_dot: 1 to 4 rows of x, two passes of 8 rows of W");
+AVX2 void rt_avx2_a8b_dot(const uint8_t *wq, const float *wd, int nb, const int8_t *qx, size_t ldq, const float *dx,
+                          const int32_t *cx, size_t lds, int mr, float out[A8B_MR][A8B_ROWS])
+{
+    (void)cx;
+    float hi[A8B_MR][A8B_ROWS];
+    for (int h = 0; h < 2; h++) {
+        float (*o)[A8B_ROWS] = h ? hi : out;
+        if (mr == 4)
+            a8b_avx2_half(4, wq + 32 * h, wd + 8 * h, nb, qx, ldq, dx, lds, o);
+        else if (mr == 3)
+            a8b_avx2_half(3, wq + 32 * h, wd + 8 * h, nb, qx, ldq, dx, lds, o);
+        else if (mr == 2)
+            a8b_avx2_half(2, wq + 32 * h, wd + 8 * h, nb, qx, ldq, dx, lds, o);
+        else
+            a8b_avx2_half(1, wq + 32 * h, wd + 8 * h, nb, qx, ldq, dx, lds, o);
+    }
+    for (int i = 0; i < mr; i++)
+        memcpy(out[i] + 8, hi[i], 8 * sizeof(float));
+}
+
 /* act_codes_scalar 8 lanes at a time on AVX2, bit for bit as act_codes_avx512 (the last in % 8
  * one at a time). */
 AVX2 static int32_t act_codes_avx2(const float *x, size_t in, float *scale, int8_t *q)
@@ -808,7 +863,7 @@ static const rt_fused FUSED[] = {
 };
 
 static const struct rt_linear_kernels LINEAR = {
-    .fused = FUSED, .n_fused = sizeof FUSED / sizeof FUSED[0], .act_codes = act_codes_avx2, .dot4 = rt_avx2_dot4
+    .fused = FUSED, .n_fused = sizeof FUSED / sizeof FUSED[0], .act_codes = act_codes_avx2, .dot4 = rt_avx2_dot4, .a8b_dot = rt_avx2_a8b_dot
 };
 
 const rt_kernels rt_kernels_avx2 = {

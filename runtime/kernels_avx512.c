@@ -381,6 +381,139 @@ VNNI static void dot4_u8s8_vnni(const uint8_t *const c[4], const int8_t *q, size
         dot4_vnni(1, c, q, ldq, in, ahead, out);
 }
 
+/* a8b_dot_scalar on VNNI: a lane a row of W, its block sum 8 vpdpbusd of the row's unsigned codes
+ * u = qw + 128 with 4 of x's codes broadcast, less 128·Σ codes of x's block (cx); then the
+ * scalar set's fp32 steps, 16 rows at once. */
+VNNI_INLINE void a8b_vnni(int MR, const uint8_t *wq, const float *wd, int nb, const int8_t *qx, size_t ldq,
+                          const float *dx, const int32_t *cx, size_t lds, float out[A8B_MR][A8B_ROWS])
+{
+    __m512 acc[A8B_MR];
+    RT_UNROLL for (int i = 0; i < MR; i++)
+        acc[i] = _mm512_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        __m512i s[A8B_MR];
+        RT_UNROLL for (int i = 0; i < MR; i++)
+            s[i] = _mm512_setzero_si512();
+        RT_UNROLL for (int v = 0; v < A8B_BLOCK / 4; v++) {
+            const __m512i w = _mm512_load_si512((const void *)(wq + (size_t)b * A8B_PACKED + 64 * v));
+            RT_UNROLL for (int i = 0; i < MR; i++) {
+                int32_t q4;
+                memcpy(&q4, qx + (size_t)i * ldq + (size_t)b * A8B_BLOCK + 4 * v, 4);
+                s[i] = _mm512_dpbusd_epi32(s[i], w, _mm512_set1_epi32(q4));
+            }
+        }
+        const __m512 dw = _mm512_load_ps(wd + (size_t)b * A8B_ROWS);
+        RT_UNROLL for (int i = 0; i < MR; i++) {
+            const __m512i si = _mm512_sub_epi32(s[i], _mm512_set1_epi32(cx[(size_t)i * lds + b]));
+            const __m512 pr = _mm512_mul_ps(_mm512_set1_ps(dx[(size_t)i * lds + b]), dw);
+            acc[i] = _mm512_add_ps(acc[i], _mm512_mul_ps(_mm512_cvtepi32_ps(si), pr));
+        }
+    }
+    RT_UNROLL for (int i = 0; i < MR; i++)
+        _mm512_storeu_ps(out[i], acc[i]);
+}
+
+_Static_assert(A8B_MR == 4, "a8b_dot_vnni takes 1 to 4 rows of codes");
+VNNI static void a8b_dot_vnni(const uint8_t *wq, const float *wd, int nb, const int8_t *qx, size_t ldq, const float *dx,
+                              const int32_t *cx, size_t lds, int mr, float out[A8B_MR][A8B_ROWS])
+{
+    if (mr == 4)
+        a8b_vnni(4, wq, wd, nb, qx, ldq, dx, cx, lds, out);
+    else if (mr == 3)
+        a8b_vnni(3, wq, wd, nb, qx, ldq, dx, cx, lds, out);
+    else if (mr == 2)
+        a8b_vnni(2, wq, wd, nb, qx, ldq, dx, cx, lds, out);
+    else
+        a8b_vnni(1, wq, wd, nb, qx, ldq, dx, cx, lds, out);
+}
+
+/* The driver's a8 block packing of 4-bit codes, 16 rows a block at a time: the block's 16 bytes of
+ * rows p, 4 + p, 8 + p, 12 + p in the four 128-bit lanes of a vector, its nibbles as u = nibble + 120
+ * in code order (interleaved: lmq's int4, code k in byte k / 2, low nibble first; else Q4_0's, the
+ * low nibbles codes 0-15 and the high ones 16-31), then 4 × 4 transposes of dwords within lanes so
+ * that lane l of vector v holds row l's codes 4v..4v+3. Scales gathered 16 rows at once. */
+AVX512_INLINE void a8b_pack_nibbles(int interleaved, const rt_weight *W, const int j[A8B_ROWS], uint8_t *wq, float *wd)
+{
+    const int nb = W->in / A8B_BLOCK;
+    const uint8_t *row[A8B_ROWS];
+    int idx[A8B_ROWS];
+    size_t step, sstep; /* bytes from one block of a row to the next, of codes and of the scales' base */
+    const uint8_t *sbase;
+    if (interleaved) {
+        for (int l = 0; l < A8B_ROWS; l++) {
+            row[l] = W->data + W->L.code_offset + (size_t)j[l] * (size_t)W->in / 2;
+            idx[l] = j[l] * (int)W->L.groups_per_row;
+        }
+        step = A8B_BLOCK / 2, sbase = W->data, sstep = 0;
+    } else {
+        for (int l = 0; l < A8B_ROWS; l++) {
+            row[l] = W->data + (size_t)j[l] * (size_t)nb * 18 + 2;
+            idx[l] = j[l] * nb * 18;
+        }
+        step = 18, sbase = W->data, sstep = 18;
+    }
+    const size_t row_bytes = interleaved ? (size_t)W->in / 2 : (size_t)nb * 18;
+    const uint8_t *next = row[0] - (interleaved ? 0 : 2) + A8B_ROWS * row_bytes;
+    const size_t snext_len = interleaved ? A8B_ROWS * (size_t)W->L.groups_per_row * 2 : 0;
+    const uint8_t *snext = W->data + (size_t)(j[0] + A8B_ROWS) * (size_t)W->L.groups_per_row * 2;
+    const __m512i vidx = _mm512_loadu_si512(idx), nib = _mm512_set1_epi8(0x0F), off = _mm512_set1_epi8(120);
+    __m512 d = _mm512_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        if (interleaved) { /* a group's scale serves its blocks */
+            const int64_t k = (int64_t)b * A8B_BLOCK;
+            if (k % W->L.group == 0) {
+                const __m512i gi = _mm512_add_epi32(vidx, _mm512_set1_epi32((int)(k / W->L.group)));
+                const __m512i h = _mm512_i32gather_epi32(gi, (const void *)sbase, 2);
+                d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h));
+            }
+        } else {
+            const __m512i h = _mm512_i32gather_epi32(vidx, (const void *)(sbase + (size_t)b * sstep), 1);
+            d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h));
+        }
+        _mm512_store_ps(wd + (size_t)b * A8B_ROWS, d);
+        __m512i lo[4], hi[4];
+        /* The next tile's rows follow this one's in memory, and its scales too (int4): ask for them
+         * spread over this tile's blocks, so that a tile starts on its rows in cache (the hardware
+         * prefetcher learns 16 short streams late, and a gather of scales from memory stalls). */
+        for (size_t c = 0; c < step * A8B_ROWS; c += 64)
+            __builtin_prefetch(next + (size_t)b * step * A8B_ROWS + c, 0, 3);
+        if (interleaved && (size_t)b * 64 < snext_len)
+            __builtin_prefetch(snext + (size_t)b * 64, 0, 3);
+        RT_UNROLL for (int p = 0; p < 4; p++) {
+            const size_t o = (size_t)b * step;
+            __m512i x = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(row[p] + o)));
+            x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)(row[4 + p] + o)), 1);
+            x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)(row[8 + p] + o)), 2);
+            x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)(row[12 + p] + o)), 3);
+            const __m512i l4 = _mm512_and_si512(x, nib), h4 = _mm512_and_si512(_mm512_srli_epi16(x, 4), nib);
+            lo[p] = _mm512_add_epi8(interleaved ? _mm512_unpacklo_epi8(l4, h4) : l4, off);
+            hi[p] = _mm512_add_epi8(interleaved ? _mm512_unpackhi_epi8(l4, h4) : h4, off);
+        }
+        uint8_t *o = wq + (size_t)b * A8B_PACKED;
+        RT_UNROLL for (int half = 0; half < 2; half++) {
+            const __m512i *c = half ? hi : lo;
+            const __m512i t0 = _mm512_unpacklo_epi32(c[0], c[1]), t1 = _mm512_unpackhi_epi32(c[0], c[1]);
+            const __m512i t2 = _mm512_unpacklo_epi32(c[2], c[3]), t3 = _mm512_unpackhi_epi32(c[2], c[3]);
+            _mm512_store_si512((void *)(o + 256 * half), _mm512_unpacklo_epi64(t0, t2));
+            _mm512_store_si512((void *)(o + 256 * half + 64), _mm512_unpackhi_epi64(t0, t2));
+            _mm512_store_si512((void *)(o + 256 * half + 128), _mm512_unpacklo_epi64(t1, t3));
+            _mm512_store_si512((void *)(o + 256 * half + 192), _mm512_unpackhi_epi64(t1, t3));
+        }
+    }
+}
+
+AVX512 static void a8b_pack_int4(const rt_weight *W, const int j[A8B_ROWS], uint8_t *wq, float *wd)
+{
+    a8b_pack_nibbles(1, W, j, wq, wd);
+}
+
+AVX512 static void a8b_pack_q4_0(const rt_weight *W, const int j[A8B_ROWS], uint8_t *wq, float *wd)
+{
+    a8b_pack_nibbles(0, W, j, wq, wd);
+}
+
+static const a8b_pack_fn A8B_PACK[LMQ_T_COUNT] = { [LMQ_T_INT4] = a8b_pack_int4, [LMQ_T_Q4_0] = a8b_pack_q4_0 };
+
 /* act_codes_scalar 16 lanes at a time, bit for bit: the maximum is exact in any order (maxps keeps
  * its second operand, the running maximum, where a lane is NaN, as the comparison does), the
  * quotient is IEEE's, and round_clamp127's steps are done as there. */
@@ -629,11 +762,12 @@ static const rt_fused FUSED[] = {
     RT_BLOCK_TYPES(RT_BLOCK_ROW)
 };
 
-/* The two sets differ in the W8A8 product alone: VNNI's, or AVX2's. */
-#define LINEAR_AVX512(dot4_kernel)                                                                               \
+/* The two sets differ in the integer products alone (W8A8, a8 block): VNNI's, or AVX2's. */
+#define LINEAR_AVX512(dot4_kernel, a8b_kernel)                                                                   \
     { .fused = FUSED, .n_fused = sizeof FUSED / sizeof FUSED[0], .f32_span = span_avx512_f32,                    \
-      .act_codes = act_codes_avx512, .dot4 = dot4_kernel }
-static const struct rt_linear_kernels LINEAR = LINEAR_AVX512(rt_avx2_dot4), LINEAR_VNNI = LINEAR_AVX512(dot4_u8s8_vnni);
+      .act_codes = act_codes_avx512, .dot4 = dot4_kernel, .a8b_dot = a8b_kernel, .a8b_pack = A8B_PACK }
+static const struct rt_linear_kernels LINEAR = LINEAR_AVX512(rt_avx2_dot4, rt_avx2_a8b_dot),
+                                      LINEAR_VNNI = LINEAR_AVX512(dot4_u8s8_vnni, a8b_dot_vnni);
 
 const rt_kernels rt_kernels_avx512 = { .name = "avx512", .needs = RT_AVX512_NEEDS, RT_AVX2_FLOAT_KERNELS,
                                        .sum_words = sum_words_avx512, .linear = &LINEAR };

@@ -124,6 +124,31 @@ static int32_t act_codes_scalar(const float *x, size_t in, float *scale, int8_t 
     return sum;
 }
 
+/* The a8 block product's reference: each block sum exact in int32 (at most 32·128·127), then its
+ * fp32 term, the scales' product first, added to the lane's running sum (-ffp-contract=off keeps
+ * the multiply and the add apart). */
+static void a8b_dot_scalar(const uint8_t *wq, const float *wd, int nb, const int8_t *qx, size_t ldq, const float *dx,
+                           const int32_t *cx, size_t lds, int mr, float out[A8B_MR][A8B_ROWS])
+{
+    (void)cx;
+    for (int i = 0; i < mr; i++)
+        for (int l = 0; l < A8B_ROWS; l++) {
+            float acc = 0.0f;
+            for (int b = 0; b < nb; b++) {
+                const uint8_t *w = wq + (size_t)b * A8B_PACKED + 4 * l;
+                const int8_t *q = qx + (size_t)i * ldq + (size_t)b * A8B_BLOCK;
+                int32_t s = 0;
+                for (int v = 0; v < A8B_BLOCK / 4; v++)
+                    for (int t = 0; t < 4; t++)
+                        s += ((int32_t)w[64 * v + t] - 128) * q[4 * v + t];
+                const float p = dx[(size_t)i * lds + b] * wd[(size_t)b * A8B_ROWS + l];
+                const float term = (float)s * p;
+                acc = acc + term;
+            }
+            out[i][l] = acc;
+        }
+}
+
 /* GGUF blocks: schemes/gguf_blocks.c's decoders, a block of each of the tile's rows at a time, then
  * gemm_nt_scalar's sums (one running sum an output, in column order). */
 static const block_fn BLOCKS[LMQ_T_COUNT] = {
@@ -170,7 +195,8 @@ RT_BLOCK_TYPES(BLK_KERNELS)
 static const rt_fused FUSED[] = { RT_BLOCK_TYPES(RT_BLOCK_ROW) };
 
 static const struct rt_linear_kernels LINEAR = { .fused = FUSED, .n_fused = sizeof FUSED / sizeof FUSED[0],
-                                                 .act_codes = act_codes_scalar, .dot4 = dot4_u8s8_scalar };
+                                                 .act_codes = act_codes_scalar, .dot4 = dot4_u8s8_scalar,
+                                                 .a8b_dot = a8b_dot_scalar };
 
 const rt_kernels rt_kernels_scalar = {
     .name = "scalar",

@@ -30,13 +30,21 @@
  * has it, else AVX2's 16-bit pair products, four rows of W against up to three tokens' codes at a
  * time; a plain loop on the scalar set: the same bits everywhere). That is x'·W'ᵀ without
  * the fp32 product's rounding; every other combination runs the fp32 product over x'.
+ * int8 activations per block of 32 (a8 block: d = max|x| / 127 a block, its scale the fp16 of d,
+ * llama.cpp's Q8_0) against weights in 32-blocks (symmetric int8 and int4 per group of a multiple
+ * of 32, GGUF's Q8_0 and Q4_0) are multiplied as integers too: y = Σ_b (float)(Σ q_x·q_w) ·
+ * (d_x·d_w) (+ b), the block sums exact, their terms added in block order with no fused
+ * multiply-add (16 rows of W packed a block at a time so that an integer lane holds a row's block
+ * sum; VNNI, AVX2's pair products, a plain loop: the same bits everywhere). Other weights with it
+ * run the fp32 product over x' = code·fp16(d).
  *
  * The code: runtime/linear.c is the driver (views, work split, the loops over tiles, the rounding
  * of x, and two tables: a row per activation rounding, a row per product of its own keyed by the
  * weight's encoding and the rounding, W8A8's among them). The kernels are the kernel set's
  * (rt_exec.isa, runtime/kernels.h): each of runtime/kernels_{scalar,avx2,avx512}.c has a table of
  * fused kernels, a row per encoding and way of reading it (runtime/linear_impl.h's rt_fused), and
- * the W8A8 product's two kernels. A new encoding's fused kernels are a step (or a tile and a row
+ * the integer products' kernels (W8A8's dot4 and codes, a8 block's a8b_dot and packing). A new
+ * encoding's fused kernels are a step (or a tile and a row
  * decoder of its own) and a row in each kernel file; without one it runs generic. */
 #ifndef LMQ_RT_LINEAR_H
 #define LMQ_RT_LINEAR_H

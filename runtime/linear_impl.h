@@ -66,7 +66,33 @@ typedef void (*dot4_fn)(const uint8_t *const c[4], const int8_t *q, size_t ldq, 
  * scale leaves q as it is (zeros). Bit for bit the same codes on every kernel set. */
 typedef int32_t (*codes_fn)(const float *x, size_t in, float *scale, int8_t *q);
 
+/* The a8 block product (int8 activations per block of 32 against weights in 32-blocks, rt_linear's
+ * integer path for them): 16 rows of W packed by the driver (A8B_ROWS), for each block b 8 vectors
+ * of 64 bytes, vector v's bytes 4l..4l+3 row l's codes 4v..4v+3 of the block as qw + 128 (an
+ * unsigned byte whatever the weight kind), and wd[b][l] row l's scale of block b. So that no lane
+ * sums across rows: a lane of an integer vector holds one row's whole block sum, and the 16 rows'
+ * fp32 sums are 16 lanes. */
+#define A8B_ROWS 16
+#define A8B_BLOCK 32
+#define A8B_PACKED (A8B_ROWS * A8B_BLOCK) /* bytes of one block of a packed tile */
+/* The most rows of x a call takes: 4 rows of x against the 16 of W keep 8 integer and float
+ * accumulators beside the 8 vectors of a block of W. */
+#define A8B_MR 4
+/* For mr (1..A8B_MR) rows of codes qx (ldq apart), their blocks' fp16-rounded scales dx and
+ * 128·Σ codes cx (lds apart, one a block), against nb blocks of a packed tile: out[i][l] =
+ * Σ_b (float)s_ilb · (dx_ib · wd_bl) with s the exact block sum Σ qx·qw, added in block order,
+ * each product and sum rounded apart (no fused multiply-add): the same bits on every set. */
+typedef void (*a8b_dot_fn)(const uint8_t *wq, const float *wd, int nb, const int8_t *qx, size_t ldq, const float *dx,
+                           const int32_t *cx, size_t lds, int mr, float out[A8B_MR][A8B_ROWS]);
+
+/* Rows j[0..15] of W packed for a8b_dot_fn into wq and wd, the same bytes as the driver's portable
+ * packing (a kernel set's faster one for a weight kind, where it has one). W's bytes are fewer than
+ * 2^31 (the driver packs larger ones itself): offsets fit int32 lanes. */
+typedef void (*a8b_pack_fn)(const rt_weight *W, const int j[A8B_ROWS], uint8_t *wq, float *wd);
+
 /* The AVX2 set's, which the AVX-512 set without VNNI takes as it is (runtime/kernels_avx2.c). */
+void rt_avx2_a8b_dot(const uint8_t *wq, const float *wd, int nb, const int8_t *qx, size_t ldq, const float *dx,
+                     const int32_t *cx, size_t lds, int mr, float out[A8B_MR][A8B_ROWS]);
 void rt_avx2_dot4(const uint8_t *const c[4], const int8_t *q, size_t ldq, int mr, size_t in, size_t ahead,
                   int32_t out[TILE_X][4]);
 
@@ -76,6 +102,8 @@ struct rt_linear_kernels {
     span_fn f32_span;      /* the fp32 tile over stretches (staged products), or NULL: gemm_nt */
     codes_fn act_codes;
     dot4_fn dot4;
+    a8b_dot_fn a8b_dot;
+    const a8b_pack_fn *a8b_pack; /* [LMQ_T_COUNT], NULL entries (or none): the driver's packing */
 };
 
 /* Each kernel set's tile and row decoder for one encoding, tile_<name> and row_<name>, as plain

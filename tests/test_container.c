@@ -621,6 +621,17 @@ START_TEST(manifest_round_trip)
     assert_manifests_equal(&m, &back2);
     lmq_manifest_free(&back2);
     free(text);
+    /* int8 activations per block (a8 block) are written by name and come back. */
+    m.kind = 0;
+    m.tensors[0].act = (lmq_act){ LMQ_ACT_INT8, LMQ_ACT_BLOCK };
+    ck_assert_int_eq(lmq_manifest_emit(&m, &text, &len, &e), LMQ_OK);
+    ck_assert(strstr(text, "granularity: block\n"));
+    ck_assert_int_eq(lmq_manifest_parse(text, len, &back2, &e), LMQ_OK);
+    ck_assert(back2.tensors[0].act.scheme == LMQ_ACT_INT8 && back2.tensors[0].act.gran == LMQ_ACT_BLOCK);
+    assert_manifests_equal(&m, &back2);
+    lmq_manifest_free(&back2);
+    free(text);
+    m.tensors[0].act = (lmq_act){ LMQ_ACT_INT8, LMQ_ACT_TENSOR };
 
     /* Without the optional parts (a plain conversion): recipe and calibration absent. */
     lmq_manifest_init(&plain);

@@ -7,7 +7,10 @@
  *              and so must rt_weight_rows (embedding lookups);
  *   products   every output within 1e-5 of the double product, relative to Σ|x·w|;
  *   invariance a row's outputs are the same bits alone, inside a batch, and on 1, 2 or 3 threads;
- *   activations per token and per tensor: the product over an independently quantised x. */
+ *   activations per token and per tensor: the product over an independently quantised x;
+ *   a8 block   int8 activations per block against 32-block weights: every kernel set's integer
+ *              product bit for bit the scalar set's, near the double evaluation of its definition,
+ *              independent of threads and batches; other weights see the reference's x'. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -425,6 +428,144 @@ START_TEST(activations_quantised)
 }
 END_TEST
 
+/* ---- int8 activations per block of 32 (a8 block) */
+
+/* The rounding, written apart from the runtime's: a block's max in double, d = max / 127 in
+ * float, codes lround(x / d) clamped, the block's scale d through fp16; x' = code·scale into xq
+ * (NULL: not wanted). Codes into q, scales into dx ([n × in / 32]). */
+static void ref_act_block(const float *x, int n, int in, long *q, float *dx, float *xq)
+{
+    for (int b = 0; b < n * in / 32; b++) {
+        double mx = 0;
+        for (int k = 32 * b; k < 32 * b + 32; k++)
+            mx = fabs((double)x[k]) > mx ? fabs((double)x[k]) : mx;
+        const float d = (float)mx / 127.0f;
+        dx[b] = lmq_f16_to_f32(lmq_f32_to_f16(d));
+        for (int k = 32 * b; k < 32 * b + 32; k++) {
+            long c = mx == 0 ? 0 : lround((double)(x[k] / d));
+            q[k] = c > 127 ? 127 : c < -127 ? -127 : c;
+            if (xq)
+                xq[k] = mx == 0 ? 0.0f : (float)q[k] * dx[b];
+        }
+    }
+}
+
+/* The weight kinds the integer product takes (ENCODINGS' rows), and shapes: rows no multiple of a
+ * tile of 4 or 16, one block, three, rows of 128·k (several groups of 128, and groups of 32 in
+ * more than 16 blocks). */
+static const int A8B_ENCS[] = { 6, 10, 12, 13, FIRST_BLOCK, FIRST_BLOCK + 1 };
+static const int A8B_SHAPES[][2] = { { 1, 32 }, { 5, 96 }, { 7, 128 }, { 18, 256 }, { 67, 384 }, { 3, 640 } };
+
+static void a8b_run(const rt_kernels *isa, int threads, const float *x, int n, const rt_weight *W, float *y)
+{
+    linear(isa, threads, x, n, W, y);
+}
+
+/* Every kernel set's a8 block product bit for bit the scalar set's, for n = 1, 2, 3, 4, 7, 50 rows
+ * of x; within fp32 rounding of Σ qx·dx·w' in double (the reference's codes, the scheme table's
+ * weights w' = qw·dw exactly); the same bits on 1..3 threads, row by row alone and in two
+ * batches; zero rows give the bias exactly. */
+static void a8b_case(const rt_kernels *isa, const enc *e, stored *s, int out, int in)
+{
+    enum { ROWS = 50 };
+    const int ns[] = { 1, 2, 3, 4, 7, ROWS };
+    const int nb = in / 32;
+    float *x = malloc((size_t)ROWS * in * sizeof *x), *dx = malloc((size_t)ROWS * nb * sizeof *dx);
+    long *q = malloc((size_t)ROWS * in * sizeof *q);
+    float *y = malloc((size_t)ROWS * out * sizeof *y), *ref_y = malloc((size_t)ROWS * out * sizeof *ref_y);
+    float *part = malloc((size_t)ROWS * out * sizeof *part);
+    for (int i = 0; i < ROWS * in; i++)
+        x[i] = i / in == 4 ? 0.0f : uniform() * (i % 37 == 0 ? 9.0f : 1.0f);
+    for (int k = 0; k < 32; k++) /* one zero block in a row that is not */
+        x[(size_t)6 * in + k] = 0.0f;
+    ref_act_block(x, ROWS, in, q, dx, NULL);
+    s->W.b = s->bias;
+    s->W.act = (lmq_act){ .scheme = LMQ_ACT_INT8, .gran = LMQ_ACT_BLOCK };
+    for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
+        const int n = ns[k];
+        linear(&rt_kernels_scalar, 1, x, n, &s->W, ref_y);
+        for (int threads = 1; threads <= 3; threads++) {
+            a8b_run(isa, threads, x, n, &s->W, y);
+            ck_assert_msg(!memcmp(y, ref_y, (size_t)n * out * sizeof *y), "%s, %s [%d × %d], %d rows on %d threads: "
+                          "not the scalar set's bits", isa->name, e->name, out, in, n, threads);
+        }
+        /* two batches, then row by row */
+        a8b_run(isa, 2, x, n / 2, &s->W, part);
+        a8b_run(isa, 3, x + (size_t)(n / 2) * in, n - n / 2, &s->W, part + (size_t)(n / 2) * out);
+        ck_assert_msg(!memcmp(part, y, (size_t)n * out * sizeof *y), "%s, %s [%d × %d]: %d rows in two batches differ",
+                      isa->name, e->name, out, in, n);
+        for (int i = 0; i < n; i++) {
+            a8b_run(isa, 1, x + (size_t)i * in, 1, &s->W, part);
+            ck_assert_msg(!memcmp(part, y + (size_t)i * out, (size_t)out * sizeof *y),
+                          "%s, %s [%d × %d]: row %d of %d differs alone", isa->name, e->name, out, in, i, n);
+        }
+    }
+    for (int i = 0; i < ROWS; i++)
+        for (int j = 0; j < out; j++) {
+            double r = s->bias[j], m = fabs(s->bias[j]);
+            for (int k = 0; k < in; k++) {
+                const double p = (double)q[(size_t)i * in + k] * dx[((size_t)i * in + k) / 32] * s->deq[(size_t)j * in + k];
+                r += p, m += fabs(p);
+            }
+            const float got = y[(size_t)i * out + j];
+            ck_assert_msg(fabs(got - r) <= 1e-6 * nb * m + 1e-30, "%s, %s [%d × %d], row %d, out %d: %.9g, double %.9g",
+                          isa->name, e->name, out, in, i, j, (double)got, r);
+            if (i == 4)
+                ck_assert_msg(got == s->bias[j], "%s, %s: a zero row gives %.9g, not the bias %.9g", isa->name,
+                              e->name, (double)got, (double)s->bias[j]);
+        }
+    s->W.act = (lmq_act){ 0 };
+    s->W.b = NULL;
+    free(x), free(dx), free(q), free(y), free(ref_y), free(part);
+}
+
+START_TEST(a8_block_products)
+{
+    const rt_kernels *isa;
+    for (size_t k = 0; k < sizeof A8B_ENCS / sizeof A8B_ENCS[0]; k++)
+        for (size_t sh = 0; sh < sizeof A8B_SHAPES / sizeof A8B_SHAPES[0]; sh++) {
+            stored s;
+            make(&s, &ENCODINGS[A8B_ENCS[k]], A8B_SHAPES[sh][0], A8B_SHAPES[sh][1]);
+            for (int i = 0; (isa = rt_isa_nth(i)); i++)
+                a8b_case(isa, &ENCODINGS[A8B_ENCS[k]], &s, A8B_SHAPES[sh][0], A8B_SHAPES[sh][1]);
+            unmake(&s);
+        }
+}
+END_TEST
+
+/* Weights the integer product does not take (fp32, int4 per channel, int8 g128 asymmetric: the
+ * float product) see x' = code·scale, the reference's rounding, bit for bit. */
+START_TEST(a8_block_rounding)
+{
+    const int encs[] = { 0, 9, 7 };
+    const rt_kernels *isa;
+    for (size_t k = 0; k < sizeof encs / sizeof encs[0]; k++)
+        for (size_t sh = 0; sh < sizeof A8B_SHAPES / sizeof A8B_SHAPES[0]; sh++) {
+            const int out = A8B_SHAPES[sh][0], in = A8B_SHAPES[sh][1], n = 7;
+            stored s;
+            make(&s, &ENCODINGS[encs[k]], out, in);
+            float *x = malloc((size_t)n * in * sizeof *x), *xq = malloc((size_t)n * in * sizeof *xq);
+            float *dx = malloc((size_t)n * in / 32 * sizeof *dx), *y = malloc((size_t)n * out * sizeof *y);
+            float *want = malloc((size_t)n * out * sizeof *want);
+            long *q = malloc((size_t)n * in * sizeof *q);
+            for (int i = 0; i < n * in; i++)
+                x[i] = i / in == 2 ? 0.0f : uniform();
+            x[in / 2] = 1e4f;
+            ref_act_block(x, n, in, q, dx, xq);
+            for (int i = 0; (isa = rt_isa_nth(i)); i++) {
+                s.W.act = (lmq_act){ 0 };
+                linear(isa, 2, xq, n, &s.W, want);
+                s.W.act = (lmq_act){ .scheme = LMQ_ACT_INT8, .gran = LMQ_ACT_BLOCK };
+                linear(isa, 2, x, n, &s.W, y);
+                ck_assert_msg(!memcmp(y, want, (size_t)n * out * sizeof *y), "%s, %s [%d × %d]: not the product over "
+                              "the reference's x'", isa->name, ENCODINGS[encs[k]].name, out, in);
+            }
+            free(x), free(xq), free(dx), free(y), free(want), free(q);
+            unmake(&s);
+        }
+}
+END_TEST
+
 /* Which encodings the fused kernels take: the ones the scheme table says they may, on every vector
  * kernel set or (wide) on the AVX-512 ones alone (fp32 on AVX2 is gemm_nt's product; int3 and int2
  * have no AVX2 rows), never on the scalar one; GGUF's blocks on every set, the scalar one too. */
@@ -474,6 +615,9 @@ START_TEST(bad_views)
     t.act.gran = LMQ_ACT_GRAN_COUNT;
     ck_assert_int_eq(rt_weight_of(&t, NULL, &W, &err), LMQ_E_FORMAT);
     ck_assert_msg(strstr(err.msg, "activation"), "%s", err.msg);
+    t.act = (lmq_act){ .scheme = LMQ_ACT_INT8, .gran = LMQ_ACT_BLOCK }; /* 8 inputs: no whole block */
+    ck_assert_int_eq(rt_weight_of(&t, NULL, &W, &err), LMQ_E_FORMAT);
+    ck_assert_msg(strstr(err.msg, "blk.0.ffn_up.weight") && strstr(err.msg, "per block"), "%s", err.msg);
     t.act = (lmq_act){ 0 };
     t.ndim = 1;
     ck_assert_int_eq(rt_weight_of(&t, NULL, &W, &err), LMQ_E_FORMAT);
@@ -489,6 +633,8 @@ int main(void)
     tcase_add_test(tc, decodes_exactly);
     tcase_add_test(tc, products_and_invariance);
     tcase_add_test(tc, activations_quantised);
+    tcase_add_test(tc, a8_block_products);
+    tcase_add_test(tc, a8_block_rounding);
     tcase_add_test(tc, fused_where_expected);
     tcase_add_test(tc, bad_views);
     suite_add_tcase(s, tc);

@@ -817,8 +817,8 @@ START_TEST(activations)
     snprintf(text, sizeof text, "%s    activations: {scheme: int4, granularity: token}\n", head);
     parse_fails(text, "recipe.yaml:6: rules[0].activations.scheme: unknown value 'int4' (known: int8, fp8_e4m3)", NULL);
     snprintf(text, sizeof text, "%s    activations: {scheme: int8, granularity: channel}\n", head);
-    parse_fails(text, "recipe.yaml:6: rules[0].activations.granularity: unknown value 'channel' (known: token, tensor)",
-                NULL);
+    parse_fails(text, "recipe.yaml:6: rules[0].activations.granularity: unknown value 'channel' (known: token, tensor, "
+                "block)", NULL);
     snprintf(text, sizeof text, "%s    activations: {scheme: int8}\n", head);
     parse_fails(text, "recipe.yaml:6: rules[0].activations.granularity: required key is missing", NULL);
     snprintf(text, sizeof text, "%s    activations: {scheme: int8, granularity: token, symmetric: false}\n", head);
@@ -843,6 +843,37 @@ START_TEST(activations)
     ck_assert_msg(strstr(e.msg, "recipe.yaml:3: this rule gives activations to 1-D tensor 'blk.0.attn_norm.weight'"),
                   "%s", e.msg);
     ck_assert_ptr_null(plan.entries);
+
+    /* int8 per block (a8 block): on int4 per group of a multiple of 32 and Q4_0; refused, naming the
+     * rule's line and the tensor, on int4 per channel, int4 g16, asymmetric int4, fp16, and with fp8. */
+    const char *ok[] = { "scheme: int4\n    granularity: group\n    group: 128\n", "scheme: q4_0\n",
+                         "scheme: int8\n    granularity: group\n    group: 32\n", "scheme: q8_0\n" };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        snprintf(text, sizeof text, "name: x\nrules:\n  - match: \"blk.*.attn_*.weight\"\n    %s"
+                 "    activations: {scheme: int8, granularity: block}\n", ok[i]);
+        ck_assert_msg(resolve(text, &m, 1, &plan, &e) == LMQ_OK, "%s: %s", ok[i], e.msg);
+        ck_assert_int_eq(entry(&plan, "blk.1.attn_k.weight")->act.scheme, LMQ_ACT_INT8);
+        ck_assert_int_eq(entry(&plan, "blk.1.attn_k.weight")->act.gran, LMQ_ACT_BLOCK);
+        q_plan_free(&plan);
+    }
+    const struct { const char *scheme, *says; } bad[] = {
+        { "scheme: int4\n    granularity: channel\n", "not int4 channel" },
+        { "scheme: int4\n    granularity: group\n    group: 16\n", "not int4 group 16" },
+        { "scheme: int4\n    granularity: group\n    group: 32\n    symmetric: false\n", "not int4 asym group 32" },
+        { "scheme: fp16\n", "not fp16 none" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(text, sizeof text, "name: x\nrules:\n  - match: \"blk.*.attn_q.weight\"\n    %s"
+                 "    activations: {scheme: int8, granularity: block}\n", bad[i].scheme);
+        ck_assert_int_eq(resolve(text, &m, 1, &plan, &e), LMQ_E_RECIPE);
+        ck_assert_msg(strstr(e.msg, "recipe.yaml:3: tensor 'blk.0.attn_q.weight': activations int8 per block") &&
+                          strstr(e.msg, bad[i].says), "%s", e.msg);
+        ck_assert_ptr_null(plan.entries);
+    }
+    snprintf(text, sizeof text, "name: x\nrules:\n  - match: \"blk.*.attn_*.weight\"\n    scheme: q4_0\n"
+             "    activations: {scheme: fp8_e4m3, granularity: block}\n");
+    ck_assert_int_eq(resolve(text, &m, 1, &plan, &e), LMQ_E_RECIPE);
+    ck_assert_msg(strstr(e.msg, "only int8 takes granularity block"), "%s", e.msg);
 }
 END_TEST
 
@@ -1059,6 +1090,8 @@ static const struct {
     { "w8a8-tensor", LINEAR_ONLY(INT(8, CHANNEL, 0, 0)), 35, 16, { LMQ_ACT_INT8, LMQ_ACT_TENSOR }, LMQ_METHOD_RTN, 0 },
     { "w8a8-smoothquant", LINEAR_ONLY(INT(8, CHANNEL, 0, 0)), 35, 16, { LMQ_ACT_INT8, LMQ_ACT_TENSOR }, LMQ_METHOD_RTN, 0 },
     { "w4a16", { INT(4, GROUP, 128, 0), F16, INT(8, CHANNEL, 0, 0), KEEP }, 37, 18, A_NONE, LMQ_METHOD_RTN, 0 },
+    { "w4a8-block", { INT(4, GROUP, 128, 0), F16, INT(8, CHANNEL, 0, 0), KEEP }, 37, 18, { LMQ_ACT_INT8, LMQ_ACT_BLOCK },
+      LMQ_METHOD_RTN, 0 },
     { "gptq-int4-g128", LINEAR_ONLY(INT(4, GROUP, 128, 0)), 35, 16, A_NONE, LMQ_METHOD_GPTQ, 0 },
     { "gptq-int4-g32", LINEAR_ONLY(INT(4, GROUP, 32, 0)), 35, 16, A_NONE, LMQ_METHOD_GPTQ, 0 },
     { "gptq-int3-g128", LINEAR_ONLY(INT(3, GROUP, 128, 0)), 35, 16, A_NONE, LMQ_METHOD_GPTQ, 0 },
@@ -1168,6 +1201,13 @@ START_TEST(shipped_on_stories260K)
         q_recipe r;
         q_plan plan;
         ck_assert_msg(q_recipe_load(path, &r, &e) == LMQ_OK, "%s", e.msg);
+        if (SHIPPED[k].act.gran == LMQ_ACT_BLOCK) { /* stories260K's FFN is 172 wide: no whole 32-blocks */
+            ck_assert_int_eq(q_recipe_resolve_model(&r, &mod, &plan, &e), LMQ_E_RECIPE);
+            ck_assert_msg(strstr(e.msg, "'blk.0.ffn_down.weight': activations int8 per block need a multiple of 32 "
+                                 "inputs, not 172"), "%s", e.msg);
+            q_recipe_free(&r);
+            continue;
+        }
         ck_assert_msg(q_recipe_resolve_model(&r, &mod, &plan, &e) == LMQ_OK, "%s", e.msg);
         q_tensor_ref refs[160];
         for (int i = 0; i < mod.n_tensors; i++)

@@ -39,6 +39,12 @@ static const struct {
     { .name = "int8 g128", .q = { .dtype = LMQ_T_INT8, .gran = LMQ_GRAN_GROUP, .group = 128 } },
     { .name = "int4 g128", .q = { .dtype = LMQ_T_INT4, .gran = LMQ_GRAN_GROUP, .group = 128 } },
     { .name = "int4 g32", .q = { .dtype = LMQ_T_INT4, .gran = LMQ_GRAN_GROUP, .group = 32 } },
+    /* a8 block: x int8 per block of 32, the integer product against the weights' 32-blocks (names with a comma
+     * still match the filter: a name is matched where a listed one starts) */
+    { .name = "int4 g128, a8 block", .q = { .dtype = LMQ_T_INT4, .gran = LMQ_GRAN_GROUP, .group = 128 },
+      .act = { LMQ_ACT_INT8, LMQ_ACT_BLOCK } },
+    { .name = "int4 g32, a8 block", .q = { .dtype = LMQ_T_INT4, .gran = LMQ_GRAN_GROUP, .group = 32 },
+      .act = { LMQ_ACT_INT8, LMQ_ACT_BLOCK } },
     { .name = "int4 g32 asym", .q = { .dtype = LMQ_T_INT4, .gran = LMQ_GRAN_GROUP, .group = 32, .asym = 1 } },
     { .name = "int3 g32", .q = { .dtype = LMQ_T_INT3, .gran = LMQ_GRAN_GROUP, .group = 32 } },
     { .name = "int2 g32 asym", .q = { .dtype = LMQ_T_INT2, .gran = LMQ_GRAN_GROUP, .group = 32, .asym = 1 } },
@@ -46,6 +52,8 @@ static const struct {
     /* GGUF's blocks (Q8_0 and Q4_0 as blocks: what llama.cpp's negative scales import as) */
     { .name = "q8_0", .q = { .dtype = LMQ_T_Q8_0 } },
     { .name = "q4_0", .q = { .dtype = LMQ_T_Q4_0 } },
+    { .name = "q4_0, a8 block", .q = { .dtype = LMQ_T_Q4_0 }, .act = { LMQ_ACT_INT8, LMQ_ACT_BLOCK } },
+    { .name = "q8_0, a8 block", .q = { .dtype = LMQ_T_Q8_0 }, .act = { LMQ_ACT_INT8, LMQ_ACT_BLOCK } },
     { .name = "q4_1", .q = { .dtype = LMQ_T_Q4_1 } },
     { .name = "q5_0", .q = { .dtype = LMQ_T_Q5_0 } },
     { .name = "q5_1", .q = { .dtype = LMQ_T_Q5_1 } },

@@ -161,7 +161,7 @@ if [ -z "${LMQ_SAN:-}" ]; then
         if "$LMQ" export "$tmp/all-$n.lmq" --to compressed-tensors -o "$tmp/all-$n" >/dev/null 2>"$tmp/err"; then
             reader "$tmp/all-$n.lmq" "$tmp/all-$n"
         else
-            grep -q "tensor tok_embd.weight is .*: compressed-tensors quantises Linear modules only" "$tmp/err" ||
+            grep -qE "tensor tok_embd.weight is .*: compressed-tensors quantises Linear modules only|with int8 activations per block: compressed-tensors has no such strategy" "$tmp/err" ||
                 fail "$y: $(cat "$tmp/err")"
         fi
         rm -rf "$tmp/all-$n" "$tmp/all-$n.lmq"
