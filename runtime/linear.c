@@ -566,7 +566,6 @@ static lmq_code a8b_linear(const rt_exec *ex, const struct product *p, const flo
     return LMQ_OK;
 }
 
-
 static const struct product *product_of(const rt_weight *W)
 {
     for (size_t i = 0; i < sizeof PRODUCTS / sizeof PRODUCTS[0]; i++) {

@@ -28,6 +28,7 @@ VARIANTS=(
     "int8 tests/bench/recipes/int8-all.yaml"
     "w8a8 tests/bench/recipes/w8a8-all.yaml"
     "int4-g128 recipes/w4a16.yaml"
+    "int4-g128-a8b recipes/w4a8-block.yaml"
     "int4-g32 tests/bench/recipes/w4a16-g32.yaml"
 )
 
