@@ -387,11 +387,17 @@ typedef struct {
     __m256i z;
 } wrow8;
 
-AVX2_INLINE void row_group8(wrow8 *r, int64_t gi, unsigned bits)
+AVX2_INLINE void row_group8(int enc, wrow8 *r, int64_t gi)
 {
+    if (enc_fp8(enc)) { /* an IEEE single scale, no zero code */
+        float s;
+        memcpy(&s, r->r.sc + 4 * gi, 4);
+        r->s = _mm256_set1_ps(s);
+        return;
+    }
     uint16_t s;
     int z;
-    group_of(&r->r, gi, bits, &s, &z);
+    group_of(&r->r, gi, enc_bits(enc), &s, &z);
     r->s = _mm256_cvtph_ps(_mm_set1_epi16((short)s));
     r->z = _mm256_set1_epi32(z);
 }
@@ -413,6 +419,18 @@ AVX2_INLINE __m256 row_step8(int enc, const wrow8 *r, int64_t k, int n)
         w = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
     } else if (enc == ENC_BF16) {
         w = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
+    } else if (enc_fp8(enc)) { /* the codes' fp16 bits, NaN codes fp16's NaN (f8_form), times unit and scale */
+        const f8_form *f = f8_form_of(enc);
+        const __m128i c = _mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i *)p));
+        const __m128i nan = _mm_cmpgt_epi16(_mm_and_si128(c, _mm_set1_epi16(0x7F)), _mm_set1_epi16((short)f->finite));
+        const __m128i h = _mm_and_si128(_mm_slli_epi16(c, f->shift), _mm_set1_epi16((short)f->keep));
+        const __m128i hn = _mm_or_si128(_mm_and_si128(h, _mm_set1_epi16((short)0x8000)), _mm_set1_epi16(F8_NAN16));
+        w = _mm256_cvtph_ps(_mm_blendv_epi8(h, hn, nan));
+        if (f->unit != 1.0f)
+            w = _mm256_mul_ps(w, _mm256_set1_ps(f->unit));
+        w = _mm256_mul_ps(w, r->s);
+        if (n < 8)
+            w = _mm256_and_ps(w, _mm256_castsi256_ps(tail_mask(n)));
     } else {
         __m256i c;
         if (enc == ENC_I8) {
@@ -459,7 +477,7 @@ AVX2_INLINE void tile8(int enc, int MR, const rt_weight *W, const int j[4], cons
     for (int64_t k = 0, group_end = 0, gi = 0; k < K; k += 8) {
         if (enc_grouped(enc) && k == group_end) {
             RT_UNROLL for (int c = 0; c < 4; c++)
-                row_group8(&r[c], gi, enc_bits(enc));
+                row_group8(enc, &r[c], gi);
             group_end += group, gi++;
         }
         if (k + 8 <= K)
@@ -479,7 +497,7 @@ AVX2_INLINE void row8(int enc, const rt_weight *W, int j, float *o)
     for (int64_t k = 0, group_end = 0, gi = 0; k < K; k += 8) {
         const int n = K - k >= 8 ? 8 : (int)(K - k);
         if (enc_grouped(enc) && k == group_end)
-            row_group8(&r, gi++, enc_bits(enc)), group_end += group;
+            row_group8(enc, &r, gi++), group_end += group;
         const __m256 w = row_step8(enc, &r, k, n);
         if (n == 8)
             _mm256_storeu_ps(o + k, w);
@@ -848,6 +866,8 @@ AVX2_INLINE void rowblk8(int dt, const rt_weight *W, int j, float *o)
 
 RT_FUSED(AVX2, 8, f16, ENC_F16)
 RT_FUSED(AVX2, 8, bf16, ENC_BF16)
+RT_FUSED(AVX2, 8, f8e4, ENC_F8E4)
+RT_FUSED(AVX2, 8, f8e5, ENC_F8E5)
 RT_FUSED(AVX2, 8, i8, ENC_I8)
 RT_FUSED(AVX2, 8, i4, ENC_I4)
 #define BLK_KERNELS(name, T) RT_FUSED(AVX2, blk8, name, T)
@@ -857,6 +877,8 @@ RT_BLOCK_TYPES(BLK_KERNELS)
 static const rt_fused FUSED[] = {
     { LMQ_T_F16, 1, .k = RT_FUSED_KERNELS(f16, NULL) },
     { LMQ_T_BF16, 1, .k = RT_FUSED_KERNELS(bf16, NULL) },
+    { LMQ_T_F8_E4M3, 1, .k = RT_FUSED_KERNELS(f8e4, NULL) },
+    { LMQ_T_F8_E5M2, 1, .k = RT_FUSED_KERNELS(f8e5, NULL) },
     { LMQ_T_INT8, 1, .k = RT_FUSED_KERNELS(i8, NULL) },
     { LMQ_T_INT4, 32, .k = RT_FUSED_KERNELS(i4, NULL) },
     RT_BLOCK_TYPES(RT_BLOCK_ROW)

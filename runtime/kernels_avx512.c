@@ -34,7 +34,9 @@ AVX512_INLINE void row_ptr16(int enc, const rt_weight *W, int j, size_t ahead, w
 {
     row_ptr(enc, W, j, &r->r);
     r->groups = W->q.gran == LMQ_GRAN_GROUP ? W->L.groups_per_row : 1;
-    r->sahead = W->q.gran == LMQ_GRAN_TENSOR || !ahead ? 0 : (size_t)W->ahead_tiles * 4 * (size_t)r->groups * 2;
+    r->sahead = W->q.gran <= LMQ_GRAN_TENSOR || !ahead
+                    ? 0
+                    : (size_t)W->ahead_tiles * 4 * (size_t)r->groups * enc_scale_bytes(enc);
     r->s = r->z = r->tab = _mm512_setzero_ps();
 }
 
@@ -47,23 +49,27 @@ AVX512_INLINE void row_group16(int enc, int wide, wrow16 *r, int64_t gi, unsigne
     const int narrow8 = enc == ENC_I8 && !wide; /* needs −zero·scale, not the zero code */
     if (i == 0) {
         /* Parameters are a stream of their own, which the hardware does not learn in time. */
-        __builtin_prefetch(r->r.sc + 2 * gi + r->sahead, 0, 3);
+        __builtin_prefetch(r->r.sc + enc_scale_bytes(enc) * gi + r->sahead, 0, 3);
         if (r->r.zp)
             __builtin_prefetch(r->r.zp + 2 * gi + r->sahead, 0, 3);
         const __mmask16 m = lanes16(r->groups - gi);
-        const __m512 s = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, r->r.sc + 2 * gi));
-        const __m512 z = r->r.zp ? _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(_mm256_maskz_loadu_epi16(m, r->r.zp + 2 * gi)))
-                                 : _mm512_set1_ps((float)(1 << (bits - 1)));
-        _mm512_storeu_ps(r->gs, s);
-        if (narrow8)
-            _mm512_storeu_ps(r->gn, _mm512_mul_ps(z, _mm512_sub_ps(_mm512_setzero_ps(), s)));
-        else
-            _mm512_storeu_ps(r->gz, z);
+        if (enc_fp8(enc)) { /* IEEE single scales, no zero codes */
+            _mm512_storeu_ps(r->gs, _mm512_maskz_loadu_ps(m, r->r.sc + 4 * gi));
+        } else {
+            const __m512 s = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, r->r.sc + 2 * gi));
+            const __m512 z = r->r.zp ? _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(_mm256_maskz_loadu_epi16(m, r->r.zp + 2 * gi)))
+                                     : _mm512_set1_ps((float)(1 << (bits - 1)));
+            _mm512_storeu_ps(r->gs, s);
+            if (narrow8)
+                _mm512_storeu_ps(r->gn, _mm512_mul_ps(z, _mm512_sub_ps(_mm512_setzero_ps(), s)));
+            else
+                _mm512_storeu_ps(r->gz, z);
+        }
     }
     r->s = _mm512_set1_ps(r->gs[i]);
     if (narrow8)
         r->tab = _mm512_set1_ps(r->gn[i]);
-    else
+    else if (!enc_fp8(enc))
         r->z = _mm512_set1_ps(r->gz[i]);
     if (enc == ENC_I8X) /* what 2^23 + code less 2^23 + zero leaves: see row_step16 */
         r->tab = _mm512_add_ps(r->z, _mm512_set1_ps(8388608.0f));
@@ -95,6 +101,17 @@ static const union {
     { .u = { NARROW_ROW(0, 3), NARROW_ROW(16, 3), NARROW_SHIFT(3) } },
     { .u = { NARROW_ROW(0, 2), NARROW_ROW(16, 2), NARROW_SHIFT(2) } },
 };
+
+/* 16 fp8 codes as fp16 bits h (f8_form) to weights: widened, times the form's unit and the group's
+ * scale s, each product exact or rounded once as q_dequantize's decode(code)·scale; zero in lanes
+ * not live. */
+AVX512_INLINE __m512 f8_weights16(const f8_form *f, __m256i h, __m512 s, __mmask16 live)
+{
+    __m512 v = _mm512_cvtph_ps(h);
+    if (f->unit != 1.0f)
+        v = _mm512_mul_ps(v, _mm512_set1_ps(f->unit));
+    return _mm512_maskz_mul_ps(live, v, s);
+}
 
 /* 32 weights of the row from column k: w0 then w1, zero in dead lanes. int4 gives the even
  * columns of the 32 in w0 and the odd ones in w1 (low nibbles, then high); ENC_I4X, the s-th 32
@@ -145,6 +162,19 @@ AVX512_INLINE void row_step16(int enc, int wide, const wrow16 *r, int64_t k, __m
         const __m512i low = _mm512_set1_epi32(0xFF), two23 = _mm512_set1_epi32(0x4B000000);
         *w0 = _mm512_sub_ps(_mm512_castsi512_ps(_mm512_ternarylogic_epi32(c0, low, two23, 0xEA)), r->tab);
         *w1 = _mm512_sub_ps(_mm512_castsi512_ps(_mm512_ternarylogic_epi32(c1, low, two23, 0xEA)), r->tab);
+        break;
+    }
+    case ENC_F8E4:
+    case ENC_F8E5: { /* the 32 codes' fp16 bits in 16-bit lanes, NaN codes set to fp16's NaN (f8_form) */
+        const f8_form *f = f8_form_of(enc);
+        const __m512i c = _mm512_cvtepi8_epi16(_mm256_maskz_loadu_epi8((__mmask32)m0 | (__mmask32)m1 << 16, p));
+        const __mmask32 nan = _mm512_cmpgt_epu16_mask(_mm512_and_si512(c, _mm512_set1_epi16(0x7F)),
+                                                      _mm512_set1_epi16((short)f->finite));
+        __m512i h = _mm512_and_si512(_mm512_slli_epi16(c, (unsigned)f->shift), _mm512_set1_epi16((short)f->keep));
+        h = _mm512_mask_mov_epi16(h, nan, _mm512_ternarylogic_epi32(h, _mm512_set1_epi16((short)0x8000),
+                                                                    _mm512_set1_epi16(F8_NAN16), 0xEA));
+        *w0 = f8_weights16(f, _mm512_castsi512_si256(h), r->s, m0);
+        *w1 = f8_weights16(f, _mm512_extracti64x4_epi64(h, 1), r->s, m1);
         break;
     }
     case ENC_I3:
@@ -739,6 +769,8 @@ AVX512_INLINE void rowblk16(int dt, const rt_weight *W, int j, float *o)
 RT_FUSED(AVX512, 16, f32, ENC_F32, 0)
 RT_FUSED(AVX512, 16, f16, ENC_F16, 0)
 RT_FUSED(AVX512, 16, bf16, ENC_BF16, 0)
+RT_FUSED(AVX512, 16, f8e4, ENC_F8E4, 0)
+RT_FUSED(AVX512, 16, f8e5, ENC_F8E5, 0)
 RT_FUSED(AVX512, 16, i8, ENC_I8, 0)
 RT_FUSED(AVX512, 16, i8w, ENC_I8, 1)
 RT_FUSED(AVX512, 16, i8x, ENC_I8X, 0)
@@ -753,6 +785,8 @@ static const rt_fused FUSED[] = {
     { LMQ_T_F32, 1, .k = RT_FUSED_KERNELS(f32, NULL) },
     { LMQ_T_F16, 1, .k = RT_FUSED_KERNELS(f16, NULL) },
     { LMQ_T_BF16, 1, .k = RT_FUSED_KERNELS(bf16, NULL) },
+    { LMQ_T_F8_E4M3, 1, .k = RT_FUSED_KERNELS(f8e4, NULL) },
+    { LMQ_T_F8_E5M2, 1, .k = RT_FUSED_KERNELS(f8e5, NULL) },
     { LMQ_T_INT8, 64, .k = RT_FUSED_KERNELS(i8x, permute64, .scaled = 1) },
     { LMQ_T_INT8, 1, .k = RT_FUSED_KERNELS(i8, NULL), .wide = RT_FUSED_KERNELS(i8w, NULL) },
     { LMQ_T_INT4, 128, .k = RT_FUSED_KERNELS(i4x, permute128) },

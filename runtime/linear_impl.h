@@ -142,6 +142,8 @@ enum {
     ENC_F32 = STEP_KIND(LMQ_T_F32, 0),
     ENC_F16 = STEP_KIND(LMQ_T_F16, 0),
     ENC_BF16 = STEP_KIND(LMQ_T_BF16, 0),
+    ENC_F8E4 = STEP_KIND(LMQ_T_F8_E4M3, 0),
+    ENC_F8E5 = STEP_KIND(LMQ_T_F8_E5M2, 0),
     ENC_I8 = STEP_KIND(LMQ_T_INT8, 0),
     ENC_I8X = STEP_KIND(LMQ_T_INT8, 64),
     ENC_I4 = STEP_KIND(LMQ_T_INT4, 0),
@@ -157,6 +159,25 @@ enum {
 #define enc_looked_up(enc) ((enc) >= STEP_WIDTH(4))
 /* The columns an ENC_I8X or ENC_I4X step reads a row in: one 64-byte block (0: any step alone). */
 #define enc_block(enc) ((enc) & 0xFF)
+/* Whether the kind's codes are 8-bit floats, whose scales are IEEE single (else half). */
+#define enc_fp8(enc) ((enc) == ENC_F8E4 || (enc) == ENC_F8E5)
+#define enc_scale_bytes(enc) (enc_fp8(enc) ? 4 : 2)
+
+/* An 8-bit float code as fp16 bits (schemes/fp8.h's formats; they differ in these constants alone):
+ * the code sign-extended to 16 bits, shifted left by `shift` and masked by `keep`, has its sign,
+ * exponent and mantissa in fp16's places. e5m2 is fp16's top byte; e4m3's 4-bit exponent read
+ * under fp16's bias of 15 instead of 7 is its value times 2^-8, subnormals too, which fp16 holds
+ * and the conversion to fp32 widens exactly; times `unit` (2^8, exact) it is the value. Codes
+ * whose low 7 bits exceed `finite` are NaN (e4m3's S.1111.111; e5m2's past infinity): they become
+ * fp16's NaN F8_NAN16 with their sign, which widens to q_fp8_decode's sign | 0x7FC00000. */
+typedef struct {
+    int shift;
+    uint16_t keep, finite;
+    float unit;
+} f8_form;
+static const f8_form F8_FORMS[2] = { { 7, 0xBF80, 0x7E, 256.0f }, { 8, 0xFFFF, 0x7C, 1.0f } };
+#define F8_NAN16 0x7E00
+#define f8_form_of(enc) (&F8_FORMS[(enc) == ENC_F8E5])
 
 /* One row of W as a step walks it: where its values or codes start, where its scales and zero
  * points start. */
@@ -168,8 +189,9 @@ static inline void row_ptr(int enc, const rt_weight *W, int j, rowptr *r)
 {
     const size_t in = (size_t)W->in;
     r->p = W->data + W->L.code_offset + (size_t)j * in * enc_bits(enc) / 8;
+    static const float one = 1.0f; /* the scale of weights that store none (fp8 unscaled) */
     const size_t sidx = W->q.gran == LMQ_GRAN_TENSOR ? 0 : (size_t)j * (size_t)W->L.groups_per_row;
-    r->sc = W->data + sidx * 2;
+    r->sc = W->L.n_scales ? W->data + sidx * enc_scale_bytes(enc) : (const uint8_t *)&one;
     r->zp = W->q.asym ? W->data + W->L.zero_offset + sidx * 2 : NULL;
 }
 

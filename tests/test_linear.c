@@ -19,6 +19,7 @@
 #include "common/cpu.h"
 #include "common/fp.h"
 #include "runtime/linear.h"
+#include "schemes/fp8.h"
 #include "tests/testutil.h"
 
 typedef struct {
@@ -38,7 +39,11 @@ static const enc ENCODINGS[] = {
     { "int4 g128 asym", Q(INT4, GROUP, 1, 128) },
     { "int4 tensor asym", Q(INT4, TENSOR, 1, 0) }, { "int3 g32", Q(INT3, GROUP, 0, 32) },
     { "int2 g32 asym", Q(INT2, GROUP, 1, 32) }, { "int8 channel asym", Q(INT8, CHANNEL, 1, 0) },
-    /* GGUF's blocks (19 on): fused on every kernel set, the scalar one the reference */
+    /* fp8 (19 on, with row 3): fused on the vector kernel sets */
+    { "fp8 e4m3 tensor", Q(F8_E4M3, TENSOR, 0, 0) }, { "fp8 e4m3 g32", Q(F8_E4M3, GROUP, 0, 32) },
+    { "fp8 e4m3 unscaled", Q(F8_E4M3, NONE, 0, 0) }, { "fp8 e5m2 channel", Q(F8_E5M2, CHANNEL, 0, 0) },
+    { "fp8 e5m2 tensor", Q(F8_E5M2, TENSOR, 0, 0) }, { "fp8 e5m2 g64", Q(F8_E5M2, GROUP, 0, 64) },
+    /* GGUF's blocks (25 on): fused on every kernel set, the scalar one the reference */
     { "q8_0", Q(Q8_0, NONE, 0, 0) },          { "q4_0", Q(Q4_0, NONE, 0, 0) },
     { "q4_1", Q(Q4_1, NONE, 0, 0) },          { "q5_0", Q(Q5_0, NONE, 0, 0) },
     { "q5_1", Q(Q5_1, NONE, 0, 0) },          { "q2_k", Q(Q2_K, NONE, 0, 0) },
@@ -46,7 +51,7 @@ static const enc ENCODINGS[] = {
     { "q5_k", Q(Q5_K, NONE, 0, 0) },          { "q6_k", Q(Q6_K, NONE, 0, 0) },
     { "iq4_nl", Q(IQ4_NL, NONE, 0, 0) },      { "iq4_xs", Q(IQ4_XS, NONE, 0, 0) },
 };
-#define FIRST_BLOCK 19
+#define FIRST_BLOCK 25
 #define N_ENC (int)(sizeof ENCODINGS / sizeof ENCODINGS[0])
 
 /* out × in: a single row, a single column, tails of every kind, shapes the fused kernels take (in
@@ -566,13 +571,128 @@ START_TEST(a8_block_rounding)
 }
 END_TEST
 
+/* ---- fp8: every code */
+
+/* fp8 weights [out × in] written byte by byte: element e's code 37·e + 11 mod 256 (every code in each
+ * 256 elements), or the finite code with its sign and low four bits where that is Inf or NaN (finite);
+ * scale i 2^(i mod 9 − 4)·(1 + (i mod 5)/8), one in seven the smallest normal float's tenth (its
+ * products subnormal). Returns the bytes, viewed in *W (q: the layout's). */
+static uint8_t *fp8_weights(const lmq_qparams *q, int out, int in, int finite, rt_weight *W, lmq_tensor *t)
+{
+    lmq_layout L;
+    lmq_err err;
+    ck_assert(lmq_layout_of(q, out, in, &L, &err) == LMQ_OK);
+    uint8_t *b = malloc(L.bytes);
+    for (int64_t i = 0; i < L.n_scales; i++) {
+        const float sc = i % 7 == 6 ? 0x1p-126f / 10 : ldexpf(1.0f + (float)(i % 5) / 8, (int)(i % 9) - 4);
+        memcpy(b + 4 * i, &sc, 4);
+    }
+    const q_fp8_format *f = q->dtype == LMQ_T_F8_E4M3 ? &q_fp8_e4m3 : &q_fp8_e5m2;
+    for (size_t e = 0; e < (size_t)out * in; e++) {
+        uint8_t c = (uint8_t)(37 * e + 11);
+        if (finite && !isfinite(q_fp8_decode(f, c)))
+            c &= 0x8F;
+        b[L.code_offset + e] = c;
+    }
+    *t = (lmq_tensor){ .ndim = 2, .shape = { out, in }, .q = *q, .raw = b, .raw_size = L.bytes };
+    snprintf(t->name, sizeof t->name, "test.fp8");
+    ck_assert_msg(rt_weight_of(t, NULL, W, &err) == LMQ_OK, "%s", err.msg);
+    return b;
+}
+
+/* q_dequantize's values for any code, Inf and NaN too: decode(code)·scale, one rounding. */
+static void fp8_dequantize(const lmq_qparams *q, const uint8_t *b, int out, int in, float *deq)
+{
+    lmq_layout L;
+    lmq_err err;
+    ck_assert(lmq_layout_of(q, out, in, &L, &err) == LMQ_OK);
+    const q_fp8_format *f = q->dtype == LMQ_T_F8_E4M3 ? &q_fp8_e4m3 : &q_fp8_e5m2;
+    for (size_t e = 0; e < (size_t)out * in; e++) {
+        const size_t j = e / (size_t)in, k = e % (size_t)in;
+        const size_t i = q->gran == LMQ_GRAN_TENSOR ? 0 : j * (size_t)L.groups_per_row + k / (size_t)L.group;
+        float sc = 1.0f;
+        if (L.n_scales)
+            memcpy(&sc, b + 4 * i, 4);
+        deq[e] = q_fp8_decode(f, b[L.code_offset + e]) * sc;
+    }
+}
+
+/* Both fp8 formats, unscaled and with a scale per tensor, channel and group of 32, on ragged shapes:
+ * on every kernel set each of the 256 codes decodes (rt_weight_rows) to q_dequantize's value
+ * decode(code)·scale bit for bit, NaNs' too, so every set gives the same bits; and over the finite codes, with a bias, rt_linear for
+ * n = 1..9 and 50 rows on 1..3 threads gives the bits of the same kernel set's fp32 product over
+ * q_dequantize's weights. */
+START_TEST(fp8_every_code)
+{
+    static const int shapes[][2] = { { 1, 256 }, { 7, 37 }, { 67, 160 }, { 3, 1100 }, { 9, 288 } };
+    static const lmq_dtype dts[] = { LMQ_T_F8_E4M3, LMQ_T_F8_E5M2 };
+    static const lmq_gran grans[] = { LMQ_GRAN_NONE, LMQ_GRAN_TENSOR, LMQ_GRAN_CHANNEL, LMQ_GRAN_GROUP };
+    enum { ROWS = 50 };
+    static const int ns[] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, ROWS }; /* fused up to 8 rows, then staged */
+    lmq_err err;
+    for (size_t d = 0; d < 2; d++)
+        for (size_t g = 0; g < sizeof grans / sizeof grans[0]; g++)
+            for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
+                const int out = shapes[sh][0], in = shapes[sh][1];
+                const lmq_qparams q = { .dtype = dts[d], .gran = grans[g], .group = grans[g] == LMQ_GRAN_GROUP ? 32 : 0 };
+                const char *name = lmq_encoding_of(q.dtype)->name, *gran = lmq_gran_name(q.gran);
+                float *deq = malloc((size_t)out * in * sizeof *deq), *rows = malloc((size_t)out * in * sizeof *rows);
+                float *x = malloc((size_t)ROWS * in * sizeof *x), *bias = malloc((size_t)out * sizeof *bias);
+                float *y = malloc((size_t)ROWS * out * sizeof *y), *want = malloc((size_t)ROWS * out * sizeof *want);
+                for (int i = 0; i < ROWS * in; i++)
+                    x[i] = uniform();
+                for (int j = 0; j < out; j++)
+                    bias[j] = uniform();
+                for (int finite = 0; finite < 2; finite++) {
+                    rt_weight W, F;
+                    lmq_tensor t, tf;
+                    uint8_t *b = fp8_weights(&q, out, in, finite, &W, &t);
+                    fp8_dequantize(&q, b, out, in, deq);
+                    if (finite) { /* where it takes the codes (it refuses NaN and Inf) */
+                        ck_assert(q_dequantize(&q, b, t.raw_size, out, in, rows, NULL, &err) == LMQ_OK);
+                        ck_assert(!memcmp(rows, deq, (size_t)out * in * sizeof *rows));
+                    }
+                    tf = (lmq_tensor){ .ndim = 2, .shape = { out, in }, .q = { .dtype = LMQ_T_F32 }, .raw = (uint8_t *)deq,
+                                       .raw_size = (size_t)out * in * sizeof *deq };
+                    ck_assert(rt_weight_of(&tf, bias, &F, &err) == LMQ_OK);
+                    W.b = bias;
+                    const rt_kernels *isa;
+                    for (int i = 0; (isa = rt_isa_nth(i)); i++) {
+                        ck_assert_msg(rt_linear_fused(isa, &W) == (isa != &rt_kernels_scalar), "%s: %s %s", isa->name,
+                                      name, gran);
+                        if (!finite && isa == &rt_kernels_scalar) /* its rows are q_dequantize's, which refuses them */
+                            continue;
+                        ck_assert(rt_weight_rows(isa, &W, 0, out, rows, &err) == LMQ_OK);
+                        for (size_t e = 0; e < (size_t)out * in; e++)
+                            ck_assert_msg(!memcmp(&rows[e], &deq[e], sizeof *rows), "%s, %s %s [%d × %d]: code 0x%02x "
+                                          "decodes to %.9g, q_dequantize %.9g", isa->name, name, gran, out, in,
+                                          b[W.L.code_offset + e], (double)rows[e], (double)deq[e]);
+                        for (size_t k = 0; finite && k < sizeof ns / sizeof ns[0]; k++) {
+                            const int n = ns[k];
+                            linear(isa, 1, x, n, &F, want);
+                            for (int threads = 1; threads <= 3; threads++) {
+                                linear(isa, threads, x, n, &W, y);
+                                ck_assert_msg(!memcmp(y, want, (size_t)n * out * sizeof *y), "%s, %s %s [%d × %d], "
+                                              "%d rows on %d threads: not the fp32 product's bits", isa->name, name,
+                                              gran, out, in, n, threads);
+                            }
+                        }
+                    }
+                    free(b);
+                }
+                free(deq), free(rows), free(x), free(bias), free(y), free(want);
+            }
+}
+END_TEST
+
 /* Which encodings the fused kernels take: the ones the scheme table says they may, on every vector
  * kernel set or (wide) on the AVX-512 ones alone (fp32 on AVX2 is gemm_nt's product; int3 and int2
  * have no AVX2 rows), never on the scalar one; GGUF's blocks on every set, the scalar one too. */
 START_TEST(fused_where_expected)
 {
     struct { int e, in, fused, wide; } cases[] = {
-        { 0, 37, 1, 1 },   { 1, 37, 1, 0 },  { 2, 37, 1, 0 },   { 3, 64, 0, 0 },   { 4, 37, 1, 0 },
+        { 0, 37, 1, 1 },   { 1, 37, 1, 0 },  { 2, 37, 1, 0 },   { 3, 64, 1, 0 },   { 4, 37, 1, 0 },
+        { 3, 37, 1, 0 },   { 19, 37, 1, 0 }, { 20, 172, 1, 0 }, { 21, 37, 1, 0 },  { 22, 37, 1, 0 },
         { 6, 160, 1, 0 },  { 8, 160, 0, 0 }, { 10, 160, 1, 0 }, { 10, 172, 0, 0 }, { 13, 256, 1, 0 },
         { 13, 160, 1, 0 }, { 16, 64, 1, 1 }, { 16, 172, 0, 0 }, { 17, 64, 1, 1 }, { 5, 256, 1, 0 },
         { 18, 256, 1, 0 }, { 18, 37, 1, 0 },
@@ -635,6 +755,7 @@ int main(void)
     tcase_add_test(tc, activations_quantised);
     tcase_add_test(tc, a8_block_products);
     tcase_add_test(tc, a8_block_rounding);
+    tcase_add_test(tc, fp8_every_code);
     tcase_add_test(tc, fused_where_expected);
     tcase_add_test(tc, bad_views);
     suite_add_tcase(s, tc);

@@ -49,6 +49,7 @@ static const struct {
     { .name = "int3 g32", .q = { .dtype = LMQ_T_INT3, .gran = LMQ_GRAN_GROUP, .group = 32 } },
     { .name = "int2 g32 asym", .q = { .dtype = LMQ_T_INT2, .gran = LMQ_GRAN_GROUP, .group = 32, .asym = 1 } },
     { .name = "fp8 e4m3 per-channel", .q = { .dtype = LMQ_T_F8_E4M3, .gran = LMQ_GRAN_CHANNEL } },
+    { .name = "fp8 e5m2 per-channel", .q = { .dtype = LMQ_T_F8_E5M2, .gran = LMQ_GRAN_CHANNEL } },
     /* GGUF's blocks (Q8_0 and Q4_0 as blocks: what llama.cpp's negative scales import as) */
     { .name = "q8_0", .q = { .dtype = LMQ_T_Q8_0 } },
     { .name = "q4_0", .q = { .dtype = LMQ_T_Q4_0 } },
