@@ -8,6 +8,8 @@
  *   products   every output within 1e-5 of the double product, relative to Σ|x·w|;
  *   invariance a row's outputs are the same bits alone, inside a batch, and on 1, 2 or 3 threads;
  *   activations per token and per tensor: the product over an independently quantised x;
+ *   fp8        each of both formats' 256 codes decodes to decode(code)·scale bit for bit, and the
+ *              fused product is the same kernel set's fp32 product over those weights, bit for bit;
  *   a8 block   int8 activations per block against 32-block weights: every kernel set's integer
  *              product bit for bit the scalar set's, near the double evaluation of its definition,
  *              independent of threads and batches; other weights see the reference's x'. */
@@ -417,8 +419,9 @@ static void activations_case(const rt_kernels *isa, const enc *e, stored *s, int
 
 START_TEST(activations_quantised)
 {
-    /* fp32, int8 channel, int4 g32 (fused on AVX2 and AVX-512), int2 (generic), q4_k (fused everywhere) */
-    const int encs[] = { 0, 5, 10, 16, FIRST_BLOCK + 7 };
+    /* fp32, int8 channel, int4 g32 and fp8 e4m3 channel (fused on AVX2 and AVX-512), int2 (generic), q4_k
+     * (fused everywhere) */
+    const int encs[] = { 0, 5, 10, 3, 16, FIRST_BLOCK + 7 };
     const rt_kernels *isa;
     for (int i = 0; (isa = rt_isa_nth(i)); i++)
         for (size_t k = 0; k < sizeof encs / sizeof encs[0]; k++)
@@ -573,10 +576,10 @@ END_TEST
 
 /* ---- fp8: every code */
 
-/* fp8 weights [out × in] written byte by byte: element e's code 37·e + 11 mod 256 (every code in each
- * 256 elements), or the finite code with its sign and low four bits where that is Inf or NaN (finite);
- * scale i 2^(i mod 9 − 4)·(1 + (i mod 5)/8), one in seven the smallest normal float's tenth (its
- * products subnormal). Returns the bytes, viewed in *W (q: the layout's). */
+/* fp8 weights [out × in] q written byte by byte: element e's code 37·e + 11 mod 256 (every code in
+ * each 256 elements), or where that is Inf or NaN and `finite` asks, the finite code with its sign
+ * and low four bits; scale i 2^(i mod 9 − 4)·(1 + (i mod 5)/8), one in seven a tenth of the
+ * smallest normal float (its products subnormal). Returns the bytes, t and their view W. */
 static uint8_t *fp8_weights(const lmq_qparams *q, int out, int in, int finite, rt_weight *W, lmq_tensor *t)
 {
     lmq_layout L;
@@ -618,10 +621,10 @@ static void fp8_dequantize(const lmq_qparams *q, const uint8_t *b, int out, int 
 }
 
 /* Both fp8 formats, unscaled and with a scale per tensor, channel and group of 32, on ragged shapes:
- * on every kernel set each of the 256 codes decodes (rt_weight_rows) to q_dequantize's value
- * decode(code)·scale bit for bit, NaNs' too, so every set gives the same bits; and over the finite codes, with a bias, rt_linear for
- * n = 1..9 and 50 rows on 1..3 threads gives the bits of the same kernel set's fp32 product over
- * q_dequantize's weights. */
+ * on every kernel set each of the 256 codes decodes (rt_weight_rows) to decode(code)·scale bit for
+ * bit, NaNs' too, so every set gives the same bits; and over the finite codes, with a bias,
+ * rt_linear for n = 1..9 and 50 rows on 1..3 threads gives the bits of the same kernel set's fp32
+ * product over q_dequantize's weights. */
 START_TEST(fp8_every_code)
 {
     static const int shapes[][2] = { { 1, 256 }, { 7, 37 }, { 67, 160 }, { 3, 1100 }, { 9, 288 } };
