@@ -57,8 +57,9 @@ AVX512_INLINE void row_group16(int enc, int wide, wrow16 *r, int64_t gi, unsigne
             _mm512_storeu_ps(r->gs, _mm512_maskz_loadu_ps(m, r->r.sc + 4 * gi));
         } else {
             const __m512 s = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, r->r.sc + 2 * gi));
-            const __m512 z = r->r.zp ? _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(_mm256_maskz_loadu_epi16(m, r->r.zp + 2 * gi)))
-                                     : _mm512_set1_ps((float)(1 << (bits - 1)));
+            const __m512 z =
+                r->r.zp ? _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(_mm256_maskz_loadu_epi16(m, r->r.zp + 2 * gi)))
+                        : _mm512_set1_ps((float)(1 << (bits - 1)));
             _mm512_storeu_ps(r->gs, s);
             if (narrow8)
                 _mm512_storeu_ps(r->gn, _mm512_mul_ps(z, _mm512_sub_ps(_mm512_setzero_ps(), s)));

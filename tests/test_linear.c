@@ -637,7 +637,8 @@ START_TEST(fp8_every_code)
         for (size_t g = 0; g < sizeof grans / sizeof grans[0]; g++)
             for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
                 const int out = shapes[sh][0], in = shapes[sh][1];
-                const lmq_qparams q = { .dtype = dts[d], .gran = grans[g], .group = grans[g] == LMQ_GRAN_GROUP ? 32 : 0 };
+                const lmq_qparams q = { .dtype = dts[d], .gran = grans[g],
+                                        .group = grans[g] == LMQ_GRAN_GROUP ? 32 : 0 };
                 const char *name = lmq_encoding_of(q.dtype)->name, *gran = lmq_gran_name(q.gran);
                 float *deq = malloc((size_t)out * in * sizeof *deq), *rows = malloc((size_t)out * in * sizeof *rows);
                 float *x = malloc((size_t)ROWS * in * sizeof *x), *bias = malloc((size_t)out * sizeof *bias);
@@ -655,8 +656,8 @@ START_TEST(fp8_every_code)
                         ck_assert(q_dequantize(&q, b, t.raw_size, out, in, rows, NULL, &err) == LMQ_OK);
                         ck_assert(!memcmp(rows, deq, (size_t)out * in * sizeof *rows));
                     }
-                    tf = (lmq_tensor){ .ndim = 2, .shape = { out, in }, .q = { .dtype = LMQ_T_F32 }, .raw = (uint8_t *)deq,
-                                       .raw_size = (size_t)out * in * sizeof *deq };
+                    tf = (lmq_tensor){ .ndim = 2, .shape = { out, in }, .q = { .dtype = LMQ_T_F32 },
+                                       .raw = (uint8_t *)deq, .raw_size = (size_t)out * in * sizeof *deq };
                     ck_assert(rt_weight_of(&tf, bias, &F, &err) == LMQ_OK);
                     W.b = bias;
                     const rt_kernels *isa;
