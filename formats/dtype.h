@@ -58,7 +58,8 @@ typedef struct {
  * container: the manifest carries it. */
 typedef enum { LMQ_ACT_NONE = 0, LMQ_ACT_INT8 = 1, LMQ_ACT_FP8_E4M3 = 2, LMQ_ACT_COUNT } lmq_act_scheme;
 typedef enum { LMQ_ACT_TOKEN = 0, LMQ_ACT_TENSOR = 1, LMQ_ACT_BLOCK = 2, LMQ_ACT_GRAN_COUNT } lmq_act_gran;
-/* The values an LMQ_ACT_BLOCK block holds. */
+/* The values an LMQ_ACT_BLOCK block holds against 32-blocks and groups (256 against GGUF's
+ * 256-blocks: lmq_act_block_len, formats/encoding.h). */
 #define LMQ_ACT_BLOCK_LEN 32
 
 typedef struct {
