@@ -73,6 +73,14 @@ lmq_code lmq_act_check(lmq_act a, const lmq_qparams *qp, int64_t cols, lmq_err *
     return LMQ_OK;
 }
 
+lmq_act lmq_act_llama(const lmq_qparams *qp, int64_t cols, int groups)
+{
+    const lmq_act a8b = { .scheme = LMQ_ACT_INT8, .gran = LMQ_ACT_BLOCK };
+    const lmq_encoding *e = lmq_encoding_of(qp->dtype);
+    const int paired = (e && e->block) || (groups && qp->gran == LMQ_GRAN_GROUP && qp->group == LMQ_ACT_BLOCK_LEN);
+    return paired && !lmq_act_check(a8b, qp, cols, NULL) ? a8b : (lmq_act){ 0 };
+}
+
 /* The numbers between rows (9) have no name: they are no encoding. */
 const lmq_encoding *lmq_encoding_of(unsigned dtype)
 {

@@ -127,6 +127,11 @@ unsigned lmq_act_block_len(unsigned dtype);
  * other rounding goes with anything. 0 with why in err (no tensor named: the caller says which). */
 lmq_code lmq_act_check(lmq_act a, const lmq_qparams *qp, int64_t cols, lmq_err *err);
 
+/* The activations llama.cpp multiplies weights qp of `cols` columns with: a8 block (its vec_dot
+ * pairs) for every GGUF block type and, with groups, lmq's symmetric int8 / int4 g32 (the rows a
+ * GGUF import keeps Q8_0 / Q4_0 as); none for anything else or rows of no whole activation block. */
+lmq_act lmq_act_llama(const lmq_qparams *qp, int64_t cols, int groups);
+
 /* Checks that qp names an encoding and a combination it allows (granularity, symmetry, group
  * size: a power of two >= 16). */
 lmq_code lmq_qparams_check(const lmq_qparams *qp, lmq_err *err);
