@@ -28,7 +28,7 @@ static void add_scheme(char *buf, size_t cap, const char *name)
 
 lmq_act vf_act(const vf_row *row, int ndim, const int64_t *shape, const lmq_qparams *q, lmq_act stored)
 {
-    const lmq_act a = row->llama && ndim == 2 ? lmq_act_llama(q, shape[1], row->imported) : (lmq_act){ 0 };
+    const lmq_act a = row->llama && ndim == 2 ? lmq_act_llama(q, shape[1], row->llama_groups) : (lmq_act){ 0 };
     return a.scheme != LMQ_ACT_NONE ? a : stored;
 }
 
@@ -57,6 +57,7 @@ lmq_code vf_row_from_artefact(const char *path, vf_arith arith, vf_row *row, lmq
     /* an import's tensors are all as it found them (imported, below, also wants one not fp32) */
     row->imported = !man.recipe;
     row->llama = arith == VF_ARITH_LLAMA || (arith == VF_ARITH_AUTO && row->imported);
+    row->llama_groups = arith == VF_ARITH_LLAMA && row->imported;
     for (int i = 0; i < man.n_tensors; i++) {
         const lmq_manifest_tensor *t = &man.tensors[i];
         if (t->q.dtype == LMQ_T_F32)

@@ -36,6 +36,7 @@ typedef struct {
     int imported;         /* they came encoded (a plain conversion of a GGUF file, no recipe): their
                              error against fp32 weights is unknown, not 0 */
     int llama;            /* its matrices multiplied as llama.cpp does (vf_arith, vf_act) */
+    int llama_groups;     /* ... lmq's g32 groups too (what an import keeps Q8_0 / Q4_0 as) */
     double err_median;    /* relative Frobenius error over the changed tensors */
     double err_worst;
     char worst[128];      /* the tensor with the worst error */
@@ -86,14 +87,16 @@ int vf_text_columns(const char *s);
 void vf_rows_score(vf_row *rows, int n, const vf_result *res, uint64_t text_checksum);
 
 /* How verify multiplies an artefact's matrices (lmq verify --arith): AUTO as llama.cpp does for
- * an imported artefact and as stored for the rest; EXACT as stored (fp32 activations unless its
- * manifest quantises them); LLAMA as llama.cpp does for every artefact. */
+ * an imported artefact's GGUF block types and as stored for the rest (lmq's int8 / int4 g32 rows
+ * too: an import of lmq's own export scores as the artefact it came from); EXACT as stored (fp32
+ * activations unless its manifest quantises them); LLAMA as llama.cpp does for every artefact's
+ * GGUF block types and, for an import, its g32 rows (its Q8_0 / Q4_0). */
 typedef enum { VF_ARITH_AUTO = 0, VF_ARITH_EXACT, VF_ARITH_LLAMA } vf_arith;
 
-/* The activations the row's artefact runs a tensor with (name's ndim, shape, weights q; stored:
- * its manifest's): with row->llama a matrix whose weights llama.cpp's vec_dot pairs with int8
- * activations (lmq_act_llama; lmq's g32 groups too for an import, its Q8_0 / Q4_0) takes them
- * per block as there, any other tensor keeps stored. */
+/* The activations the row's artefact runs a tensor with (ndim, shape, weights q; stored: its
+ * manifest's): with row->llama a matrix whose weights llama.cpp's vec_dot pairs with int8
+ * activations (lmq_act_llama, with row->llama_groups lmq's g32 groups too) takes them per block
+ * as there, any other tensor keeps stored. */
 lmq_act vf_act(const vf_row *row, int ndim, const int64_t *shape, const lmq_qparams *q, lmq_act stored);
 
 /* Reads what the row needs from an artefact's manifest and file (scheme, bpw, sizes, errors),
