@@ -421,15 +421,22 @@ typedef struct {
 /* Rows j0.. of W (a short tile repeats its last row) packed as a8b_dot_fn wants them. */
 static void a8b_pack(const a8b_job *j, int j0, int rows, uint8_t *wq, float *wd, float *wm)
 {
-    const int sub = j->read->sub;
-    uint8_t u[A8B_BLOCK];
+    const a8b_reading *r = j->read;
+    const int per = r->block / r->sub;
+    uint8_t u[BLK_MAX];
+    float d[BLK_MAX / 16], m[BLK_MAX / 16] = { 0 };
     for (int l = 0; l < A8B_ROWS; l++) {
         const int row = j0 + (l < rows ? l : rows - 1);
-        for (int b = 0; b < j->nb; b++) {
-            wd[(size_t)b * A8B_ROWS + l] = j->read->read(j->W, row, b, u, &wm[(size_t)b * A8B_ROWS + l]);
-            uint8_t *o = wq + (size_t)b * A8B_ROWS * (size_t)sub + 4 * l;
-            for (int v = 0; v < sub / 4; v++)
-                memcpy(o + 64 * v, u + 4 * v, 4);
+        for (int bb = 0; bb < j->W->in / r->block; bb++) {
+            r->read(j->W, row, bb, u, d, m);
+            for (int t = 0; t < per; t++) {
+                const size_t b = (size_t)bb * (size_t)per + (size_t)t;
+                wd[b * A8B_ROWS + l] = d[t];
+                wm[b * A8B_ROWS + l] = m[t];
+                uint8_t *o = wq + b * A8B_ROWS * (size_t)r->sub + 4 * l;
+                for (int v = 0; v < r->sub / 4; v++)
+                    memcpy(o + 64 * v, u + t * r->sub + 4 * v, 4);
+            }
         }
     }
 }

@@ -96,13 +96,14 @@ typedef void (*a8b_dot_fn)(const uint8_t *wq, const float *wd, const float *wm, 
  * fit int32 lanes. */
 typedef void (*a8b_pack_fn)(const rt_weight *W, const int j[A8B_ROWS], uint8_t *wq, float *wd);
 
-/* The driver's portable reading of a weight kind (runtime/linear_a8b.c): row j's sub-block b's
- * `sub` codes as qw + 128 into u, its scale returned and, for kinds with mins, its min into *m. */
+/* The driver's portable reading of a weight kind (runtime/linear_a8b.c): row j's b-th `block`
+ * codes (a GGUF block, or 32 of a group) as qw + 128 into u, the scale of each of its sub-blocks
+ * of `sub` into d and, for kinds with mins, each one's min into m. */
 typedef struct {
-    int sub, mins;
-    float (*read)(const rt_weight *W, int j, int b, uint8_t *u, float *m);
+    int block, sub, mins;
+    void (*read)(const rt_weight *W, int j, int b, uint8_t *u, float *d, float *m);
 } a8b_reading;
-/* By dtype; sub 0: none. */
+/* By dtype; block 0: none. */
 extern const a8b_reading rt_a8b_readings[LMQ_T_COUNT];
 
 /* The AVX2 set's, which the AVX-512 set without VNNI takes as it is (runtime/kernels_avx2.c). */
