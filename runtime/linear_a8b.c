@@ -1,8 +1,9 @@
 /* The a8 block product's readings of each weight kind it takes (runtime/linear_impl.h's
- * a8b_reading): a block's codes as qw + 128 and its sub-blocks' scales and mins, from lmq's int8 /
- * int4 rows (32 codes of a group) and GGUF's blocks (ggml-common.h's layouts, as schemes/gguf_blocks.c decodes them). The scales
- * are exact products of an fp16 and a small integer, so a sub-block's weights are scale·qw + min
- * as llama.cpp's vec_dot pairs take them. Portable C: the same bytes on every kernel set. */
+ * a8b_reading): a block's codes as qw + 128 and its sub-blocks' scales and mins, from lmq's
+ * int8 / int4 rows (32 codes of a group) and GGUF's blocks (ggml-common.h's layouts, as
+ * schemes/gguf_blocks.c decodes them). The scales are exact products of an fp16 and a small
+ * integer, so a sub-block's weights are scale·qw + min as llama.cpp's vec_dot pairs take them.
+ * Portable C: the same bytes on every kernel set. */
 #include "runtime/linear_impl.h"
 
 #include "common/fp.h"
