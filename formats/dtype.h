@@ -52,13 +52,15 @@ typedef struct {
  * name): the input x of the linear layer that reads a tensor is quantised before the product,
  * int8: s = max|x| / 127, x' = clamp(roundf(x / s), -127, 127)·s; fp8_e4m3: s = max|x| / 448,
  * x' = e4m3(x / s)·s (nearest, ties to even, as vLLM's dynamic fp8); the max taken per token
- * (row of x) or over the layer call's whole input. int8 per block: each row cut into blocks of
- * 32, each on its own grid (llama.cpp's Q8_0 activations: the block's scale is fp16) and
- * multiplied in integers against weights in 32-blocks (runtime/linear.h). Not stored in the
- * container: the manifest carries it. */
+ * (row of x) or over the layer call's whole input. int8 per block: each row cut into blocks, each
+ * on its own grid as llama.cpp pairs them with the weights (Q8_0, blocks of 32 with an fp16
+ * scale, against 32-blocks and groups; Q8_K, blocks of 256 with an fp32 scale, against the
+ * 256-blocks) and multiplied in integers against the weights' own blocks (runtime/linear.h). Not
+ * stored in the container: the manifest carries it. */
 typedef enum { LMQ_ACT_NONE = 0, LMQ_ACT_INT8 = 1, LMQ_ACT_FP8_E4M3 = 2, LMQ_ACT_COUNT } lmq_act_scheme;
 typedef enum { LMQ_ACT_TOKEN = 0, LMQ_ACT_TENSOR = 1, LMQ_ACT_BLOCK = 2, LMQ_ACT_GRAN_COUNT } lmq_act_gran;
-/* The values an LMQ_ACT_BLOCK block holds. */
+/* The values an LMQ_ACT_BLOCK block holds against 32-blocks and groups (256 against GGUF's
+ * 256-blocks: lmq_act_block_len, formats/encoding.h). */
 #define LMQ_ACT_BLOCK_LEN 32
 
 typedef struct {

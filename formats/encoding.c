@@ -40,6 +40,12 @@ void lmq_act_describe(lmq_act a, unsigned dtype, char *buf, size_t size)
         snprintf(buf, size, "a %s %s", e->name, lmq_act_gran_names[a.gran]);
 }
 
+unsigned lmq_act_block_len(unsigned dtype)
+{
+    const lmq_encoding *e = lmq_encoding_of(dtype);
+    return e && e->block ? e->block : LMQ_ACT_BLOCK_LEN;
+}
+
 lmq_code lmq_act_check(lmq_act a, const lmq_qparams *qp, int64_t cols, lmq_err *err)
 {
     if (a.scheme == LMQ_ACT_NONE || a.gran != LMQ_ACT_BLOCK)
@@ -48,7 +54,7 @@ lmq_code lmq_act_check(lmq_act a, const lmq_qparams *qp, int64_t cols, lmq_err *
     if (a.scheme != LMQ_ACT_INT8)
         return lmq_fail(err, LMQ_E_ARG, "activations %s per block: only int8 takes granularity block",
                         a.scheme < LMQ_ACT_COUNT ? lmq_act_scheme_names[a.scheme] : "?");
-    const int blocks = qp->dtype == LMQ_T_Q8_0 || qp->dtype == LMQ_T_Q4_0;
+    const int blocks = e && e->block;
     const int grouped = (qp->dtype == LMQ_T_INT8 || qp->dtype == LMQ_T_INT4) && !qp->asym &&
                         qp->gran == LMQ_GRAN_GROUP && qp->group % LMQ_ACT_BLOCK_LEN == 0;
     char d[64];
@@ -56,13 +62,23 @@ lmq_code lmq_act_check(lmq_act a, const lmq_qparams *qp, int64_t cols, lmq_err *
     if (qp->gran == LMQ_GRAN_GROUP)
         snprintf(d + strlen(d), sizeof d - strlen(d), " %u", (unsigned)qp->group);
     if (!blocks && !grouped)
-        return lmq_fail(err, LMQ_E_ARG, "activations int8 per block multiply integers against weights in blocks of "
-                        "32 with a scale each: symmetric int8 or int4 per group (a multiple of 32), q8_0 or q4_0, "
+        return lmq_fail(err, LMQ_E_ARG, "activations int8 per block multiply integers against weights in blocks "
+                        "with a scale each: symmetric int8 or int4 per group (a multiple of 32) or a GGUF block type, "
                         "not %s", d);
-    if (cols % LMQ_ACT_BLOCK_LEN)
-        return lmq_fail(err, LMQ_E_ARG, "activations int8 per block need a multiple of 32 inputs, not %lld",
-                        (long long)cols);
+    const unsigned len = lmq_act_block_len(qp->dtype);
+    if (cols % len)
+        return lmq_fail(err, LMQ_E_ARG, "activations int8 per block need a multiple of %u inputs, not %lld (%s "
+                        "weights take llama.cpp's %s activations, blocks of %u)", len, (long long)cols, e->name,
+                        len == LMQ_ACT_BLOCK_LEN ? "Q8_0" : "Q8_K", len);
     return LMQ_OK;
+}
+
+lmq_act lmq_act_llama(const lmq_qparams *qp, int64_t cols, int groups)
+{
+    const lmq_act a8b = { .scheme = LMQ_ACT_INT8, .gran = LMQ_ACT_BLOCK };
+    const lmq_encoding *e = lmq_encoding_of(qp->dtype);
+    const int paired = (e && e->block) || (groups && qp->gran == LMQ_GRAN_GROUP && qp->group == LMQ_ACT_BLOCK_LEN);
+    return paired && !lmq_act_check(a8b, qp, cols, NULL) ? a8b : (lmq_act){ 0 };
 }
 
 /* The numbers between rows (9) have no name: they are no encoding. */

@@ -117,11 +117,20 @@ extern const char *const lmq_act_gran_names[LMQ_ACT_GRAN_COUNT];
  * weight's scheme. */
 void lmq_act_describe(lmq_act a, unsigned dtype, char *buf, size_t size);
 
+/* The values one activation block holds for int8 per block against dtype's weights, llama.cpp's
+ * vec_dot pairing: 256 (Q8_K, one fp32 scale) for the 256-blocks (K-types, IQ4_XS), else 32
+ * (Q8_0 / Q8_1, an fp16 scale). */
+unsigned lmq_act_block_len(unsigned dtype);
 /* Whether activations a may go with weights qp of `cols` columns: int8 per block (LMQ_ACT_BLOCK)
- * wants weights in 32-blocks with a scale a block or a group of a multiple of 32 (symmetric int8
- * or int4 per group, GGUF's Q8_0 and Q4_0) and a multiple of 32 columns; every other rounding
- * goes with anything. 0 with why in err (no tensor named: the caller says which). */
+ * wants weights in blocks with a scale a block or a group of a multiple of 32 (symmetric int8 or
+ * int4 per group, every GGUF block type) and a multiple of lmq_act_block_len columns; every
+ * other rounding goes with anything. 0 with why in err (no tensor named: the caller says which). */
 lmq_code lmq_act_check(lmq_act a, const lmq_qparams *qp, int64_t cols, lmq_err *err);
+
+/* The activations llama.cpp multiplies weights qp of `cols` columns with: a8 block (its vec_dot
+ * pairs) for every GGUF block type and, with groups, lmq's symmetric int8 / int4 g32 (the rows a
+ * GGUF import keeps Q8_0 / Q4_0 as); none for anything else or rows of no whole activation block. */
+lmq_act lmq_act_llama(const lmq_qparams *qp, int64_t cols, int groups);
 
 /* Checks that qp names an encoding and a combination it allows (granularity, symmetry, group
  * size: a power of two >= 16). */

@@ -287,7 +287,7 @@ lmq_code read_enum(ROW_ARGS)
 }
 
 /* activations: {scheme: int8|fp8_e4m3, granularity: token|tensor|block}, both required (block:
- * int8 only, with weights in 32-blocks; lmq_act_check). */
+ * int8 only, with weights in blocks: lmq_act_check). */
 static const lmq_yf_field act_fields[] = {
     ROW("scheme", read_enum, lmq_act, scheme, YF_NAMES(lmq_act_scheme_names)),
     ROW("granularity", read_enum, lmq_act, gran, YF_NAMES(lmq_act_gran_names)),

@@ -541,9 +541,11 @@ AVX2 void rt_avx2_dot4(const uint8_t *const c[4], const int8_t *q, size_t ldq, i
 
 /* a8b_dot_scalar on AVX2, 8 rows of W a pass: the codes back to signed (u ^ 0x80), the products of
  * |w| with x carrying w's sign (vpmaddubsw, exact: 2·128·127 fits int16) added in pairs, then in
- * int32 (vpmaddwd with ones) into each row's block sum; the same fp32 steps as the scalar set's. */
-AVX2_INLINE void a8b_avx2_half(int MR, const uint8_t *wq, const float *wd, int nb, const int8_t *qx, size_t ldq,
-                               const float *dx, size_t lds, float out[A8B_MR][A8B_ROWS])
+ * int32 (vpmaddwd with ones) into each row's sub-block sum; the same fp32 steps as the scalar
+ * set's. SUB (codes a sub-block) and MIN (wm given) are constants where it is inlined. */
+AVX2_INLINE void a8b_avx2_half(int MR, int SUB, int MIN, const uint8_t *wq, const float *wd, const float *wm, int nb,
+                               const int8_t *qx, size_t ldq, const float *dx, const int32_t *cx, size_t lds,
+                               float out[A8B_MR][A8B_ROWS])
 {
     const __m256i flip = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi16(1);
     __m256 acc[A8B_MR];
@@ -553,42 +555,65 @@ AVX2_INLINE void a8b_avx2_half(int MR, const uint8_t *wq, const float *wd, int n
         __m256i s[A8B_MR];
         RT_UNROLL for (int i = 0; i < MR; i++)
             s[i] = _mm256_setzero_si256();
-        RT_UNROLL for (int v = 0; v < A8B_BLOCK / 4; v++) {
-            const __m256i w = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(wq + (size_t)b * A8B_PACKED + 64 * v)), flip);
+        RT_UNROLL for (int v = 0; v < SUB / 4; v++) {
+            const __m256i w =
+                _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(wq + (size_t)b * A8B_ROWS * SUB + 64 * v)), flip);
             const __m256i aw = _mm256_abs_epi8(w);
             RT_UNROLL for (int i = 0; i < MR; i++) {
                 int32_t q4;
-                memcpy(&q4, qx + (size_t)i * ldq + (size_t)b * A8B_BLOCK + 4 * v, 4);
+                memcpy(&q4, qx + (size_t)i * ldq + (size_t)b * SUB + 4 * v, 4);
                 const __m256i p = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(_mm256_set1_epi32(q4), w));
                 s[i] = _mm256_add_epi32(s[i], _mm256_madd_epi16(p, ones));
             }
         }
         const __m256 dw = _mm256_loadu_ps(wd + (size_t)b * A8B_ROWS);
         RT_UNROLL for (int i = 0; i < MR; i++) {
-            const __m256 pr = _mm256_mul_ps(_mm256_set1_ps(dx[(size_t)i * lds + b]), dw);
-            acc[i] = _mm256_add_ps(acc[i], _mm256_mul_ps(_mm256_cvtepi32_ps(s[i]), pr));
+            const __m256 d = _mm256_set1_ps(dx[(size_t)i * lds + b]);
+            acc[i] = _mm256_add_ps(acc[i], _mm256_mul_ps(_mm256_cvtepi32_ps(s[i]), _mm256_mul_ps(d, dw)));
+            if (MIN) {
+                const __m256 pm = _mm256_mul_ps(d, _mm256_loadu_ps(wm + (size_t)b * A8B_ROWS));
+                const __m256 sq = _mm256_set1_ps((float)(cx[(size_t)i * lds + b] / 128));
+                acc[i] = _mm256_add_ps(acc[i], _mm256_mul_ps(sq, pm));
+            }
         }
     }
     RT_UNROLL for (int i = 0; i < MR; i++)
         _mm256_storeu_ps(out[i], acc[i]);
 }
 
-_Static_assert(A8B_MR == 4 && A8B_ROWS == 16, "rt_avx2_a8b_dot: 1 to 4 rows of x, two passes of 8 rows of W");
-AVX2 void rt_avx2_a8b_dot(const uint8_t *wq, const float *wd, int nb, const int8_t *qx, size_t ldq, const float *dx,
-                          const int32_t *cx, size_t lds, int mr, float out[A8B_MR][A8B_ROWS])
+/* a8b_avx2_half for 1 to 4 rows of x, SUB and MIN constants. */
+AVX2_INLINE void a8b_avx2_rows(int SUB, int MIN, const uint8_t *wq, const float *wd, const float *wm, int nb,
+                               const int8_t *qx, size_t ldq, const float *dx, const int32_t *cx, size_t lds, int mr,
+                               float out[A8B_MR][A8B_ROWS])
 {
-    (void)cx;
+    if (mr == 4)
+        a8b_avx2_half(4, SUB, MIN, wq, wd, wm, nb, qx, ldq, dx, cx, lds, out);
+    else if (mr == 3)
+        a8b_avx2_half(3, SUB, MIN, wq, wd, wm, nb, qx, ldq, dx, cx, lds, out);
+    else if (mr == 2)
+        a8b_avx2_half(2, SUB, MIN, wq, wd, wm, nb, qx, ldq, dx, cx, lds, out);
+    else
+        a8b_avx2_half(1, SUB, MIN, wq, wd, wm, nb, qx, ldq, dx, cx, lds, out);
+}
+
+_Static_assert(A8B_MR == 4 && A8B_ROWS == 16, "rt_avx2_a8b_dot: 1 to 4 rows of x, two passes of 8 rows of W");
+AVX2 void rt_avx2_a8b_dot(const uint8_t *wq, const float *wd, const float *wm, int nb, int sub, const int8_t *qx,
+                          size_t ldq, const float *dx, const int32_t *cx, size_t lds, int mr,
+                          float out[A8B_MR][A8B_ROWS])
+{
     float hi[A8B_MR][A8B_ROWS];
     for (int h = 0; h < 2; h++) {
         float (*o)[A8B_ROWS] = h ? hi : out;
-        if (mr == 4)
-            a8b_avx2_half(4, wq + 32 * h, wd + 8 * h, nb, qx, ldq, dx, lds, o);
-        else if (mr == 3)
-            a8b_avx2_half(3, wq + 32 * h, wd + 8 * h, nb, qx, ldq, dx, lds, o);
-        else if (mr == 2)
-            a8b_avx2_half(2, wq + 32 * h, wd + 8 * h, nb, qx, ldq, dx, lds, o);
+        const uint8_t *q = wq + 32 * h;
+        const float *d = wd + 8 * h, *m = wm ? wm + 8 * h : NULL;
+        if (sub == 16 && m)
+            a8b_avx2_rows(16, 1, q, d, m, nb, qx, ldq, dx, cx, lds, mr, o);
+        else if (sub == 16)
+            a8b_avx2_rows(16, 0, q, d, m, nb, qx, ldq, dx, cx, lds, mr, o);
+        else if (m)
+            a8b_avx2_rows(32, 1, q, d, m, nb, qx, ldq, dx, cx, lds, mr, o);
         else
-            a8b_avx2_half(1, wq + 32 * h, wd + 8 * h, nb, qx, ldq, dx, lds, o);
+            a8b_avx2_rows(32, 0, q, d, m, nb, qx, ldq, dx, cx, lds, mr, o);
     }
     for (int i = 0; i < mr; i++)
         memcpy(out[i] + 8, hi[i], 8 * sizeof(float));

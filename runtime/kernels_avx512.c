@@ -412,11 +412,13 @@ VNNI static void dot4_u8s8_vnni(const uint8_t *const c[4], const int8_t *q, size
         dot4_vnni(1, c, q, ldq, in, ahead, out);
 }
 
-/* a8b_dot_scalar on VNNI: a lane a row of W, its block sum 8 vpdpbusd of the row's unsigned codes
- * u = qw + 128 with 4 of x's codes broadcast, less 128·Σ codes of x's block (cx); then the
- * scalar set's fp32 steps, 16 rows at once. */
-VNNI_INLINE void a8b_vnni(int MR, const uint8_t *wq, const float *wd, int nb, const int8_t *qx, size_t ldq,
-                          const float *dx, const int32_t *cx, size_t lds, float out[A8B_MR][A8B_ROWS])
+/* a8b_dot_scalar on VNNI: a lane a row of W, its sub-block sum SUB / 4 vpdpbusd of the row's
+ * unsigned codes u = qw + 128 with 4 of x's codes broadcast, less 128·Σ codes of x's sub-block
+ * (cx); then the scalar set's fp32 steps, 16 rows at once. SUB and MIN (wm given) are constants
+ * where it is inlined. */
+VNNI_INLINE void a8b_vnni(int MR, int SUB, int MIN, const uint8_t *wq, const float *wd, const float *wm, int nb,
+                          const int8_t *qx, size_t ldq, const float *dx, const int32_t *cx, size_t lds,
+                          float out[A8B_MR][A8B_ROWS])
 {
     __m512 acc[A8B_MR];
     RT_UNROLL for (int i = 0; i < MR; i++)
@@ -425,37 +427,58 @@ VNNI_INLINE void a8b_vnni(int MR, const uint8_t *wq, const float *wd, int nb, co
         __m512i s[A8B_MR];
         RT_UNROLL for (int i = 0; i < MR; i++)
             s[i] = _mm512_setzero_si512();
-        RT_UNROLL for (int v = 0; v < A8B_BLOCK / 4; v++) {
-            const __m512i w = _mm512_load_si512((const void *)(wq + (size_t)b * A8B_PACKED + 64 * v));
+        RT_UNROLL for (int v = 0; v < SUB / 4; v++) {
+            const __m512i w = _mm512_load_si512((const void *)(wq + (size_t)b * A8B_ROWS * SUB + 64 * v));
             RT_UNROLL for (int i = 0; i < MR; i++) {
                 int32_t q4;
-                memcpy(&q4, qx + (size_t)i * ldq + (size_t)b * A8B_BLOCK + 4 * v, 4);
+                memcpy(&q4, qx + (size_t)i * ldq + (size_t)b * SUB + 4 * v, 4);
                 s[i] = _mm512_dpbusd_epi32(s[i], w, _mm512_set1_epi32(q4));
             }
         }
         const __m512 dw = _mm512_load_ps(wd + (size_t)b * A8B_ROWS);
         RT_UNROLL for (int i = 0; i < MR; i++) {
-            const __m512i si = _mm512_sub_epi32(s[i], _mm512_set1_epi32(cx[(size_t)i * lds + b]));
-            const __m512 pr = _mm512_mul_ps(_mm512_set1_ps(dx[(size_t)i * lds + b]), dw);
-            acc[i] = _mm512_add_ps(acc[i], _mm512_mul_ps(_mm512_cvtepi32_ps(si), pr));
+            const int32_t c = cx[(size_t)i * lds + b];
+            const __m512i si = _mm512_sub_epi32(s[i], _mm512_set1_epi32(c));
+            const __m512 d = _mm512_set1_ps(dx[(size_t)i * lds + b]);
+            acc[i] = _mm512_add_ps(acc[i], _mm512_mul_ps(_mm512_cvtepi32_ps(si), _mm512_mul_ps(d, dw)));
+            if (MIN) {
+                const __m512 pm = _mm512_mul_ps(d, _mm512_load_ps(wm + (size_t)b * A8B_ROWS));
+                acc[i] = _mm512_add_ps(acc[i], _mm512_mul_ps(_mm512_set1_ps((float)(c / 128)), pm));
+            }
         }
     }
     RT_UNROLL for (int i = 0; i < MR; i++)
         _mm512_storeu_ps(out[i], acc[i]);
 }
 
+/* a8b_vnni for 1 to 4 rows of codes, SUB and MIN constants. */
 _Static_assert(A8B_MR == 4, "a8b_dot_vnni takes 1 to 4 rows of codes");
-VNNI static void a8b_dot_vnni(const uint8_t *wq, const float *wd, int nb, const int8_t *qx, size_t ldq, const float *dx,
-                              const int32_t *cx, size_t lds, int mr, float out[A8B_MR][A8B_ROWS])
+VNNI_INLINE void a8b_vnni_rows(int SUB, int MIN, const uint8_t *wq, const float *wd, const float *wm, int nb,
+                               const int8_t *qx, size_t ldq, const float *dx, const int32_t *cx, size_t lds, int mr,
+                               float out[A8B_MR][A8B_ROWS])
 {
     if (mr == 4)
-        a8b_vnni(4, wq, wd, nb, qx, ldq, dx, cx, lds, out);
+        a8b_vnni(4, SUB, MIN, wq, wd, wm, nb, qx, ldq, dx, cx, lds, out);
     else if (mr == 3)
-        a8b_vnni(3, wq, wd, nb, qx, ldq, dx, cx, lds, out);
+        a8b_vnni(3, SUB, MIN, wq, wd, wm, nb, qx, ldq, dx, cx, lds, out);
     else if (mr == 2)
-        a8b_vnni(2, wq, wd, nb, qx, ldq, dx, cx, lds, out);
+        a8b_vnni(2, SUB, MIN, wq, wd, wm, nb, qx, ldq, dx, cx, lds, out);
     else
-        a8b_vnni(1, wq, wd, nb, qx, ldq, dx, cx, lds, out);
+        a8b_vnni(1, SUB, MIN, wq, wd, wm, nb, qx, ldq, dx, cx, lds, out);
+}
+
+VNNI static void a8b_dot_vnni(const uint8_t *wq, const float *wd, const float *wm, int nb, int sub, const int8_t *qx,
+                              size_t ldq, const float *dx, const int32_t *cx, size_t lds, int mr,
+                              float out[A8B_MR][A8B_ROWS])
+{
+    if (sub == 16 && wm)
+        a8b_vnni_rows(16, 1, wq, wd, wm, nb, qx, ldq, dx, cx, lds, mr, out);
+    else if (sub == 16)
+        a8b_vnni_rows(16, 0, wq, wd, wm, nb, qx, ldq, dx, cx, lds, mr, out);
+    else if (wm)
+        a8b_vnni_rows(32, 1, wq, wd, wm, nb, qx, ldq, dx, cx, lds, mr, out);
+    else
+        a8b_vnni_rows(32, 0, wq, wd, wm, nb, qx, ldq, dx, cx, lds, mr, out);
 }
 
 /* The driver's a8 block packing of 4-bit codes, 16 rows a block at a time: the block's 16 bytes of

@@ -124,26 +124,30 @@ static int32_t act_codes_scalar(const float *x, size_t in, float *scale, int8_t 
     return sum;
 }
 
-/* The a8 block product's reference: each block sum exact in int32 (at most 32·128·127), then its
- * fp32 term, the scales' product first, added to the lane's running sum (-ffp-contract=off keeps
- * the multiply and the add apart). */
-static void a8b_dot_scalar(const uint8_t *wq, const float *wd, int nb, const int8_t *qx, size_t ldq, const float *dx,
-                           const int32_t *cx, size_t lds, int mr, float out[A8B_MR][A8B_ROWS])
+/* The a8 block product's reference: each sub-block sum exact in int32 (at most 32·128·127), then
+ * its fp32 term, the scales' product first, added to the lane's running sum, then the min's term
+ * likewise (-ffp-contract=off keeps the multiplies and the adds apart). */
+static void a8b_dot_scalar(const uint8_t *wq, const float *wd, const float *wm, int nb, int sub, const int8_t *qx,
+                           size_t ldq, const float *dx, const int32_t *cx, size_t lds, int mr,
+                           float out[A8B_MR][A8B_ROWS])
 {
-    (void)cx;
     for (int i = 0; i < mr; i++)
         for (int l = 0; l < A8B_ROWS; l++) {
             float acc = 0.0f;
             for (int b = 0; b < nb; b++) {
-                const uint8_t *w = wq + (size_t)b * A8B_PACKED + 4 * l;
-                const int8_t *q = qx + (size_t)i * ldq + (size_t)b * A8B_BLOCK;
+                const uint8_t *w = wq + (size_t)b * A8B_ROWS * (size_t)sub + 4 * l;
+                const int8_t *q = qx + (size_t)i * ldq + (size_t)b * (size_t)sub;
                 int32_t s = 0;
-                for (int v = 0; v < A8B_BLOCK / 4; v++)
+                for (int v = 0; v < sub / 4; v++)
                     for (int t = 0; t < 4; t++)
                         s += ((int32_t)w[64 * v + t] - 128) * q[4 * v + t];
-                const float p = dx[(size_t)i * lds + b] * wd[(size_t)b * A8B_ROWS + l];
+                const float d = dx[(size_t)i * lds + b], p = d * wd[(size_t)b * A8B_ROWS + l];
                 const float term = (float)s * p;
                 acc = acc + term;
+                if (wm) {
+                    const float pm = d * wm[(size_t)b * A8B_ROWS + l], tm = (float)(cx[(size_t)i * lds + b] / 128) * pm;
+                    acc = acc + tm;
+                }
             }
             out[i][l] = acc;
         }

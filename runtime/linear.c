@@ -100,9 +100,10 @@ static lmq_code rounding_of(const rt_weight *W, const struct rounding **r, lmq_e
     if (W->act.gran >= LMQ_ACT_GRAN_COUNT || (W->act.scheme != LMQ_ACT_NONE && !*r))
         return lmq_fail(err, LMQ_E_FORMAT, "tensor %s: unknown activation quantisation (%u, %u)", W->name,
                         (unsigned)W->act.scheme, (unsigned)W->act.gran);
-    if (W->act.scheme != LMQ_ACT_NONE && W->act.gran == LMQ_ACT_BLOCK && W->in % LMQ_ACT_BLOCK_LEN)
-        return lmq_fail(err, LMQ_E_FORMAT, "tensor %s: activations int8 per block need a multiple of 32 inputs, not %d",
-                        W->name, W->in);
+    const unsigned alen = lmq_act_block_len(W->q.dtype);
+    if (W->act.scheme != LMQ_ACT_NONE && W->act.gran == LMQ_ACT_BLOCK && W->in % (int)alen)
+        return lmq_fail(err, LMQ_E_FORMAT, "tensor %s: activations int8 per block need a multiple of %u inputs, not %d",
+                        W->name, alen, W->in);
     return LMQ_OK;
 }
 
@@ -313,9 +314,6 @@ static void linear_task(void *v, int64_t begin, int64_t end, int thread)
 struct product;
 typedef lmq_code (*product_fn)(const rt_exec *ex, const struct product *p, const float *x, int n, const rt_weight *W,
                                float *y, lmq_err *err);
-/* The a8 block product's reading of a weight kind: row j's block b's 32 codes as qw + 128 (u) and
- * its scale (the group's or the GGUF block's fp16, widened). */
-typedef float (*a8b_read_fn)(const rt_weight *W, int j, int b, uint8_t u[A8B_BLOCK]);
 
 /* ---------------------------------------------------------------- int8 × int8 (W8A8 per token) */
 
@@ -394,95 +392,62 @@ static lmq_code int8_linear(const rt_exec *ex, const struct product *p, const fl
     return LMQ_OK;
 }
 
-/* ---------------------------------------------------------------- int8 per block × 32-blocks (a8 block) */
+/* ---------------------------------------------------------------- int8 per block × blocks (a8 block) */
 
-/* Activations int8 per block of 32 (llama.cpp's Q8_0) against weights whose codes come in blocks
- * of 32 with a scale each, or a group's: every output is Σ_b (float)(Σ_k qx·qw) · (dx_b · dw_b),
- * the block sums exact integers, their fp32 terms added in block order with no fused
- * multiply-add, so every kernel set gives the same bits at any thread count and batch. The
- * driver rounds x (the kernel set's act_codes a block at a time: the same codes everywhere),
- * packs 16 rows of W at a time into scratch with the kind's reading (a8b_read_fn: portable C,
- * the same bytes everywhere) and runs the set's a8b_dot over tiles of A8B_MR rows of x. */
-
-/* lmq's symmetric int8 per group: code − 128 is the weight code, so the stored byte is u. */
-static float a8b_read_int8(const rt_weight *W, int j, int b, uint8_t u[A8B_BLOCK])
-{
-    const size_t in = (size_t)W->in;
-    memcpy(u, W->data + W->L.code_offset + (size_t)j * in + (size_t)b * A8B_BLOCK, A8B_BLOCK);
-    const size_t g = (size_t)j * (size_t)W->L.groups_per_row + (size_t)b * A8B_BLOCK / (size_t)W->L.group;
-    return lmq_f16_to_f32(lmq_le16(W->data + 2 * g));
-}
-
-/* lmq's symmetric int4 per group: code k in byte k / 2, the low nibble for even k; weight code
- * nibble − 8, so u = nibble + 120. */
-static float a8b_read_int4(const rt_weight *W, int j, int b, uint8_t u[A8B_BLOCK])
-{
-    const size_t in = (size_t)W->in;
-    const uint8_t *p = W->data + W->L.code_offset + ((size_t)j * in + (size_t)b * A8B_BLOCK) / 2;
-    for (int k = 0; k < A8B_BLOCK / 2; k++) {
-        u[2 * k] = (uint8_t)((p[k] & 0xF) + 120);
-        u[2 * k + 1] = (uint8_t)((p[k] >> 4) + 120);
-    }
-    const size_t g = (size_t)j * (size_t)W->L.groups_per_row + (size_t)b * A8B_BLOCK / (size_t)W->L.group;
-    return lmq_f16_to_f32(lmq_le16(W->data + 2 * g));
-}
-
-/* GGUF's Q8_0: fp16 d, then 32 signed bytes. */
-static float a8b_read_q8_0(const rt_weight *W, int j, int b, uint8_t u[A8B_BLOCK])
-{
-    const uint8_t *p = W->data + ((size_t)j * (size_t)(W->in / A8B_BLOCK) + (size_t)b) * 34;
-    for (int k = 0; k < A8B_BLOCK; k++)
-        u[k] = (uint8_t)(p[2 + k] ^ 0x80);
-    return lmq_f16_to_f32(lmq_le16(p));
-}
-
-/* GGUF's Q4_0: fp16 d, then 16 bytes, code k < 16 the low nibble of byte k, code k + 16 its high
- * one; weight code nibble − 8. */
-static float a8b_read_q4_0(const rt_weight *W, int j, int b, uint8_t u[A8B_BLOCK])
-{
-    const uint8_t *p = W->data + ((size_t)j * (size_t)(W->in / A8B_BLOCK) + (size_t)b) * 18;
-    for (int k = 0; k < A8B_BLOCK / 2; k++) {
-        u[k] = (uint8_t)((p[2 + k] & 0xF) + 120);
-        u[k + A8B_BLOCK / 2] = (uint8_t)((p[2 + k] >> 4) + 120);
-    }
-    return lmq_f16_to_f32(lmq_le16(p));
-}
+/* Activations int8 per block as llama.cpp's vec_dot pairs round them (Q8_0 / Q8_1 against the
+ * 32-blocks and lmq's groups, Q8_K against the 256-blocks: lmq_act_block_len) against weights
+ * whose codes come in sub-blocks of 16 or 32 with a scale (and min) each: every output is
+ * Σ_b (float)(Σ_k qx·qw) · (dx_b · dw_b) [+ (float)Σ_k qx · (dx_b · mw_b)], the sub-block sums
+ * exact integers, their fp32 terms added in sub-block order with no fused multiply-add, so every
+ * kernel set gives the same bits at any thread count and batch. The driver rounds x (the kernel
+ * set's act_codes for Q8_0, a portable Q8_K: the same codes everywhere), packs 16 rows of W at a
+ * time into scratch with the kind's reading (rt_a8b_readings: portable C, the same bytes
+ * everywhere) and runs the set's a8b_dot over tiles of A8B_MR rows of x. */
 
 typedef struct {
     const rt_weight *W;
-    a8b_read_fn read;
+    const a8b_reading *read;
     a8b_pack_fn pack; /* the kernel set's, or NULL */
     a8b_dot_fn dot;
     const int8_t *qx;   /* [n × in] */
     const float *dx;    /* [n × nb] */
-    const int32_t *cx;  /* [n × nb]: 128·Σ codes of a block */
-    int n, nb;
+    const int32_t *cx;  /* [n × nb]: 128·Σ codes of a sub-block */
+    int n, nb;          /* nb: sub-blocks a row */
     uint8_t *scratch;   /* [threads × scratch_each] */
     size_t scratch_each;
     float *y;
 } a8b_job;
 
-/* Rows j0.. of W (a short tile repeats its last row) packed as a8b_dot_fn wants them. */
-static void a8b_pack(const a8b_job *j, int j0, int rows, uint8_t *wq, float *wd)
+/* Rows j0.. of W (a short tile repeats its last row) packed as a8b_dot_fn wants them, a weight
+ * block of the 16 rows at a time: its packed bytes stay in L1 while the rows fill them (row by
+ * row, a long row's stores missed it: q6_k decode 2.4 → 1.8 ms on 1024 × 4096). */
+static void a8b_pack(const a8b_job *j, int j0, int rows, uint8_t *wq, float *wd, float *wm)
 {
-    uint8_t u[A8B_BLOCK];
-    for (int l = 0; l < A8B_ROWS; l++) {
-        const int row = j0 + (l < rows ? l : rows - 1);
-        for (int b = 0; b < j->nb; b++) {
-            wd[(size_t)b * A8B_ROWS + l] = j->read(j->W, row, b, u);
-            uint8_t *o = wq + (size_t)b * A8B_PACKED + 4 * l;
-            for (int v = 0; v < A8B_BLOCK / 4; v++)
-                memcpy(o + 64 * v, u + 4 * v, 4);
+    const a8b_reading *r = j->read;
+    const int sub = r->sub, per = r->block / sub;
+    uint8_t u[BLK_MAX];
+    float d[BLK_MAX / 16], m[BLK_MAX / 16] = { 0 };
+    for (int bb = 0; bb < j->W->in / r->block; bb++)
+        for (int l = 0; l < A8B_ROWS; l++) {
+            r->read(j->W, j0 + (l < rows ? l : rows - 1), bb, u, d, m);
+            for (int t = 0; t < per; t++) {
+                const size_t b = (size_t)bb * (size_t)per + (size_t)t;
+                wd[b * A8B_ROWS + l] = d[t];
+                wm[b * A8B_ROWS + l] = m[t];
+                uint8_t *o = wq + b * A8B_ROWS * (size_t)sub + 4 * l;
+                for (int v = 0; v < sub / 4; v++)
+                    memcpy(o + 64 * v, u + t * sub + 4 * v, 4);
+            }
         }
-    }
 }
 
 static void a8b_task(void *v, int64_t begin, int64_t end, int thread)
 {
     const a8b_job *j = v;
     const rt_weight *W = j->W;
+    const int sub = j->read->sub;
     uint8_t *wq = j->scratch + (size_t)thread * j->scratch_each;
-    float *wd = (float *)(wq + (size_t)j->nb * A8B_PACKED);
+    float *wd = (float *)(wq + (size_t)j->nb * A8B_ROWS * (size_t)sub), *wm = wd + (size_t)j->nb * A8B_ROWS;
     for (int64_t t = begin; t < end; t++) {
         const int j0 = (int)t * A8B_ROWS, rows = W->out - j0 < A8B_ROWS ? W->out - j0 : A8B_ROWS;
         if (j->pack) {
@@ -491,13 +456,13 @@ static void a8b_task(void *v, int64_t begin, int64_t end, int thread)
                 jr[l] = j0 + (l < rows ? l : rows - 1);
             j->pack(W, jr, wq, wd);
         } else {
-            a8b_pack(j, j0, rows, wq, wd);
+            a8b_pack(j, j0, rows, wq, wd, wm);
         }
         for (int i0 = 0; i0 < j->n; i0 += A8B_MR) {
             const int mr = j->n - i0 < A8B_MR ? j->n - i0 : A8B_MR;
             float out[A8B_MR][A8B_ROWS];
-            j->dot(wq, wd, j->nb, j->qx + (size_t)i0 * (size_t)W->in, (size_t)W->in, j->dx + (size_t)i0 * j->nb,
-                   j->cx + (size_t)i0 * j->nb, (size_t)j->nb, mr, out);
+            j->dot(wq, wd, j->read->mins ? wm : NULL, j->nb, sub, j->qx + (size_t)i0 * (size_t)W->in,
+                   (size_t)W->in, j->dx + (size_t)i0 * j->nb, j->cx + (size_t)i0 * j->nb, (size_t)j->nb, mr, out);
             for (int i = 0; i < mr; i++)
                 for (int l = 0; l < rows; l++) {
                     const float o = out[i][l];
@@ -507,8 +472,88 @@ static void a8b_task(void *v, int64_t begin, int64_t end, int thread)
     }
 }
 
+/* ggml's nearest_int: round to nearest, ties to even, through the float's bits (|v| < 2^22). */
+static int nearest_int(float v)
+{
+    const float f = v + 12582912.0f;
+    int32_t i;
+    memcpy(&i, &f, sizeof i);
+    return (i & 0x007fffff) - 0x00400000;
+}
+
+/* x[0..len) as llama.cpp's Q8_K (quantize_row_q8_K_ref) into q: the value of largest magnitude
+ * max (the first such), iscale = −127 / max, codes nearest_int(iscale·x) capped at 127; returns
+ * its one fp32 scale 1 / iscale (0, and codes 0, for a zero block). */
+static float act_q8_k(const float *x, size_t len, int8_t *q)
+{
+    float amax = 0.0f, max = 0.0f;
+    for (size_t k = 0; k < len; k++)
+        if (fabsf(x[k]) > amax)
+            amax = fabsf(x[k]), max = x[k];
+    if (amax == 0.0f) {
+        memset(q, 0, len);
+        return 0.0f;
+    }
+    const float iscale = -127.0f / max;
+    for (size_t k = 0; k < len; k++) {
+        const int c = nearest_int(iscale * x[k]);
+        q[k] = (int8_t)(c < 127 ? c : 127);
+    }
+    return 1.0f / iscale;
+}
+
+/* x[0..len) as llama.cpp's Q8_0 (and Q8_1: the same codes and scale) into q: the kernel set's
+ * codes on the grid of d = max|x| / 127, which the integer product takes rounded to fp16; returns
+ * that scale. */
+static float act_q8_0(const codes_fn codes, const float *x, size_t len, int8_t *q)
+{
+    float d;
+    memset(q, 0, len); /* a zero max leaves the codes as they are */
+    codes(x, len, &d, q);
+    return lmq_f16_to_f32(lmq_f32_to_f16(d));
+}
+
+
 static lmq_code a8b_linear(const rt_exec *ex, const struct product *p, const float *x, int n, const rt_weight *W,
-                           float *y, lmq_err *err);
+                           float *y, lmq_err *err)
+{
+    if (n <= 0) /* nothing to round or multiply (and malloc(0) may say NULL) */
+        return LMQ_OK;
+    (void)p;
+    const size_t in = (size_t)W->in, alen = lmq_act_block_len(W->q.dtype);
+    const a8b_reading *read = &rt_a8b_readings[W->q.dtype];
+    const int sub = read->sub, nb = W->in / sub;
+    const int threads = lmq_pool_threads(ex->pool);
+    const a8b_pack_fn *packs = ex->isa->linear->a8b_pack;
+    a8b_job j = { .W = W, .read = read, .pack = packs && W->L.bytes < INT32_MAX ? packs[W->q.dtype] : NULL,
+                  .dot = ex->isa->linear->a8b_dot, .n = n, .nb = nb, .y = y,
+                  .scratch_each = ((size_t)nb * A8B_ROWS * ((size_t)sub + 2 * sizeof(float)) + 63) / 64 * 64 };
+    int8_t *qx = malloc((size_t)n * in);
+    float *dx = malloc((size_t)n * (size_t)nb * sizeof *dx);
+    int32_t *cx = malloc((size_t)n * (size_t)nb * sizeof *cx);
+    j.scratch = aligned_alloc(64, (size_t)threads * j.scratch_each);
+    if (!qx || !dx || !cx || !j.scratch) {
+        free(qx), free(dx), free(cx), free(j.scratch);
+        return lmq_fail(err, LMQ_E_NOMEM, "tensor %s: out of memory for the activations", W->name);
+    }
+    /* each activation block's codes and scale, then its sub-blocks' scale and 128·Σ codes */
+    for (size_t a = 0; a < (size_t)n * in; a += alen) {
+        const float d = alen == LMQ_ACT_BLOCK_LEN ? act_q8_0(ex->isa->linear->act_codes, x + a, alen, qx + a)
+                                                  : act_q8_k(x + a, alen, qx + a);
+        for (size_t k = a; k < a + alen; k += (size_t)sub) {
+            int32_t sum = 0;
+            for (int t = 0; t < sub; t++)
+                sum += qx[k + (size_t)t];
+            dx[k / (size_t)sub] = d;
+            cx[k / (size_t)sub] = 128 * sum;
+        }
+    }
+    j.qx = qx, j.dx = dx, j.cx = cx;
+    const int64_t tasks = (W->out + A8B_ROWS - 1) / A8B_ROWS, macs = (int64_t)n * W->out * W->in;
+    lmq_pool_for(macs < RT_PARALLEL_MIN_WORK ? NULL : ex->pool, tasks, 1, a8b_task, &j);
+    free(qx), free(dx), free(cx), free(j.scratch);
+    return LMQ_OK;
+}
 
 /* ---------------------------------------------------------------- products */
 
@@ -523,48 +568,13 @@ static const struct product {
     int max_in;
     lmq_act act;
     product_fn run;
-    a8b_read_fn read; /* a8 block's reading of the weights */
 } PRODUCTS[] = {
-    { LMQ_T_INT8, 1u << LMQ_GRAN_CHANNEL, 1, INT8_MAX_IN, { LMQ_ACT_INT8, LMQ_ACT_TOKEN }, int8_linear, NULL },
-    { LMQ_T_INT8, 1u << LMQ_GRAN_GROUP, 1, INT32_MAX, { LMQ_ACT_INT8, LMQ_ACT_BLOCK }, a8b_linear, a8b_read_int8 },
-    { LMQ_T_INT4, 1u << LMQ_GRAN_GROUP, 1, INT32_MAX, { LMQ_ACT_INT8, LMQ_ACT_BLOCK }, a8b_linear, a8b_read_int4 },
-    { LMQ_T_Q8_0, 1u << LMQ_GRAN_NONE, 0, INT32_MAX, { LMQ_ACT_INT8, LMQ_ACT_BLOCK }, a8b_linear, a8b_read_q8_0 },
-    { LMQ_T_Q4_0, 1u << LMQ_GRAN_NONE, 0, INT32_MAX, { LMQ_ACT_INT8, LMQ_ACT_BLOCK }, a8b_linear, a8b_read_q4_0 },
+    { LMQ_T_INT8, 1u << LMQ_GRAN_CHANNEL, 1, INT8_MAX_IN, { LMQ_ACT_INT8, LMQ_ACT_TOKEN }, int8_linear },
+#define A8B_ROW(T, grans, sym) { T, grans, sym, INT32_MAX, { LMQ_ACT_INT8, LMQ_ACT_BLOCK }, a8b_linear },
+    A8B_ROW(LMQ_T_INT8, 1u << LMQ_GRAN_GROUP, 1) A8B_ROW(LMQ_T_INT4, 1u << LMQ_GRAN_GROUP, 1)
+#define A8B_BLOCK_ROW(name, T) A8B_ROW(T, 1u << LMQ_GRAN_NONE, 0)
+    RT_BLOCK_TYPES(A8B_BLOCK_ROW)
 };
-
-static lmq_code a8b_linear(const rt_exec *ex, const struct product *p, const float *x, int n, const rt_weight *W,
-                           float *y, lmq_err *err)
-{
-    if (n <= 0) /* nothing to round or multiply (and malloc(0) may say NULL) */
-        return LMQ_OK;
-    const size_t in = (size_t)W->in;
-    const int nb = W->in / A8B_BLOCK;
-    const int threads = lmq_pool_threads(ex->pool);
-    const a8b_pack_fn *packs = ex->isa->linear->a8b_pack;
-    a8b_job j = { .W = W, .read = p->read, .pack = packs && W->L.bytes < INT32_MAX ? packs[W->q.dtype] : NULL,
-                  .dot = ex->isa->linear->a8b_dot, .n = n, .nb = nb, .y = y,
-                  .scratch_each = ((size_t)nb * (A8B_PACKED + A8B_ROWS * sizeof(float)) + 63) / 64 * 64 };
-    int8_t *qx = malloc((size_t)n * in);
-    float *dx = malloc((size_t)n * (size_t)nb * sizeof *dx);
-    int32_t *cx = malloc((size_t)n * (size_t)nb * sizeof *cx);
-    j.scratch = aligned_alloc(64, (size_t)threads * j.scratch_each);
-    if (!qx || !dx || !cx || !j.scratch) {
-        free(qx), free(dx), free(cx), free(j.scratch);
-        return lmq_fail(err, LMQ_E_NOMEM, "tensor %s: out of memory for the activations", W->name);
-    }
-    const codes_fn codes = ex->isa->linear->act_codes;
-    for (size_t k = 0; k < (size_t)n * (size_t)nb; k++) {
-        float d;
-        memset(qx + k * A8B_BLOCK, 0, A8B_BLOCK); /* a zero max leaves the codes as they are */
-        cx[k] = 128 * codes(x + k * A8B_BLOCK, A8B_BLOCK, &d, qx + k * A8B_BLOCK);
-        dx[k] = lmq_f16_to_f32(lmq_f32_to_f16(d));
-    }
-    j.qx = qx, j.dx = dx, j.cx = cx;
-    const int64_t tasks = (W->out + A8B_ROWS - 1) / A8B_ROWS, macs = (int64_t)n * W->out * W->in;
-    lmq_pool_for(macs < RT_PARALLEL_MIN_WORK ? NULL : ex->pool, tasks, 1, a8b_task, &j);
-    free(qx), free(dx), free(cx), free(j.scratch);
-    return LMQ_OK;
-}
 
 static const struct product *product_of(const rt_weight *W)
 {

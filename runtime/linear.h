@@ -30,13 +30,16 @@
  * has it, else AVX2's 16-bit pair products, four rows of W against up to three tokens' codes at a
  * time; a plain loop on the scalar set: the same bits everywhere). That is x'·W'ᵀ without
  * the fp32 product's rounding; every other combination runs the fp32 product over x'.
- * int8 activations per block of 32 (a8 block: d = max|x| / 127 a block, its scale the fp16 of d,
- * llama.cpp's Q8_0) against weights in 32-blocks (symmetric int8 and int4 per group of a multiple
- * of 32, GGUF's Q8_0 and Q4_0) are multiplied as integers too: y = Σ_b (float)(Σ q_x·q_w) ·
- * (d_x·d_w) (+ b), the block sums exact, their terms added in block order with no fused
- * multiply-add (16 rows of W packed a block at a time so that an integer lane holds a row's block
- * sum; VNNI, AVX2's pair products, a plain loop: the same bits everywhere). Other weights with it
- * run the fp32 product over x' = code·fp16(d).
+ * int8 activations per block (a8 block) are rounded as llama.cpp's vec_dot pairs round them:
+ * Q8_0 (blocks of 32, d = max|x| / 127, its scale the fp16 of d) against symmetric int8 and int4
+ * per group of a multiple of 32 and GGUF's 32-blocks (Q8_1's codes and scale, the same, against
+ * Q4_1 and Q5_1), Q8_K (blocks of 256, codes nearest(−127·x / max), one fp32 scale) against the
+ * K-types and IQ4_XS; they are multiplied as integers too: y = Σ_b (float)(Σ q_x·q_w) · (d_x·d_w)
+ * [+ (float)Σ q_x · (d_x·m_w)] (+ b) over the weights' sub-blocks of 16 or 32 (scale d_w and min
+ * m_w each: runtime/linear_a8b.c), the sums exact, their terms added in sub-block order with no
+ * fused multiply-add (16 rows of W packed a sub-block at a time so that an integer lane holds a
+ * row's sub-block sum; VNNI, AVX2's pair products, a plain loop: the same bits everywhere). Other
+ * weights with it run the fp32 product over x' = code·fp16(d) (blocks of 32).
  *
  * The code: runtime/linear.c is the driver (views, work split, the loops over tiles, the rounding
  * of x, and two tables: a row per activation rounding, a row per product of its own keyed by the

@@ -66,33 +66,49 @@ typedef void (*dot4_fn)(const uint8_t *const c[4], const int8_t *q, size_t ldq, 
  * scale leaves q as it is (zeros). Bit for bit the same codes on every kernel set. */
 typedef int32_t (*codes_fn)(const float *x, size_t in, float *scale, int8_t *q);
 
-/* The a8 block product (int8 activations per block of 32 against weights in 32-blocks, rt_linear's
- * integer path for them): 16 rows of W packed by the driver (A8B_ROWS), for each block b 8 vectors
- * of 64 bytes, vector v's bytes 4l..4l+3 row l's codes 4v..4v+3 of the block as qw + 128 (an
- * unsigned byte whatever the weight kind), and wd[b][l] row l's scale of block b. So that no lane
- * sums across rows: a lane of an integer vector holds one row's whole block sum, and the 16 rows'
- * fp32 sums are 16 lanes. */
+/* The a8 block product (int8 activations per block against weights in blocks with a scale each,
+ * rt_linear's integer path for them): 16 rows of W packed by the driver (A8B_ROWS) a sub-block of
+ * `sub` codes at a time (32, or 16: Q2_K, Q3_K, Q6_K), for each sub-block b sub / 4 vectors of 64
+ * bytes, vector v's bytes 4l..4l+3 row l's codes 4v..4v+3 of the sub-block as qw + 128 (an
+ * unsigned byte whatever the weight kind), wd[b][l] row l's scale of sub-block b and, for kinds
+ * with a min (w = scale·qw + min: Q4_1, Q5_1, Q2_K, Q4_K, Q5_K), wm[b][l] its min. So that no
+ * lane sums across rows: a lane of an integer vector holds one row's whole sub-block sum, and the
+ * 16 rows' fp32 sums are 16 lanes. */
 #define A8B_ROWS 16
-#define A8B_BLOCK 32
-#define A8B_PACKED (A8B_ROWS * A8B_BLOCK) /* bytes of one block of a packed tile */
+#define A8B_BLOCK 32 /* the most codes a sub-block holds */
+#define A8B_PACKED (A8B_ROWS * A8B_BLOCK) /* bytes of one sub-block of 32 of a packed tile */
 /* The most rows of x a call takes: 4 rows of x against the 16 of W keep 8 integer and float
  * accumulators beside the 8 vectors of a block of W. */
 #define A8B_MR 4
-/* For mr (1..A8B_MR) rows of codes qx (ldq apart), their blocks' fp16-rounded scales dx and
- * 128·Σ codes cx (lds apart, one a block), against nb blocks of a packed tile: out[i][l] =
- * Σ_b (float)s_ilb · (dx_ib · wd_bl) with s the exact block sum Σ qx·qw, added in block order,
- * each product and sum rounded apart (no fused multiply-add): the same bits on every set. */
-typedef void (*a8b_dot_fn)(const uint8_t *wq, const float *wd, int nb, const int8_t *qx, size_t ldq, const float *dx,
-                           const int32_t *cx, size_t lds, int mr, float out[A8B_MR][A8B_ROWS]);
+/* For mr (1..A8B_MR) rows of codes qx (ldq apart), their sub-blocks' scales dx (the activation
+ * block's that holds them: fp16-rounded for Q8_0, fp32 for Q8_K) and 128·Σ codes cx (lds apart,
+ * one a sub-block), against nb sub-blocks of a packed tile: out[i][l] = Σ_b ((float)s_ilb ·
+ * (dx_ib · wd_bl) [+ (float)(cx_ib / 128) · (dx_ib · wm_bl)]) with s the exact sub-block sum
+ * Σ qx·qw, the min's term (wm not NULL) added after the scale's, in sub-block order, each product
+ * and sum rounded apart (no fused multiply-add): the same bits on every set. */
+typedef void (*a8b_dot_fn)(const uint8_t *wq, const float *wd, const float *wm, int nb, int sub, const int8_t *qx,
+                           size_t ldq, const float *dx, const int32_t *cx, size_t lds, int mr,
+                           float out[A8B_MR][A8B_ROWS]);
 
 /* Rows j[0..15] of W packed for a8b_dot_fn into wq and wd, the same bytes as the driver's portable
- * packing (a kernel set's faster one for a weight kind, where it has one). W's bytes are fewer than
- * 2^31 (the driver packs larger ones itself): offsets fit int32 lanes. */
+ * packing (a kernel set's faster one for a weight kind, where it has one: kinds of sub-blocks of
+ * 32 without a min). W's bytes are fewer than 2^31 (the driver packs larger ones itself): offsets
+ * fit int32 lanes. */
 typedef void (*a8b_pack_fn)(const rt_weight *W, const int j[A8B_ROWS], uint8_t *wq, float *wd);
 
+/* The driver's portable reading of a weight kind (runtime/linear_a8b.c): row j's b-th `block`
+ * codes (a GGUF block, or 32 of a group) as qw + 128 into u, the scale of each of its sub-blocks
+ * of `sub` into d and, for kinds with mins, each one's min into m. */
+typedef struct {
+    int block, sub, mins;
+    void (*read)(const rt_weight *W, int j, int b, uint8_t *u, float *d, float *m);
+} a8b_reading;
+/* By dtype; block 0: none. */
+extern const a8b_reading rt_a8b_readings[LMQ_T_COUNT];
+
 /* The AVX2 set's, which the AVX-512 set without VNNI takes as it is (runtime/kernels_avx2.c). */
-void rt_avx2_a8b_dot(const uint8_t *wq, const float *wd, int nb, const int8_t *qx, size_t ldq, const float *dx,
-                     const int32_t *cx, size_t lds, int mr, float out[A8B_MR][A8B_ROWS]);
+void rt_avx2_a8b_dot(const uint8_t *wq, const float *wd, const float *wm, int nb, int sub, const int8_t *qx,
+                     size_t ldq, const float *dx, const int32_t *cx, size_t lds, int mr, float out[A8B_MR][A8B_ROWS]);
 void rt_avx2_dot4(const uint8_t *const c[4], const int8_t *q, size_t ldq, int mr, size_t in, size_t ahead,
                   int32_t out[TILE_X][4]);
 

@@ -10,9 +10,11 @@
  *   activations per token and per tensor: the product over an independently quantised x;
  *   fp8        each of both formats' 256 codes decodes to decode(code)·scale bit for bit, and the
  *              fused product is the same kernel set's fp32 product over those weights, bit for bit;
- *   a8 block   int8 activations per block against 32-block weights: every kernel set's integer
- *              product bit for bit the scalar set's, near the double evaluation of its definition,
- *              independent of threads and batches; other weights see the reference's x'. */
+ *   a8 block   int8 activations per block (Q8_0 against 32-blocks and groups, Q8_K against the
+ *              256-blocks) against every weight kind the integer product takes: every kernel
+ *              set's integer product bit for bit the scalar set's, near the double evaluation of
+ *              its definition, independent of threads and batches; rows of no whole activation
+ *              block refused; other weights see the reference's x'. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -436,57 +438,68 @@ START_TEST(activations_quantised)
 }
 END_TEST
 
-/* ---- int8 activations per block of 32 (a8 block) */
+/* ---- int8 activations per block (a8 block) */
 
-/* The rounding, written apart from the runtime's: a block's max in double, d = max / 127 in
- * float, codes lround(x / d) clamped, the block's scale d through fp16; x' = code·scale into xq
- * (NULL: not wanted). Codes into q, scales into dx ([n × in / 32]). */
-static void ref_act_block(const float *x, int n, int in, long *q, float *dx, float *xq)
+/* The rounding, written apart from the runtime's, as llama.cpp pairs it with the weights (alen:
+ * the activation block, 32 or 256). 32, Q8_0: a block's max in double, d = max / 127 in float,
+ * codes lround(x / d) clamped, the block's scale d through fp16. 256, Q8_K: the first value of
+ * largest magnitude max, iscale = −127 / max, codes iscale·x rounded to nearest even capped at 127,
+ * the scale 1 / iscale in fp32. x' = code·scale into xq (NULL: not wanted). Codes into q, each
+ * value's scale into dx ([n × in]). */
+static void ref_act_block(const float *x, int n, int in, int alen, long *q, float *dx, float *xq)
 {
-    for (int b = 0; b < n * in / 32; b++) {
+    for (int b = 0; b < n * in / alen; b++) {
+        const float *xb = x + (size_t)b * alen;
         double mx = 0;
-        for (int k = 32 * b; k < 32 * b + 32; k++)
-            mx = fabs((double)x[k]) > mx ? fabs((double)x[k]) : mx;
-        const float d = (float)mx / 127.0f;
-        dx[b] = lmq_f16_to_f32(lmq_f32_to_f16(d));
-        for (int k = 32 * b; k < 32 * b + 32; k++) {
-            long c = mx == 0 ? 0 : lround((double)(x[k] / d));
+        float big = 0;
+        for (int k = 0; k < alen; k++)
+            if (fabs((double)xb[k]) > mx)
+                mx = fabs((double)xb[k]), big = xb[k];
+        const float d = (float)mx / 127.0f, iscale = -127.0f / big;
+        const float scale = mx == 0 ? 0.0f : alen == 32 ? lmq_f16_to_f32(lmq_f32_to_f16(d)) : 1.0f / iscale;
+        for (int k = b * alen; k < (b + 1) * alen; k++) {
+            long c = mx == 0 ? 0 : alen == 32 ? lround((double)(x[k] / d)) : lrint((double)(iscale * x[k]));
             q[k] = c > 127 ? 127 : c < -127 ? -127 : c;
+            dx[k] = scale;
             if (xq)
-                xq[k] = mx == 0 ? 0.0f : (float)q[k] * dx[b];
+                xq[k] = (float)q[k] * scale;
         }
     }
 }
 
-/* The weight kinds the integer product takes (ENCODINGS' rows), and shapes: rows no multiple of a
- * tile of 4 or 16, one block, three, rows of 128·k (several groups of 128, and groups of 32 in
- * more than 16 blocks). */
-static const int A8B_ENCS[] = { 6, 10, 12, 13, FIRST_BLOCK, FIRST_BLOCK + 1 };
-static const int A8B_SHAPES[][2] = { { 1, 32 }, { 5, 96 }, { 7, 128 }, { 18, 256 }, { 67, 384 }, { 3, 640 } };
+/* The weight kinds the integer product takes (ENCODINGS' rows: lmq's groups and every GGUF block
+ * type), and shapes: rows no multiple of a tile of 4 or 16, one block, three, rows of 128·k
+ * (several groups of 128, and groups of 32 in more than 16 blocks), rows of 256·k for the
+ * 256-blocks. An encoding takes the shapes whose rows are whole activation blocks. */
+static const int A8B_ENCS[] = { 6,  10, 12, 13, FIRST_BLOCK, FIRST_BLOCK + 1, FIRST_BLOCK + 2, FIRST_BLOCK + 3,
+                                FIRST_BLOCK + 4, FIRST_BLOCK + 5, FIRST_BLOCK + 6, FIRST_BLOCK + 7, FIRST_BLOCK + 8,
+                                FIRST_BLOCK + 9, FIRST_BLOCK + 10, FIRST_BLOCK + 11 };
+static const int A8B_SHAPES[][2] = { { 1, 32 }, { 5, 96 },  { 7, 128 }, { 18, 256 }, { 67, 384 },
+                                     { 3, 640 }, { 1, 256 }, { 5, 512 }, { 67, 768 }, { 3, 1280 } };
 
 static void a8b_run(const rt_kernels *isa, int threads, const float *x, int n, const rt_weight *W, float *y)
 {
     linear(isa, threads, x, n, W, y);
 }
 
-/* Every kernel set's a8 block product bit for bit the scalar set's, for n = 1, 2, 3, 4, 7, 50 rows
- * of x; within fp32 rounding of Σ qx·dx·w' in double (the reference's codes, the scheme table's
- * weights w' = qw·dw exactly); the same bits on 1..3 threads, row by row alone and in two
- * batches; zero rows give the bias exactly. */
+/* Every kernel set's a8 block product bit for bit the scalar set's, for n = 1, 2, 3, 4, 5, 7, 17,
+ * 50 rows of x; within fp32 rounding of Σ qx·dx·w' in double (the reference's codes, the scheme
+ * table's weights w' = qw·dw (+ min) exactly); the same bits on 1..3 threads, row by row alone and
+ * in two batches; zero rows give the bias exactly. */
 static void a8b_case(const rt_kernels *isa, const enc *e, stored *s, int out, int in)
 {
     enum { ROWS = 50 };
-    const int ns[] = { 1, 2, 3, 4, 7, ROWS };
-    const int nb = in / 32;
-    float *x = malloc((size_t)ROWS * in * sizeof *x), *dx = malloc((size_t)ROWS * nb * sizeof *dx);
+    const int ns[] = { 1, 2, 3, 4, 5, 7, 17, ROWS };
+    const int alen = (int)lmq_act_block_len(e->q.dtype), terms = in / 16;
+    float *x = malloc((size_t)ROWS * in * sizeof *x), *dx = malloc((size_t)ROWS * in * sizeof *dx);
     long *q = malloc((size_t)ROWS * in * sizeof *q);
     float *y = malloc((size_t)ROWS * out * sizeof *y), *ref_y = malloc((size_t)ROWS * out * sizeof *ref_y);
     float *part = malloc((size_t)ROWS * out * sizeof *part);
     for (int i = 0; i < ROWS * in; i++)
         x[i] = i / in == 4 ? 0.0f : uniform() * (i % 37 == 0 ? 9.0f : 1.0f);
-    for (int k = 0; k < 32; k++) /* one zero block in a row that is not */
+    for (int k = 0; k < alen; k++) /* one zero block in a row that is not */
         x[(size_t)6 * in + k] = 0.0f;
-    ref_act_block(x, ROWS, in, q, dx, NULL);
+    ref_act_block(x, ROWS, in, alen, q, dx, NULL);
     s->W.b = s->bias;
     s->W.act = (lmq_act){ .scheme = LMQ_ACT_INT8, .gran = LMQ_ACT_BLOCK };
     for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
@@ -512,12 +525,13 @@ static void a8b_case(const rt_kernels *isa, const enc *e, stored *s, int out, in
         for (int j = 0; j < out; j++) {
             double r = s->bias[j], m = fabs(s->bias[j]);
             for (int k = 0; k < in; k++) {
-                const double p = (double)q[(size_t)i * in + k] * dx[((size_t)i * in + k) / 32] * s->deq[(size_t)j * in + k];
+                const size_t ik = (size_t)i * in + k;
+                const double p = (double)q[ik] * dx[ik] * s->deq[(size_t)j * in + k];
                 r += p, m += fabs(p);
             }
             const float got = y[(size_t)i * out + j];
-            ck_assert_msg(fabs(got - r) <= 1e-6 * nb * m + 1e-30, "%s, %s [%d × %d], row %d, out %d: %.9g, double %.9g",
-                          isa->name, e->name, out, in, i, j, (double)got, r);
+            ck_assert_msg(fabs(got - r) <= 1e-6 * terms * m + 1e-30, "%s, %s [%d × %d], row %d, out %d: %.9g, double "
+                          "%.9g", isa->name, e->name, out, in, i, j, (double)got, r);
             if (i == 4)
                 ck_assert_msg(got == s->bias[j], "%s, %s: a zero row gives %.9g, not the bias %.9g", isa->name,
                               e->name, (double)got, (double)s->bias[j]);
@@ -532,12 +546,35 @@ START_TEST(a8_block_products)
     const rt_kernels *isa;
     for (size_t k = 0; k < sizeof A8B_ENCS / sizeof A8B_ENCS[0]; k++)
         for (size_t sh = 0; sh < sizeof A8B_SHAPES / sizeof A8B_SHAPES[0]; sh++) {
+            const enc *e = &ENCODINGS[A8B_ENCS[k]];
+            const int out = A8B_SHAPES[sh][0], in = A8B_SHAPES[sh][1];
+            if (in % (int)lmq_act_block_len(e->q.dtype))
+                continue;
             stored s;
-            make(&s, &ENCODINGS[A8B_ENCS[k]], A8B_SHAPES[sh][0], A8B_SHAPES[sh][1]);
+            make(&s, e, out, in);
             for (int i = 0; (isa = rt_isa_nth(i)); i++)
-                a8b_case(isa, &ENCODINGS[A8B_ENCS[k]], &s, A8B_SHAPES[sh][0], A8B_SHAPES[sh][1]);
+                a8b_case(isa, e, &s, out, in);
             unmake(&s);
         }
+}
+END_TEST
+
+/* The 256-blocks take activation blocks of 256 (Q8_K): rows of 384 inputs are refused, saying so
+ * (their layout refuses them too, but the check is made first on a recipe's or manifest's shapes);
+ * 512 are taken, as 384 are by the 32-blocks. */
+START_TEST(a8_block_q8_k_rows)
+{
+    const lmq_act a = { .scheme = LMQ_ACT_INT8, .gran = LMQ_ACT_BLOCK };
+    for (int e = FIRST_BLOCK; e < N_ENC; e++) {
+        const lmq_qparams *qp = &ENCODINGS[e].q;
+        lmq_err err = { 0 };
+        const int k256 = lmq_encoding_of(qp->dtype)->block == 256;
+        ck_assert_int_eq(lmq_act_check(a, qp, 384, &err), k256 ? LMQ_E_ARG : LMQ_OK);
+        if (k256)
+            ck_assert_msg(strstr(err.msg, "multiple of 256") && strstr(err.msg, "Q8_K") && strstr(err.msg, "384"),
+                          "%s", err.msg);
+        ck_assert_int_eq(lmq_act_check(a, qp, 512, &err), LMQ_OK);
+    }
 }
 END_TEST
 
@@ -553,13 +590,13 @@ START_TEST(a8_block_rounding)
             stored s;
             make(&s, &ENCODINGS[encs[k]], out, in);
             float *x = malloc((size_t)n * in * sizeof *x), *xq = malloc((size_t)n * in * sizeof *xq);
-            float *dx = malloc((size_t)n * in / 32 * sizeof *dx), *y = malloc((size_t)n * out * sizeof *y);
+            float *dx = malloc((size_t)n * in * sizeof *dx), *y = malloc((size_t)n * out * sizeof *y);
             float *want = malloc((size_t)n * out * sizeof *want);
             long *q = malloc((size_t)n * in * sizeof *q);
             for (int i = 0; i < n * in; i++)
                 x[i] = i / in == 2 ? 0.0f : uniform();
             x[in / 2] = 1e4f;
-            ref_act_block(x, n, in, q, dx, xq);
+            ref_act_block(x, n, in, 32, q, dx, xq);
             for (int i = 0; (isa = rt_isa_nth(i)); i++) {
                 s.W.act = (lmq_act){ 0 };
                 linear(isa, 2, xq, n, &s.W, want);
@@ -760,6 +797,7 @@ int main(void)
     tcase_add_test(tc, a8_block_products);
     tcase_add_test(tc, a8_block_rounding);
     tcase_add_test(tc, fp8_every_code);
+    tcase_add_test(tc, a8_block_q8_k_rows);
     tcase_add_test(tc, fused_where_expected);
     tcase_add_test(tc, bad_views);
     suite_add_tcase(s, tc);

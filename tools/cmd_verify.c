@@ -25,6 +25,7 @@ static const char usage[] =
     "                  [--reference-logits FILE] [--device cpu|cuda]\n"
     "                  [--batch N,N,... [--prompt-len N] [--new-tokens N]]\n"
     "                  [--kv FMT,FMT,...] [--kv-k FMT] [--kv-v FMT] [--shard K/N|env|env/N -o SHARD]\n"
+    "                  [--arith exact|llama]\n"
     "       lmq verify --merge SHARD... [--json FILE] [--markdown FILE] [--html FILE] [--gate ...] [--record]\n"
     "Scores every artefact on FILE by protocol P1 (windows of N tokens, default 256, each from an\n"
     "empty cache). The reference (default: the first artefact) is run once; every other artefact\n"
@@ -50,6 +51,14 @@ static const char usage[] =
     "--kv fp16,int8 (KV cache formats: fp32 fp16 bf16 fp8 int8 int4) scores every artefact named\n"
     "with its cache in each format against the reference with its fp32 cache; --kv-k and --kv-v set\n"
     "the keys' or the values' format alone (CPU only).\n"
+    "--arith llama multiplies every matrix whose weights llama.cpp's vec_dot pairs with int8\n"
+    "activations as llama.cpp does (a8 block: x rounded as Q8_0 or Q8_1 against the 32-blocks, Q8_K\n"
+    "against the K-types and IQ4_XS, integer sums per block), so that the scores are llama.cpp's;\n"
+    "--arith exact keeps fp32 activations (or those the manifest asks for). The default is llama for\n"
+    "the GGUF block types of an artefact imported from GGUF (lmq convert of a .gguf, no recipe), exact\n"
+    "for its int8 / int4 g32 rows (Q8_0 / Q4_0 with scales >= 0, which --arith llama includes), for\n"
+    "lmq's own artefacts and on --device cuda (no a8 block product there). The scheme column says\n"
+    "'a8 block' where it applies.\n"
     "--shard K/N -o SHARD scores windows K, K+N, K+2N, ... alone and writes every scored position's\n"
     "values for every artefact to SHARD (an lmq container bound to the artefacts', the reference's\n"
     "and the text's checksums and to the protocol: ctx, KV formats, device, N); no speed is measured.\n"
@@ -213,7 +222,7 @@ int cmd_verify(int argc, char **argv)
 {
     const char *text = NULL, *ref = NULL, *ctx_s = NULL, *threads_s = NULL, *json = NULL, *md = NULL, *html = NULL;
     const char *bw_s = NULL, *pos[MAX_ARTEFACTS], *save_logits = NULL, *ref_logits = NULL, *gate_s[VF_MAX_GATES];
-    const char *device = NULL, *shard_s = NULL, *shard_out = NULL, *batch_s = NULL, *prompt_s = "512", *new_s = "128", *kv_s = NULL, *kv_k_s = NULL,
+    const char *device = NULL, *arith_s = NULL, *shard_s = NULL, *shard_out = NULL, *batch_s = NULL, *prompt_s = "512", *new_s = "128", *kv_s = NULL, *kv_k_s = NULL,
                *kv_v_s = NULL;
     int n, speed_only = 0, record = 0, merging = 0;
     arg_list gate_list = { gate_s, 0, VF_MAX_GATES };
@@ -230,7 +239,8 @@ int cmd_verify(int argc, char **argv)
                              { "--prompt-len", NULL, &prompt_s, NULL }, { "--new-tokens", NULL, &new_s, NULL },
                              { "--kv", NULL, &kv_s, NULL },        { "--kv-k", NULL, &kv_k_s, NULL },
                              { "--kv-v", NULL, &kv_v_s, NULL },    { "--shard", NULL, &shard_s, NULL },
-                             { "--output", "-o", &shard_out, NULL }, { "--merge", NULL, NULL, &merging }, { 0 } };
+                             { "--output", "-o", &shard_out, NULL }, { "--merge", NULL, NULL, &merging },
+                             { "--arith", NULL, &arith_s, NULL }, { 0 } };
     rc = args_parse(argc, argv, opts, pos, MAX_ARTEFACTS, &n, usage);
     if (rc >= 0)
         return rc;
@@ -246,6 +256,7 @@ int cmd_verify(int argc, char **argv)
                                    { "--threads", threads_s }, { "--bandwidth", bw_s },  { "--device", device },
                                    { "--kv", kv_s },         { "--kv-k", kv_k_s },       { "--kv-v", kv_v_s },
                                    { "--batch", batch_s },   { "--speed-only", speed_only ? "" : NULL },
+                                   { "--arith", arith_s },
                                    { "--shard", shard_s },   { "--output", shard_out },
                                    { "--save-reference-logits", save_logits }, { "--reference-logits", ref_logits } };
     if (merging) {
@@ -275,6 +286,14 @@ int cmd_verify(int argc, char **argv)
     threads_s = threads_s ? threads_s : "0";
     bw_s = bw_s ? bw_s : "0";
     device = device ? device : "cpu";
+    /* the CUDA device has no a8 block product: imports default to exact there */
+    const vf_arith arith = !arith_s ? (strcmp(device, "cpu") ? VF_ARITH_EXACT : VF_ARITH_AUTO)
+                           : !strcmp(arith_s, "exact") ? VF_ARITH_EXACT
+                           : !strcmp(arith_s, "llama") ? VF_ARITH_LLAMA : (vf_arith)-1;
+    if ((int)arith < 0) {
+        fprintf(stderr, "lmq verify: --arith '%s': exact or llama\n", arith_s);
+        return 2;
+    }
     long ctx, threads, prompt_len, new_tokens;
     double bw;
     int batch[VF_MAX_BATCH], n_batch = 0;
@@ -371,7 +390,7 @@ int cmd_verify(int argc, char **argv)
                        .progress = on_progress, .user = &pr, .save_ref_logits = save_logits, .ref_logits = ref_logits,
                        .device = device, .batch = batch, .n_batch = n_batch, .prompt_len = (int)prompt_len,
                        .new_tokens = (int)new_tokens, .kv_k = cand_k, .kv_v = cand_v, .shard = shard,
-                       .shards = shards, .shard_path = shard_out };
+                       .shards = shards, .shard_path = shard_out, .arith = arith };
     const double t0 = lmq_now();
     vf_report r;
     lmq_code c = vf_run(ref, cands, n_cands, text, &vo, &r, &err);

@@ -26,7 +26,13 @@ static void add_scheme(char *buf, size_t cap, const char *name)
     snprintf(buf + n, cap - n, "%s%s", n ? " + " : "", name);
 }
 
-lmq_code vf_row_from_artefact(const char *path, vf_row *row, lmq_err *err)
+lmq_act vf_act(const vf_row *row, int ndim, const int64_t *shape, const lmq_qparams *q, lmq_act stored)
+{
+    const lmq_act a = row->llama && ndim == 2 ? lmq_act_llama(q, shape[1], row->llama_groups) : (lmq_act){ 0 };
+    return a.scheme != LMQ_ACT_NONE ? a : stored;
+}
+
+lmq_code vf_row_from_artefact(const char *path, vf_arith arith, vf_row *row, lmq_err *err)
 {
     memset(row, 0, sizeof *row);
     snprintf(row->path, sizeof row->path, "%s", path);
@@ -48,12 +54,17 @@ lmq_code vf_row_from_artefact(const char *path, vf_row *row, lmq_err *err)
         rc = lmq_fail(err, LMQ_E_NOMEM, "%s: out of memory", path);
         goto done;
     }
+    /* an import's tensors are all as it found them (imported, below, also wants one not fp32) */
+    row->imported = !man.recipe;
+    row->llama = arith == VF_ARITH_LLAMA || (arith == VF_ARITH_AUTO && row->imported);
+    row->llama_groups = arith == VF_ARITH_LLAMA && row->imported;
     for (int i = 0; i < man.n_tensors; i++) {
         const lmq_manifest_tensor *t = &man.tensors[i];
         if (t->q.dtype == LMQ_T_F32)
             continue;
+        const lmq_tensor_entry *e = lmq_container_find(&c, t->name);
         char act[32];
-        lmq_act_describe(t->act, t->q.dtype, act, sizeof act);
+        lmq_act_describe(e ? vf_act(row, e->ndim, e->shape, &t->q, t->act) : t->act, t->q.dtype, act, sizeof act);
         add_scheme(row->scheme, sizeof row->scheme, t->scheme);
         if (*act)
             add_scheme(row->scheme, sizeof row->scheme, act);

@@ -9,6 +9,7 @@
 #include <jansson.h>
 
 #include "common/err.h"
+#include "formats/encoding.h"
 #include "verify/gate.h"
 #include "verify/metrics.h"
 
@@ -34,6 +35,8 @@ typedef struct {
     int on_calibration_text;       /* ... which is the text it is scored on: not held-out */
     int imported;         /* they came encoded (a plain conversion of a GGUF file, no recipe): their
                              error against fp32 weights is unknown, not 0 */
+    int llama;            /* its matrices multiplied as llama.cpp does (vf_arith, vf_act) */
+    int llama_groups;     /* ... lmq's g32 groups too (what an import keeps Q8_0 / Q4_0 as) */
     double err_median;    /* relative Frobenius error over the changed tensors */
     double err_worst;
     char worst[128];      /* the tensor with the worst error */
@@ -83,8 +86,22 @@ int vf_text_columns(const char *s);
  * and a merge of shards share. */
 void vf_rows_score(vf_row *rows, int n, const vf_result *res, uint64_t text_checksum);
 
-/* Reads what the row needs from an artefact's manifest and file (scheme, bpw, sizes, errors). */
-lmq_code vf_row_from_artefact(const char *path, vf_row *row, lmq_err *err);
+/* How verify multiplies an artefact's matrices (lmq verify --arith): AUTO as llama.cpp does for
+ * an imported artefact's GGUF block types and as stored for the rest (lmq's int8 / int4 g32 rows
+ * too: an import of lmq's own export scores as the artefact it came from); EXACT as stored (fp32
+ * activations unless its manifest quantises them); LLAMA as llama.cpp does for every artefact's
+ * GGUF block types and, for an import, its g32 rows (its Q8_0 / Q4_0). */
+typedef enum { VF_ARITH_AUTO = 0, VF_ARITH_EXACT, VF_ARITH_LLAMA } vf_arith;
+
+/* The activations the row's artefact runs a tensor with (ndim, shape, weights q; stored: its
+ * manifest's): with row->llama a matrix whose weights llama.cpp's vec_dot pairs with int8
+ * activations (lmq_act_llama, with row->llama_groups lmq's g32 groups too) takes them per block
+ * as there, any other tensor keeps stored. */
+lmq_act vf_act(const vf_row *row, int ndim, const int64_t *shape, const lmq_qparams *q, lmq_act stored);
+
+/* Reads what the row needs from an artefact's manifest and file (scheme, bpw, sizes, errors),
+ * the matrices multiplied as arith says. */
+lmq_code vf_row_from_artefact(const char *path, vf_arith arith, vf_row *row, lmq_err *err);
 
 /* Row i as the JSON object of the report (also what a verification record stores, and what gates
  * read their metrics from): artefact (the file's base name, as the table shows it), path,

@@ -36,6 +36,10 @@ static lmq_code load(const char *path, const rt_exec *ex, int ctx, loaded *l, vf
     lmq_code c = rt_load_artefact(path, &l->m, err);
     if (c)
         return c;
+    for (int i = 0; i < l->m.n_tensors; i++) {
+        lmq_tensor *t = &l->m.tensors[i];
+        t->act = vf_act(row, t->ndim, t->shape, &t->q, t->act);
+    }
     if ((c = rt_model_init(&l->rm, &l->m, err)))
         return lmq_err_prefix(err, "%s: ", path);
     const rt_kv_format *fp32 = rt_kv_find("fp32"), *k = ex->kv_k ? ex->kv_k : fp32, *v = ex->kv_v ? ex->kv_v : fp32;
@@ -240,13 +244,13 @@ lmq_code vf_run(const char *ref_path, const char *const *cand_paths, int n_cands
     if (!(report->bandwidth_gbps > 0))
         report->bandwidth_gbps = probed;
     if (!c && ref_path)
-        c = vf_row_from_artefact(ref_path, &rows[0], err);
+        c = vf_row_from_artefact(ref_path, opts->arith, &rows[0], err);
     for (int i = saved; i < n && !c; i++) {
         const char *path = i ? cand_paths[i - 1] : ref_path;
         rt_exec on = ex; /* the candidate's cache formats; the reference's fp32 */
         on.kv_k = i && opts->kv_k ? opts->kv_k[i - 1] : NULL;
         on.kv_v = i && opts->kv_v ? opts->kv_v[i - 1] : NULL;
-        if (!(c = i ? vf_row_from_artefact(path, &rows[i], err) : LMQ_OK))
+        if (!(c = i ? vf_row_from_artefact(path, opts->arith, &rows[i], err) : LMQ_OK))
             c = load(path, &on, ctx, &l[i], &rows[i], err);
         if (!c && l[i].m.arch.vocab_size != l[saved].m.arch.vocab_size)
             c = lmq_fail(err, LMQ_E_ARG, "%s: a vocabulary of %d tokens; %s has %d", path, l[i].m.arch.vocab_size,

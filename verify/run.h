@@ -28,6 +28,7 @@ typedef struct {
      * (verify/shard.h); no speed is measured and the report's rows have no results. */
     int shard, shards;
     const char *shard_path;
+    vf_arith arith;              /* how the matrices are multiplied (verify/report.h) */
 } vf_run_opts;
 
 /* rows (allocated here; the caller frees report->rows) get the reference first, then each

@@ -39,7 +39,7 @@ static const struct {
     { .name = "int8 g128", .q = { .dtype = LMQ_T_INT8, .gran = LMQ_GRAN_GROUP, .group = 128 } },
     { .name = "int4 g128", .q = { .dtype = LMQ_T_INT4, .gran = LMQ_GRAN_GROUP, .group = 128 } },
     { .name = "int4 g32", .q = { .dtype = LMQ_T_INT4, .gran = LMQ_GRAN_GROUP, .group = 32 } },
-    /* a8 block: x int8 per block of 32, the integer product against the weights' 32-blocks (names with a comma
+    /* a8 block: x int8 per block (32: Q8_0; 256: Q8_K), the integer product against the weights' blocks (names with a comma
      * still match the filter: a name is matched where a listed one starts) */
     { .name = "int4 g128, a8 block", .q = { .dtype = LMQ_T_INT4, .gran = LMQ_GRAN_GROUP, .group = 128 },
       .act = { LMQ_ACT_INT8, LMQ_ACT_BLOCK } },
@@ -61,8 +61,10 @@ static const struct {
     { .name = "q2_k", .q = { .dtype = LMQ_T_Q2_K } },
     { .name = "q3_k", .q = { .dtype = LMQ_T_Q3_K } },
     { .name = "q4_k", .q = { .dtype = LMQ_T_Q4_K } },
+    { .name = "q4_k, a8 block", .q = { .dtype = LMQ_T_Q4_K }, .act = { LMQ_ACT_INT8, LMQ_ACT_BLOCK } },
     { .name = "q5_k", .q = { .dtype = LMQ_T_Q5_K } },
     { .name = "q6_k", .q = { .dtype = LMQ_T_Q6_K } },
+    { .name = "q6_k, a8 block", .q = { .dtype = LMQ_T_Q6_K }, .act = { LMQ_ACT_INT8, LMQ_ACT_BLOCK } },
     { .name = "iq4_nl", .q = { .dtype = LMQ_T_IQ4_NL } },
     { .name = "iq4_xs", .q = { .dtype = LMQ_T_IQ4_XS } },
 };

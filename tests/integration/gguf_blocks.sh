@@ -119,3 +119,20 @@ diff <(sort "$q.types") "$q.want" >&2 || fail "Q4_K_M: the GGUF's tensor types a
 run 0 "$LMQ" convert "$q.gguf" -o "$q.back.lmq"
 "$LMQ" audit "$q.back.lmq" >/dev/null || fail "Q4_K_M: the import fails audit"
 diff <(tensors "$q.lmq") <(tensors "$q.back.lmq") >&2 || fail "Q4_K_M: tensors differ after the round trip"
+
+# lmq verify --arith: the q4_k import runs as llama.cpp multiplies it by default (--arith llama:
+# a8 block, Q8_K activations, integer sums) and shows it; exact keeps fp32 activations. Both
+# score, differ, and llama.cpp's arithmetic costs little KL against fp32 (< 2× exact's + 1e-3).
+q=$tmp/sotu-llama256.q4_k.back
+head -c 1500 "$FIX/text/sotu-eval.txt" >"$tmp/few.txt"
+"$LMQ" verify "$tmp/sotu-llama256.lmq" "$q.lmq" --text "$tmp/few.txt" --ctx 64 --json "$tmp/llama.json" >/dev/null ||
+    fail "verify of the q4_k import (default arithmetic)"
+"$LMQ" verify "$tmp/sotu-llama256.lmq" "$q.lmq" --text "$tmp/few.txt" --ctx 64 --arith exact --json "$tmp/exact.json" \
+    >/dev/null || fail "verify --arith exact of the q4_k import"
+python3 - "$tmp/llama.json" "$tmp/exact.json" <<'PY' || fail "verify --arith llama against exact"
+import json, sys
+l, e = (json.load(open(p))["rows"][1] for p in sys.argv[1:])
+assert l["scheme"] == "imported q4_k + a8 block" and e["scheme"] == "imported q4_k", (l["scheme"], e["scheme"])
+assert l["kl_mean"] != e["kl_mean"], "the same KL"
+assert l["kl_mean"] < 2 * e["kl_mean"] + 1e-3, (l["kl_mean"], e["kl_mean"])
+PY
