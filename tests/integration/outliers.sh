@@ -6,7 +6,8 @@
 need_fixtures
 
 "$LMQ" convert "$FIX/stories260K/stories260K.bin" -o "$tmp/s.lmq" >/dev/null
-head -c 60000 "$FIX/text/tinystories-valid.txt" >"$tmp/t.txt"
+# Under the sanitizers (memory, not numbers) a shorter text: the outlier model is still clearly worse.
+head -c $([ -n "${LMQ_SAN:-}" ] && echo 8000 || echo 60000) "$FIX/text/tinystories-valid.txt" >"$tmp/t.txt"
 
 run 0 "$LMQ" outliers --help
 has "usage: lmq outliers IN.lmq -o OUT.lmq"
