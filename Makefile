@@ -52,7 +52,10 @@ CUDA_LIBDIR := $(shell $(NVCC) --dryrun -x cu -c /dev/null -o cuda-probe.o 2>&1 
 endif
 CUDA_FOUND := $(wildcard $(CUDA_LIBDIR)/libcublas.so $(CUDA_LIBDIR)/../include/cublas_v2.h)
 ifneq ($(and $(NVCC),$(CUDA_SRC),$(word 2,$(CUDA_FOUND))),)
-CUDA_OBJ    := $(CUDA_SRC:%.cu=$(BUILD)/%.o)
+# nvcc's objects do not depend on SAN or OPT: the sanitizer build links the optimised build's
+# (CUDA_OBJ_DIR, make check-asan), rather than spending another minute compiling linear.cu.
+CUDA_OBJ_DIR ?= $(BUILD)
+CUDA_OBJ    := $(CUDA_SRC:%.cu=$(CUDA_OBJ_DIR)/%.o)
 CUDA_PLUGIN := $(BUILD)/liblmq_cuda.so
 # The C objects the plugin calls (errors, the encoding table, the forward pass), linked into it as well.
 CUDA_C_OBJ  := $(BUILD)/common/err.o $(BUILD)/formats/encoding.o $(BUILD)/runtime/pass.o
@@ -119,7 +122,7 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
-$(BUILD)/%.o: %.cu
+$(CUDA_OBJ_DIR)/%.o: %.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) -O2 -std=c++17 $(CUDA_ARCH) -I. -Xcompiler -fPIC,-Wall,-Wextra,-Werror -MMD -MP -c $< -o $@
 
@@ -200,8 +203,8 @@ check-quick: $(patsubst %,$(RESULTS)/%.log,$(filter test_%,$(SUITES)))
 	$(call passed,quick checks)
 
 # At -O2, as the optimised build: its suites ran a quarter faster than at -O1 (test_linear, test_runtime).
-check-asan:
-	$(MAKE) BUILD=build-asan SAN=1 OPT=-O2 check
+check-asan: $(CUDA_OBJ)
+	$(MAKE) BUILD=build-asan SAN=1 OPT=-O2 CUDA_OBJ_DIR=$(BUILD) check
 
 # Which folder includes and calls which, and every edge that points up or sideways (the command
 # and the tools above the library form the top floor).
@@ -246,13 +249,16 @@ fuzz: fuzz-build
 	  $(call fuzz_run,-max_total_time=$(FUZZ_TIME) build-fuzz/corpus/$$t tests/fuzz/corpus/$$t); done
 
 # Speed and memory (never part of check): tests/bench/bench.sh drives lmq at real shapes and runs each
-# tests/bench/*.c, a program against liblmq.a.
+# tests/bench/*.c, a program against liblmq.a; with LLAMA_CPP=DIR (a llama.cpp build made by hand
+# outside the repository) tests/bench/llamacpp.sh then runs both runtimes on the same GGUF files.
 $(BUILD)/bench/%: tests/bench/%.c $(BUILD)/liblmq.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/liblmq.a $(LDLIBS)
 
 bench: $(BUILD)/lmq $(BUILD)/bench/bench_runtime $(BUILD)/bench/bench_linear
 	LMQ=$(BUILD)/lmq BUILD=$(BUILD) bash tests/bench/bench.sh
+	@if [ -z "$(LLAMA_CPP)" ]; then echo "make bench: llama.cpp side by side skipped: no LLAMA_CPP=DIR (a llama.cpp build; tools/llamacpp-check.sh says how)"; \
+	else LMQ=$(BUILD)/lmq bash tests/bench/llamacpp.sh $(LLAMA_CPP); fi
 
 # Debian packages the build and its tests need, and the one-node Slurm cluster that
 # tests/integration/slurm.sh brings up (its daemons alone: without the recommended extras); a

@@ -481,67 +481,70 @@ VNNI static void a8b_dot_vnni(const uint8_t *wq, const float *wd, const float *w
         a8b_vnni_rows(32, 0, wq, wd, wm, nb, qx, ldq, dx, cx, lds, mr, out);
 }
 
-/* The driver's a8 block packing of 4-bit codes, 16 rows a block at a time: the block's 16 bytes of
- * rows p, 4 + p, 8 + p, 12 + p in the four 128-bit lanes of a vector, its nibbles as u = nibble + 120
- * in code order (interleaved: lmq's int4, code k in byte k / 2, low nibble first; else Q4_0's, the
- * low nibbles codes 0-15 and the high ones 16-31), then 4 × 4 transposes of dwords within lanes so
- * that lane l of vector v holds row l's codes 4v..4v+3. Scales gathered 16 rows at once. */
-AVX512_INLINE void a8b_pack_nibbles(int interleaved, const rt_weight *W, const int j[A8B_ROWS], uint8_t *wq, float *wd)
+/* The driver's a8 block packing, 16 rows a block at a time, of lmq's int4 and int8 per group and
+ * of GGUF's Q4_0 and Q8_0 (kind: their dtype): the block's codes of rows p, 4 + p, 8 + p, 12 + p
+ * in the four 128-bit lanes of two vectors, codes 0-15 in one and 16-31 in the other, as u = code
+ * + 128 (4-bit: nibble + 120; lmq's int4 has code k in byte k / 2, low nibble first, Q4_0 the low
+ * nibbles codes 0-15 and the high ones 16-31; int8's stored byte is u, Q8_0's signed byte ^ 0x80),
+ * then 4 × 4 transposes of dwords within lanes so that lane l of vector v holds row l's codes
+ * 4v..4v+3. Scales gathered 16 rows at once (lmq's: a group's serves its blocks). */
+AVX512_INLINE void a8b_pack_blocks(int kind, const rt_weight *W, const int j[A8B_ROWS], uint8_t *wq, float *wd)
 {
-    const int nb = W->in / A8B_BLOCK;
+    const int nb = W->in / A8B_BLOCK, lmq = kind == LMQ_T_INT4 || kind == LMQ_T_INT8;
+    const int nibbles = kind == LMQ_T_INT4 || kind == LMQ_T_Q4_0;
+    /* bytes of codes a block, from one block of a row to the next, and of a GGUF block's header */
+    const size_t codes = nibbles ? A8B_BLOCK / 2 : A8B_BLOCK, head = lmq ? 0 : 2;
+    const size_t step = codes + head, row_bytes = (size_t)nb * step;
     const uint8_t *row[A8B_ROWS];
     int idx[A8B_ROWS];
-    size_t step, sstep; /* bytes from one block of a row to the next, of codes and of the scales' base */
-    const uint8_t *sbase;
-    if (interleaved) {
-        for (int l = 0; l < A8B_ROWS; l++) {
-            row[l] = W->data + W->L.code_offset + (size_t)j[l] * (size_t)W->in / 2;
-            idx[l] = j[l] * (int)W->L.groups_per_row;
-        }
-        step = A8B_BLOCK / 2, sbase = W->data, sstep = 0;
-    } else {
-        for (int l = 0; l < A8B_ROWS; l++) {
-            row[l] = W->data + (size_t)j[l] * (size_t)nb * 18 + 2;
-            idx[l] = j[l] * nb * 18;
-        }
-        step = 18, sbase = W->data, sstep = 18;
+    for (int l = 0; l < A8B_ROWS; l++) {
+        row[l] = lmq ? W->data + W->L.code_offset + (size_t)j[l] * row_bytes : W->data + (size_t)j[l] * row_bytes + 2;
+        idx[l] = lmq ? j[l] * (int)W->L.groups_per_row : j[l] * (int)row_bytes;
     }
-    const size_t row_bytes = interleaved ? (size_t)W->in / 2 : (size_t)nb * 18;
-    const uint8_t *next = row[0] - (interleaved ? 0 : 2) + A8B_ROWS * row_bytes;
-    const size_t snext_len = interleaved ? A8B_ROWS * (size_t)W->L.groups_per_row * 2 : 0;
+    const uint8_t *next = row[0] - head + A8B_ROWS * row_bytes;
+    const size_t snext_len = lmq ? A8B_ROWS * (size_t)W->L.groups_per_row * 2 : 0;
     const uint8_t *snext = W->data + (size_t)(j[0] + A8B_ROWS) * (size_t)W->L.groups_per_row * 2;
-    const __m512i vidx = _mm512_loadu_si512(idx), nib = _mm512_set1_epi8(0x0F), off = _mm512_set1_epi8(120);
+    const __m512i vidx = _mm512_loadu_si512(idx), nib = _mm512_set1_epi8(0x0F);
+    const __m512i off = _mm512_set1_epi8(nibbles ? 120 : kind == LMQ_T_Q8_0 ? -128 : 0);
     __m512 d = _mm512_setzero_ps();
     for (int b = 0; b < nb; b++) {
-        if (interleaved) { /* a group's scale serves its blocks */
+        if (lmq) {
             const int64_t k = (int64_t)b * A8B_BLOCK;
             if (k % W->L.group == 0) {
                 const __m512i gi = _mm512_add_epi32(vidx, _mm512_set1_epi32((int)(k / W->L.group)));
-                const __m512i h = _mm512_i32gather_epi32(gi, (const void *)sbase, 2);
+                const __m512i h = _mm512_i32gather_epi32(gi, (const void *)W->data, 2);
                 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h));
             }
         } else {
-            const __m512i h = _mm512_i32gather_epi32(vidx, (const void *)(sbase + (size_t)b * sstep), 1);
+            const __m512i h = _mm512_i32gather_epi32(vidx, (const void *)(W->data + (size_t)b * step), 1);
             d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h));
         }
         _mm512_store_ps(wd + (size_t)b * A8B_ROWS, d);
         __m512i lo[4], hi[4];
-        /* The next tile's rows follow this one's in memory, and its scales too (int4): ask for them
-         * spread over this tile's blocks, so that a tile starts on its rows in cache (the hardware
-         * prefetcher learns 16 short streams late, and a gather of scales from memory stalls). */
+        /* The next tile's rows follow this one's in memory, and its scales too (lmq's): ask for
+         * them spread over this tile's blocks, so that a tile starts on its rows in cache (the
+         * hardware prefetcher learns 16 short streams late, and a gather of scales from memory
+         * stalls). */
         for (size_t c = 0; c < step * A8B_ROWS; c += 64)
             __builtin_prefetch(next + (size_t)b * step * A8B_ROWS + c, 0, 3);
-        if (interleaved && (size_t)b * 64 < snext_len)
+        if (lmq && (size_t)b * 64 < snext_len)
             __builtin_prefetch(snext + (size_t)b * 64, 0, 3);
         RT_UNROLL for (int p = 0; p < 4; p++) {
             const size_t o = (size_t)b * step;
-            __m512i x = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(row[p] + o)));
-            x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)(row[4 + p] + o)), 1);
-            x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)(row[8 + p] + o)), 2);
-            x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)(row[12 + p] + o)), 3);
-            const __m512i l4 = _mm512_and_si512(x, nib), h4 = _mm512_and_si512(_mm512_srli_epi16(x, 4), nib);
-            lo[p] = _mm512_add_epi8(interleaved ? _mm512_unpacklo_epi8(l4, h4) : l4, off);
-            hi[p] = _mm512_add_epi8(interleaved ? _mm512_unpackhi_epi8(l4, h4) : h4, off);
+            __m512i x[2];
+            RT_UNROLL for (int h = 0; h < 2 - nibbles; h++) {
+                x[h] = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(row[p] + o + 16 * h)));
+                x[h] = _mm512_inserti32x4(x[h], _mm_loadu_si128((const __m128i *)(row[4 + p] + o + 16 * h)), 1);
+                x[h] = _mm512_inserti32x4(x[h], _mm_loadu_si128((const __m128i *)(row[8 + p] + o + 16 * h)), 2);
+                x[h] = _mm512_inserti32x4(x[h], _mm_loadu_si128((const __m128i *)(row[12 + p] + o + 16 * h)), 3);
+            }
+            if (nibbles) {
+                const __m512i l4 = _mm512_and_si512(x[0], nib), h4 = _mm512_and_si512(_mm512_srli_epi16(x[0], 4), nib);
+                x[0] = kind == LMQ_T_INT4 ? _mm512_unpacklo_epi8(l4, h4) : l4;
+                x[1] = kind == LMQ_T_INT4 ? _mm512_unpackhi_epi8(l4, h4) : h4;
+            }
+            lo[p] = _mm512_add_epi8(x[0], off);
+            hi[p] = _mm512_add_epi8(x[1], off);
         }
         uint8_t *o = wq + (size_t)b * A8B_PACKED;
         RT_UNROLL for (int half = 0; half < 2; half++) {
@@ -556,17 +559,18 @@ AVX512_INLINE void a8b_pack_nibbles(int interleaved, const rt_weight *W, const i
     }
 }
 
-AVX512 static void a8b_pack_int4(const rt_weight *W, const int j[A8B_ROWS], uint8_t *wq, float *wd)
-{
-    a8b_pack_nibbles(1, W, j, wq, wd);
-}
+#define A8B_PACK_OF(T)                                                                                         \
+    AVX512 static void a8b_pack_##T(const rt_weight *W, const int j[A8B_ROWS], uint8_t *wq, float *wd)         \
+    {                                                                                                          \
+        a8b_pack_blocks(LMQ_T_##T, W, j, wq, wd);                                                              \
+    }
+A8B_PACK_OF(INT4)
+A8B_PACK_OF(INT8)
+A8B_PACK_OF(Q4_0)
+A8B_PACK_OF(Q8_0)
 
-AVX512 static void a8b_pack_q4_0(const rt_weight *W, const int j[A8B_ROWS], uint8_t *wq, float *wd)
-{
-    a8b_pack_nibbles(0, W, j, wq, wd);
-}
-
-static const a8b_pack_fn A8B_PACK[LMQ_T_COUNT] = { [LMQ_T_INT4] = a8b_pack_int4, [LMQ_T_Q4_0] = a8b_pack_q4_0 };
+static const a8b_pack_fn A8B_PACK[LMQ_T_COUNT] = { [LMQ_T_INT4] = a8b_pack_INT4, [LMQ_T_INT8] = a8b_pack_INT8,
+                                                   [LMQ_T_Q4_0] = a8b_pack_Q4_0, [LMQ_T_Q8_0] = a8b_pack_Q8_0 };
 
 /* act_codes_scalar 16 lanes at a time, bit for bit: the maximum is exact in any order (maxps keeps
  * its second operand, the running maximum, where a lane is NaN, as the comparison does), the

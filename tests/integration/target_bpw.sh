@@ -40,6 +40,7 @@ while read -r name src text factor; do
         got=$(gguf_bpw "$m.target.lmq")
         awk -v a="$got" -v b="$want" 'BEGIN { d = a - b; exit !(d <= 0.0005 && d > -0.02) }' ||
             fail "$name $method: target_bpw $want reached $got bpw"
+        [ -n "${LMQ_SAN:-}" ] && continue # the KL comparison is numbers (gguf_blocks.sh verifies K-types there)
         run 0 "$LMQ" verify "$m.lmq" "$m.preset.lmq" "$m.target.lmq" --text "$tmp/eval.txt" --ctx 64 --json "$m.json"
         kp=$(kl "$m.json" 1) kt=$(kl "$m.json" 2)
         echo "$name $method: Q4_K_M $want bpw KL $kp; target_bpw $got bpw KL $kt"
