@@ -581,21 +581,6 @@ AVX2_INLINE void a8b_avx2_half(int MR, int SUB, int MIN, const uint8_t *wq, cons
         _mm256_storeu_ps(out[i], acc[i]);
 }
 
-/* a8b_avx2_half for 1 to 4 rows of x, SUB and MIN constants. */
-AVX2_INLINE void a8b_avx2_rows(int SUB, int MIN, const uint8_t *wq, const float *wd, const float *wm, int nb,
-                               const int8_t *qx, size_t ldq, const float *dx, const int32_t *cx, size_t lds, int mr,
-                               float out[A8B_MR][A8B_ROWS])
-{
-    if (mr == 4)
-        a8b_avx2_half(4, SUB, MIN, wq, wd, wm, nb, qx, ldq, dx, cx, lds, out);
-    else if (mr == 3)
-        a8b_avx2_half(3, SUB, MIN, wq, wd, wm, nb, qx, ldq, dx, cx, lds, out);
-    else if (mr == 2)
-        a8b_avx2_half(2, SUB, MIN, wq, wd, wm, nb, qx, ldq, dx, cx, lds, out);
-    else
-        a8b_avx2_half(1, SUB, MIN, wq, wd, wm, nb, qx, ldq, dx, cx, lds, out);
-}
-
 _Static_assert(A8B_MR == 4 && A8B_ROWS == 16, "rt_avx2_a8b_dot: 1 to 4 rows of x, two passes of 8 rows of W");
 AVX2 void rt_avx2_a8b_dot(const uint8_t *wq, const float *wd, const float *wm, int nb, int sub, const int8_t *qx,
                           size_t ldq, const float *dx, const int32_t *cx, size_t lds, int mr,
@@ -606,14 +591,7 @@ AVX2 void rt_avx2_a8b_dot(const uint8_t *wq, const float *wd, const float *wm, i
         float (*o)[A8B_ROWS] = h ? hi : out;
         const uint8_t *q = wq + 32 * h;
         const float *d = wd + 8 * h, *m = wm ? wm + 8 * h : NULL;
-        if (sub == 16 && m)
-            a8b_avx2_rows(16, 1, q, d, m, nb, qx, ldq, dx, cx, lds, mr, o);
-        else if (sub == 16)
-            a8b_avx2_rows(16, 0, q, d, m, nb, qx, ldq, dx, cx, lds, mr, o);
-        else if (m)
-            a8b_avx2_rows(32, 1, q, d, m, nb, qx, ldq, dx, cx, lds, mr, o);
-        else
-            a8b_avx2_rows(32, 0, q, d, m, nb, qx, ldq, dx, cx, lds, mr, o);
+        A8B_SPECIALISED(a8b_avx2_half, sub, m != NULL, mr, q, d, m, nb, qx, ldq, dx, cx, lds, o);
     }
     for (int i = 0; i < mr; i++)
         memcpy(out[i] + 8, hi[i], 8 * sizeof(float));

@@ -451,34 +451,11 @@ VNNI_INLINE void a8b_vnni(int MR, int SUB, int MIN, const uint8_t *wq, const flo
         _mm512_storeu_ps(out[i], acc[i]);
 }
 
-/* a8b_vnni for 1 to 4 rows of codes, SUB and MIN constants. */
-_Static_assert(A8B_MR == 4, "a8b_dot_vnni takes 1 to 4 rows of codes");
-VNNI_INLINE void a8b_vnni_rows(int SUB, int MIN, const uint8_t *wq, const float *wd, const float *wm, int nb,
-                               const int8_t *qx, size_t ldq, const float *dx, const int32_t *cx, size_t lds, int mr,
-                               float out[A8B_MR][A8B_ROWS])
-{
-    if (mr == 4)
-        a8b_vnni(4, SUB, MIN, wq, wd, wm, nb, qx, ldq, dx, cx, lds, out);
-    else if (mr == 3)
-        a8b_vnni(3, SUB, MIN, wq, wd, wm, nb, qx, ldq, dx, cx, lds, out);
-    else if (mr == 2)
-        a8b_vnni(2, SUB, MIN, wq, wd, wm, nb, qx, ldq, dx, cx, lds, out);
-    else
-        a8b_vnni(1, SUB, MIN, wq, wd, wm, nb, qx, ldq, dx, cx, lds, out);
-}
-
 VNNI static void a8b_dot_vnni(const uint8_t *wq, const float *wd, const float *wm, int nb, int sub, const int8_t *qx,
                               size_t ldq, const float *dx, const int32_t *cx, size_t lds, int mr,
                               float out[A8B_MR][A8B_ROWS])
 {
-    if (sub == 16 && wm)
-        a8b_vnni_rows(16, 1, wq, wd, wm, nb, qx, ldq, dx, cx, lds, mr, out);
-    else if (sub == 16)
-        a8b_vnni_rows(16, 0, wq, wd, wm, nb, qx, ldq, dx, cx, lds, mr, out);
-    else if (wm)
-        a8b_vnni_rows(32, 1, wq, wd, wm, nb, qx, ldq, dx, cx, lds, mr, out);
-    else
-        a8b_vnni_rows(32, 0, wq, wd, wm, nb, qx, ldq, dx, cx, lds, mr, out);
+    A8B_SPECIALISED(a8b_vnni, sub, wm != NULL, mr, wq, wd, wm, nb, qx, ldq, dx, cx, lds, out);
 }
 
 /* The driver's a8 block packing, 16 rows a block at a time, of lmq's int4 and int8 per group and

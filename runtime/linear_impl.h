@@ -90,6 +90,32 @@ typedef void (*a8b_dot_fn)(const uint8_t *wq, const float *wd, const float *wm, 
                            size_t ldq, const float *dx, const int32_t *cx, size_t lds, int mr,
                            float out[A8B_MR][A8B_ROWS]);
 
+/* A kernel set's a8b_dot over its kernel K(MR, SUB, MIN, args...) specialised on constants: the
+ * rows of codes (1..A8B_MR), the sub-block length (16 or 32) and whether mins are added. */
+_Static_assert(A8B_MR == 4, "A8B_SPECIALISED: 1 to 4 rows of codes");
+#define A8B_SPECIALISED_MR(K, SUB, MIN, mr, ...)                                                             \
+    do {                                                                                                       \
+        if ((mr) == 4)                                                                                         \
+            K(4, SUB, MIN, __VA_ARGS__);                                                                       \
+        else if ((mr) == 3)                                                                                    \
+            K(3, SUB, MIN, __VA_ARGS__);                                                                       \
+        else if ((mr) == 2)                                                                                    \
+            K(2, SUB, MIN, __VA_ARGS__);                                                                       \
+        else                                                                                                   \
+            K(1, SUB, MIN, __VA_ARGS__);                                                                       \
+    } while (0)
+#define A8B_SPECIALISED(K, sub, min, mr, ...)                                                                \
+    do {                                                                                                       \
+        if ((sub) == 16 && (min))                                                                              \
+            A8B_SPECIALISED_MR(K, 16, 1, mr, __VA_ARGS__);                                                     \
+        else if ((sub) == 16)                                                                                  \
+            A8B_SPECIALISED_MR(K, 16, 0, mr, __VA_ARGS__);                                                     \
+        else if (min)                                                                                          \
+            A8B_SPECIALISED_MR(K, 32, 1, mr, __VA_ARGS__);                                                     \
+        else                                                                                                   \
+            A8B_SPECIALISED_MR(K, 32, 0, mr, __VA_ARGS__);                                                     \
+    } while (0)
+
 /* Rows j[0..15] of W packed for a8b_dot_fn into wq and wd, the same bytes as the driver's portable
  * packing (a kernel set's faster one for a weight kind, where it has one: kinds of sub-blocks of
  * 32 without a min). W's bytes are fewer than 2^31 (the driver packs larger ones itself): offsets
