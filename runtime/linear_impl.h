@@ -90,11 +90,10 @@ typedef void (*a8b_dot_fn)(const uint8_t *wq, const float *wd, const float *wm, 
                            size_t ldq, const float *dx, const int32_t *cx, size_t lds, int mr,
                            float out[A8B_MR][A8B_ROWS]);
 
-/* Rows j[0..15] of W packed for a8b_dot_fn into wq and wd, the same bytes as the driver's portable
- * packing (a kernel set's faster one for a weight kind, where it has one: kinds of sub-blocks of
- * 32 without a min). W's bytes are fewer than 2^31 (the driver packs larger ones itself): offsets
- * fit int32 lanes. */
-typedef void (*a8b_pack_fn)(const rt_weight *W, const int j[A8B_ROWS], uint8_t *wq, float *wd);
+/* Rows j[0..15] of W packed for a8b_dot_fn into wq, wd and (kinds with mins) wm, the same bytes as
+ * the driver's portable packing (a kernel set's faster one for a weight kind, where it has one).
+ * W's bytes are fewer than 2^31 (the driver packs larger ones itself): offsets fit int32 lanes. */
+typedef void (*a8b_pack_fn)(const rt_weight *W, const int j[A8B_ROWS], uint8_t *wq, float *wd, float *wm);
 
 /* The driver's portable reading of a weight kind (runtime/linear_a8b.c): row j's b-th `block`
  * codes (a GGUF block, or 32 of a group) as qw + 128 into u, the scale of each of its sub-blocks
