@@ -458,13 +458,25 @@ VNNI static void a8b_dot_vnni(const uint8_t *wq, const float *wd, const float *w
     A8B_SPECIALISED(a8b_vnni, sub, wm != NULL, mr, wq, wd, wm, nb, qx, ldq, dx, cx, lds, out);
 }
 
+/* 16 codes of 16 rows, rows p, 4 + p, 8 + p, 12 + p in the lanes of c[p], as the 4 × 64 bytes at o
+ * of a8b_dot_fn's layout: 4 × 4 transposes of dwords within lanes, so that lane l of vector v holds
+ * row l's codes 4v..4v+3. */
+AVX512_INLINE void a8b_interleave(const __m512i c[4], uint8_t *o)
+{
+    const __m512i t0 = _mm512_unpacklo_epi32(c[0], c[1]), t1 = _mm512_unpackhi_epi32(c[0], c[1]);
+    const __m512i t2 = _mm512_unpacklo_epi32(c[2], c[3]), t3 = _mm512_unpackhi_epi32(c[2], c[3]);
+    _mm512_store_si512((void *)o, _mm512_unpacklo_epi64(t0, t2));
+    _mm512_store_si512((void *)(o + 64), _mm512_unpackhi_epi64(t0, t2));
+    _mm512_store_si512((void *)(o + 128), _mm512_unpacklo_epi64(t1, t3));
+    _mm512_store_si512((void *)(o + 192), _mm512_unpackhi_epi64(t1, t3));
+}
+
 /* The driver's a8 block packing, 16 rows a block at a time, of lmq's int4 and int8 per group and
  * of GGUF's Q4_0 and Q8_0 (kind: their dtype): the block's codes of rows p, 4 + p, 8 + p, 12 + p
  * in the four 128-bit lanes of two vectors, codes 0-15 in one and 16-31 in the other, as u = code
  * + 128 (4-bit: nibble + 120; lmq's int4 has code k in byte k / 2, low nibble first, Q4_0 the low
  * nibbles codes 0-15 and the high ones 16-31; int8's stored byte is u, Q8_0's signed byte ^ 0x80),
- * then 4 × 4 transposes of dwords within lanes so that lane l of vector v holds row l's codes
- * 4v..4v+3. Scales gathered 16 rows at once (lmq's: a group's serves its blocks). */
+ * then a8b_interleave. Scales gathered 16 rows at once (lmq's: a group's serves its blocks). */
 AVX512_INLINE void a8b_pack_blocks(int kind, const rt_weight *W, const int j[A8B_ROWS], uint8_t *wq, float *wd)
 {
     const int nb = W->in / A8B_BLOCK, lmq = kind == LMQ_T_INT4 || kind == LMQ_T_INT8;
@@ -524,21 +536,15 @@ AVX512_INLINE void a8b_pack_blocks(int kind, const rt_weight *W, const int j[A8B
             hi[p] = _mm512_add_epi8(x[1], off);
         }
         uint8_t *o = wq + (size_t)b * A8B_PACKED;
-        RT_UNROLL for (int half = 0; half < 2; half++) {
-            const __m512i *c = half ? hi : lo;
-            const __m512i t0 = _mm512_unpacklo_epi32(c[0], c[1]), t1 = _mm512_unpackhi_epi32(c[0], c[1]);
-            const __m512i t2 = _mm512_unpacklo_epi32(c[2], c[3]), t3 = _mm512_unpackhi_epi32(c[2], c[3]);
-            _mm512_store_si512((void *)(o + 256 * half), _mm512_unpacklo_epi64(t0, t2));
-            _mm512_store_si512((void *)(o + 256 * half + 64), _mm512_unpackhi_epi64(t0, t2));
-            _mm512_store_si512((void *)(o + 256 * half + 128), _mm512_unpacklo_epi64(t1, t3));
-            _mm512_store_si512((void *)(o + 256 * half + 192), _mm512_unpackhi_epi64(t1, t3));
-        }
+        a8b_interleave(lo, o);
+        a8b_interleave(hi, o + 256);
     }
 }
 
 #define A8B_PACK_OF(T)                                                                                         \
-    AVX512 static void a8b_pack_##T(const rt_weight *W, const int j[A8B_ROWS], uint8_t *wq, float *wd)         \
+    AVX512 static void a8b_pack_##T(const rt_weight *W, const int j[A8B_ROWS], uint8_t *wq, float *wd, float *wm) \
     {                                                                                                          \
+        (void)wm; /* no mins */                                                                                \
         a8b_pack_blocks(LMQ_T_##T, W, j, wq, wd);                                                              \
     }
 A8B_PACK_OF(INT4)
@@ -546,8 +552,96 @@ A8B_PACK_OF(INT8)
 A8B_PACK_OF(Q4_0)
 A8B_PACK_OF(Q8_0)
 
+/* Q4_K's and Q6_K's 256 codes of one block as the portable readings' u (rt_a8b_readings): Q4_K's
+ * 32 bytes of qs at 32c the low nibbles codes 64c.., the high ones 64c + 32..; Q6_K's half n of 128
+ * the nibbles of ql's 64 bytes (low ones codes 32c for c = 0, 1 from bytes 32c.., high ones c = 2,
+ * 3) under bits 2c of qh's 32. */
+AVX512_INLINE void k_codes(int kind, const uint8_t *p, uint8_t *u)
+{
+    const __m256i nib = _mm256_set1_epi8(0x0F);
+    if (kind == LMQ_T_Q4_K) {
+        const __m256i off = _mm256_set1_epi8((char)128);
+        RT_UNROLL for (int c = 0; c < 4; c++) {
+            const __m256i x = _mm256_loadu_si256((const __m256i *)(p + 16 + 32 * c));
+            _mm256_store_si256((__m256i *)(u + 64 * c), _mm256_add_epi8(_mm256_and_si256(x, nib), off));
+            _mm256_store_si256((__m256i *)(u + 64 * c + 32),
+                               _mm256_add_epi8(_mm256_and_si256(_mm256_srli_epi16(x, 4), nib), off));
+        }
+        return;
+    }
+    const __m256i off = _mm256_set1_epi8(128 - 32), two = _mm256_set1_epi8(0x30);
+    RT_UNROLL for (int n = 0; n < 2; n++) {
+        const __m256i l0 = _mm256_loadu_si256((const __m256i *)(p + 64 * n));
+        const __m256i l1 = _mm256_loadu_si256((const __m256i *)(p + 64 * n + 32));
+        const __m256i h = _mm256_loadu_si256((const __m256i *)(p + 128 + 32 * n));
+        const __m256i lo[4] = { _mm256_and_si256(l0, nib), _mm256_and_si256(l1, nib),
+                                _mm256_and_si256(_mm256_srli_epi16(l0, 4), nib),
+                                _mm256_and_si256(_mm256_srli_epi16(l1, 4), nib) };
+        const __m256i hi[4] = { _mm256_slli_epi16(h, 4), _mm256_slli_epi16(h, 2), h, _mm256_srli_epi16(h, 2) };
+        RT_UNROLL for (int c = 0; c < 4; c++)
+            _mm256_store_si256((__m256i *)(u + 128 * n + 32 * c),
+                               _mm256_add_epi8(_mm256_or_si256(lo[c], _mm256_and_si256(hi[c], two)), off));
+    }
+}
+
+/* The driver's a8 block packing of Q4_K and Q6_K (kind), a block of 256 of the 16 rows at a time:
+ * each row's codes into an L1 buffer (k_codes), its scales and mins as the portable readings
+ * compute them, then the buffer's 16 chunks of 16 codes through a8b_interleave; either kind's
+ * chunk g of a block lands 256 g bytes into the block's 4096. */
+AVX512_INLINE void a8b_pack_k(int kind, const rt_weight *W, const int j[A8B_ROWS], uint8_t *wq, float *wd,
+                              float *wm)
+{
+    const size_t bytes = kind == LMQ_T_Q4_K ? 144 : 210, nbb = (size_t)W->in / 256, row_bytes = nbb * bytes;
+    const int per = kind == LMQ_T_Q4_K ? 8 : 16; /* sub-blocks a block */
+    _Alignas(64) uint8_t u[A8B_ROWS][256];
+    const uint8_t *next = W->data + (size_t)(j[0] + A8B_ROWS) * row_bytes;
+    for (size_t bb = 0; bb < nbb; bb++) {
+        /* the next tile's rows, spread over this tile's blocks (see a8b_pack_blocks) */
+        for (size_t c = 0; c < bytes * A8B_ROWS; c += 64)
+            __builtin_prefetch(next + bb * bytes * A8B_ROWS + c, 0, 3);
+        for (int l = 0; l < A8B_ROWS; l++) {
+            const uint8_t *p = W->data + (size_t)j[l] * row_bytes + bb * bytes;
+            k_codes(kind, p, u[l]);
+            float *d = wd + bb * (size_t)per * A8B_ROWS + l, *m = wm + bb * (size_t)per * A8B_ROWS + l;
+            if (kind == LMQ_T_Q4_K) {
+                const float dd = _cvtsh_ss(lmq_le16(p)), dmin = _cvtsh_ss(lmq_le16(p + 2));
+                for (int t = 0; t < 8; t++) {
+                    int sc, mn;
+                    blk_k4_scale(p + 4, t, &sc, &mn);
+                    d[t * A8B_ROWS] = dd * (float)sc;
+                    m[t * A8B_ROWS] = -(dmin * (float)mn);
+                }
+            } else {
+                const float dd = _cvtsh_ss(lmq_le16(p + 208));
+                for (int t = 0; t < 16; t++)
+                    d[t * A8B_ROWS] = dd * (float)(int8_t)p[192 + t];
+            }
+        }
+        RT_UNROLL for (int g = 0; g < 16; g++) {
+            __m512i c[4];
+            RT_UNROLL for (int q = 0; q < 4; q++) {
+                c[q] = _mm512_castsi128_si512(_mm_load_si128((const __m128i *)(u[q] + 16 * g)));
+                RT_UNROLL for (int lane = 1; lane < 4; lane++)
+                    c[q] = _mm512_inserti32x4(c[q], _mm_load_si128((const __m128i *)(u[4 * lane + q] + 16 * g)), lane);
+            }
+            a8b_interleave(c, wq + bb * 4096 + 256 * (size_t)g);
+        }
+    }
+}
+
+AVX512 static void a8b_pack_Q4_K(const rt_weight *W, const int j[A8B_ROWS], uint8_t *wq, float *wd, float *wm)
+{
+    a8b_pack_k(LMQ_T_Q4_K, W, j, wq, wd, wm);
+}
+
+AVX512 static void a8b_pack_Q6_K(const rt_weight *W, const int j[A8B_ROWS], uint8_t *wq, float *wd, float *wm)
+{
+    a8b_pack_k(LMQ_T_Q6_K, W, j, wq, wd, wm);
+}
+
 static const a8b_pack_fn A8B_PACK[LMQ_T_COUNT] = { [LMQ_T_INT4] = a8b_pack_INT4, [LMQ_T_INT8] = a8b_pack_INT8,
-                                                   [LMQ_T_Q4_0] = a8b_pack_Q4_0, [LMQ_T_Q8_0] = a8b_pack_Q8_0 };
+                                                   [LMQ_T_Q4_0] = a8b_pack_Q4_0, [LMQ_T_Q8_0] = a8b_pack_Q8_0,
+                                                   [LMQ_T_Q4_K] = a8b_pack_Q4_K, [LMQ_T_Q6_K] = a8b_pack_Q6_K };
 
 /* act_codes_scalar 16 lanes at a time, bit for bit: the maximum is exact in any order (maxps keeps
  * its second operand, the running maximum, where a lane is NaN, as the comparison does), the

@@ -454,7 +454,7 @@ static void a8b_task(void *v, int64_t begin, int64_t end, int thread)
             int jr[A8B_ROWS];
             for (int l = 0; l < A8B_ROWS; l++)
                 jr[l] = j0 + (l < rows ? l : rows - 1);
-            j->pack(W, jr, wq, wd);
+            j->pack(W, jr, wq, wd, wm);
         } else {
             a8b_pack(j, j0, rows, wq, wd, wm);
         }

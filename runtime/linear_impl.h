@@ -116,11 +116,10 @@ _Static_assert(A8B_MR == 4, "A8B_SPECIALISED: 1 to 4 rows of codes");
             A8B_SPECIALISED_MR(K, 32, 0, mr, __VA_ARGS__);                                                     \
     } while (0)
 
-/* Rows j[0..15] of W packed for a8b_dot_fn into wq and wd, the same bytes as the driver's portable
- * packing (a kernel set's faster one for a weight kind, where it has one: kinds of sub-blocks of
- * 32 without a min). W's bytes are fewer than 2^31 (the driver packs larger ones itself): offsets
- * fit int32 lanes. */
-typedef void (*a8b_pack_fn)(const rt_weight *W, const int j[A8B_ROWS], uint8_t *wq, float *wd);
+/* Rows j[0..15] of W packed for a8b_dot_fn into wq, wd and (kinds with mins) wm, the same bytes as
+ * the driver's portable packing (a kernel set's faster one for a weight kind, where it has one).
+ * W's bytes are fewer than 2^31 (the driver packs larger ones itself): offsets fit int32 lanes. */
+typedef void (*a8b_pack_fn)(const rt_weight *W, const int j[A8B_ROWS], uint8_t *wq, float *wd, float *wm);
 
 /* The driver's portable reading of a weight kind (runtime/linear_a8b.c): row j's b-th `block`
  * codes (a GGUF block, or 32 of a group) as qw + 128 into u, the scale of each of its sub-blocks
