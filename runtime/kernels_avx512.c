@@ -412,6 +412,18 @@ VNNI static void dot4_u8s8_vnni(const uint8_t *const c[4], const int8_t *q, size
         dot4_vnni(1, c, q, ldq, in, ahead, out);
 }
 
+/* a8b_dot_fn's fp32 steps for one sub-block, the 16 rows of W in the lanes: acc + (float)s·(d·dw)
+ * [+ (float)(c / 128)·(d·wm) where min] for the rows' exact sums s, scales dw and mins wm, x's
+ * scale d and 128·Σ codes c. */
+VNNI_INLINE __m512 a8b_step(__m512 acc, __m512i s, float dx, int32_t c, __m512 dw, int min, __m512 wm)
+{
+    const __m512 d = _mm512_set1_ps(dx);
+    acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(d, dw)));
+    if (min)
+        acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_set1_ps((float)(c / 128)), _mm512_mul_ps(d, wm)));
+    return acc;
+}
+
 /* a8b_dot_scalar on VNNI: a lane a row of W, its sub-block sum SUB / 4 vpdpbusd of the row's
  * unsigned codes u = qw + 128 with 4 of x's codes broadcast, less 128·Σ codes of x's sub-block
  * (cx); then the scalar set's fp32 steps, 16 rows at once. SUB and MIN (wm given) are constants
@@ -435,16 +447,11 @@ VNNI_INLINE void a8b_vnni(int MR, int SUB, int MIN, const uint8_t *wq, const flo
                 s[i] = _mm512_dpbusd_epi32(s[i], w, _mm512_set1_epi32(q4));
             }
         }
-        const __m512 dw = _mm512_load_ps(wd + (size_t)b * A8B_ROWS);
         RT_UNROLL for (int i = 0; i < MR; i++) {
             const int32_t c = cx[(size_t)i * lds + b];
-            const __m512i si = _mm512_sub_epi32(s[i], _mm512_set1_epi32(c));
-            const __m512 d = _mm512_set1_ps(dx[(size_t)i * lds + b]);
-            acc[i] = _mm512_add_ps(acc[i], _mm512_mul_ps(_mm512_cvtepi32_ps(si), _mm512_mul_ps(d, dw)));
-            if (MIN) {
-                const __m512 pm = _mm512_mul_ps(d, _mm512_load_ps(wm + (size_t)b * A8B_ROWS));
-                acc[i] = _mm512_add_ps(acc[i], _mm512_mul_ps(_mm512_set1_ps((float)(c / 128)), pm));
-            }
+            acc[i] = a8b_step(acc[i], _mm512_sub_epi32(s[i], _mm512_set1_epi32(c)), dx[(size_t)i * lds + b], c,
+                              _mm512_load_ps(wd + (size_t)b * A8B_ROWS), MIN,
+                              MIN ? _mm512_load_ps(wm + (size_t)b * A8B_ROWS) : _mm512_setzero_ps());
         }
     }
     RT_UNROLL for (int i = 0; i < MR; i++)
@@ -458,17 +465,25 @@ VNNI static void a8b_dot_vnni(const uint8_t *wq, const float *wd, const float *w
     A8B_SPECIALISED(a8b_vnni, sub, wm != NULL, mr, wq, wd, wm, nb, qx, ldq, dx, cx, lds, out);
 }
 
+/* The 4 × 4 dwords in each 128-bit lane of r[0..3] transposed: dword v of lane L of x[i] is dword
+ * i of lane L of r[v]. */
+AVX512_INLINE void transpose4_lanes(const __m512i r[4], __m512i x[4])
+{
+    const __m512i t0 = _mm512_unpacklo_epi32(r[0], r[1]), t1 = _mm512_unpackhi_epi32(r[0], r[1]);
+    const __m512i t2 = _mm512_unpacklo_epi32(r[2], r[3]), t3 = _mm512_unpackhi_epi32(r[2], r[3]);
+    x[0] = _mm512_unpacklo_epi64(t0, t2), x[1] = _mm512_unpackhi_epi64(t0, t2);
+    x[2] = _mm512_unpacklo_epi64(t1, t3), x[3] = _mm512_unpackhi_epi64(t1, t3);
+}
+
 /* 16 codes of 16 rows, rows p, 4 + p, 8 + p, 12 + p in the lanes of c[p], as the 4 × 64 bytes at o
  * of a8b_dot_fn's layout: 4 × 4 transposes of dwords within lanes, so that lane l of vector v holds
  * row l's codes 4v..4v+3. */
 AVX512_INLINE void a8b_interleave(const __m512i c[4], uint8_t *o)
 {
-    const __m512i t0 = _mm512_unpacklo_epi32(c[0], c[1]), t1 = _mm512_unpackhi_epi32(c[0], c[1]);
-    const __m512i t2 = _mm512_unpacklo_epi32(c[2], c[3]), t3 = _mm512_unpackhi_epi32(c[2], c[3]);
-    _mm512_store_si512((void *)o, _mm512_unpacklo_epi64(t0, t2));
-    _mm512_store_si512((void *)(o + 64), _mm512_unpackhi_epi64(t0, t2));
-    _mm512_store_si512((void *)(o + 128), _mm512_unpacklo_epi64(t1, t3));
-    _mm512_store_si512((void *)(o + 192), _mm512_unpackhi_epi64(t1, t3));
+    __m512i x[4];
+    transpose4_lanes(c, x);
+    RT_UNROLL for (int v = 0; v < 4; v++)
+        _mm512_store_si512((void *)(o + 64 * v), x[v]);
 }
 
 /* The driver's a8 block packing, 16 rows a block at a time, of lmq's int4 and int8 per group and
@@ -552,70 +567,129 @@ A8B_PACK_OF(INT8)
 A8B_PACK_OF(Q4_0)
 A8B_PACK_OF(Q8_0)
 
-/* Q4_K's and Q6_K's 256 codes of one block as the portable readings' u (rt_a8b_readings): Q4_K's
- * 32 bytes of qs at 32c the low nibbles codes 64c.., the high ones 64c + 32..; Q6_K's half n of 128
- * the nibbles of ql's 64 bytes (low ones codes 32c for c = 0, 1 from bytes 32c.., high ones c = 2,
- * 3) under bits 2c of qh's 32. */
-AVX512_INLINE void k_codes(int kind, const uint8_t *p, uint8_t *u)
+/* The K-types the AVX-512 set reads as stored (their blocks of 256: ggml-common.h's layouts):
+ * Q4_K and Q5_K, d and dmin, 12 bytes of 6-bit scales and mins, Q5_K's 32 bytes of fifth bits,
+ * then 128 of nibbles: 8 sub-blocks of 32, w = (d·sc)·q − (dmin·m); Q6_K, 128 bytes of nibbles, 64
+ * of two-bit tops, 16 int8 scales and d: 16 sub-blocks of 16, w = (d·sc)·(q − 32). */
+#define K_SUBS(kind) ((kind) == LMQ_T_Q6_K ? 16 : 8)
+#define K_MINS(kind) ((kind) != LMQ_T_Q6_K)
+
+/* Bit 4 of each byte of h << sh (sh < 0: >> −sh), a byte's own bit 4 − sh. */
+AVX512_INLINE __m256i bit_to_16(__m256i h, int sh)
 {
-    const __m256i nib = _mm256_set1_epi8(0x0F);
-    if (kind == LMQ_T_Q4_K) {
-        const __m256i off = _mm256_set1_epi8((char)128);
+    const __m256i b = sh > 0 ? _mm256_slli_epi16(h, sh) : sh < 0 ? _mm256_srli_epi16(h, -sh) : h;
+    return _mm256_and_si256(b, _mm256_set1_epi8(0x10));
+}
+
+/* One block's 256 codes in order, 64 a vector, as unsigned bytes: the weight code (Q4_K, Q5_K) or
+ * the weight code + 32 (Q6_K). Q4_K / Q5_K: qs's 32 bytes at 32c hold codes 64c.. (low nibbles,
+ * sub-block 2c) and 64c + 32.. (high, 2c + 1), sub-block t's fifth bits bit t of qh's bytes; Q6_K:
+ * half n the 64 bytes of ql (low nibbles codes 128n.., high 128n + 64..) under bits 2c of qh's 32
+ * at 32n for its quarter c of 32 codes. */
+AVX512_INLINE void k_units(int kind, const uint8_t *p, __m512i u[4])
+{
+    const __m512i nib = _mm512_set1_epi8(0x0F);
+    if (kind != LMQ_T_Q6_K) {
+        const uint8_t *qs = p + (kind == LMQ_T_Q5_K ? 48 : 16);
+        const __m256i h = kind == LMQ_T_Q5_K ? _mm256_loadu_si256((const __m256i *)(p + 16)) : _mm256_setzero_si256();
         RT_UNROLL for (int c = 0; c < 4; c++) {
-            const __m256i x = _mm256_loadu_si256((const __m256i *)(p + 16 + 32 * c));
-            _mm256_store_si256((__m256i *)(u + 64 * c), _mm256_add_epi8(_mm256_and_si256(x, nib), off));
-            _mm256_store_si256((__m256i *)(u + 64 * c + 32),
-                               _mm256_add_epi8(_mm256_and_si256(_mm256_srli_epi16(x, 4), nib), off));
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+            u[c] = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(q), _mm256_srli_epi16(q, 4), 1), nib);
+            if (kind == LMQ_T_Q5_K)
+                u[c] = _mm512_or_si512(u[c], _mm512_inserti64x4(_mm512_castsi256_si512(bit_to_16(h, 4 - 2 * c)),
+                                                                bit_to_16(h, 3 - 2 * c), 1));
         }
         return;
     }
-    const __m256i off = _mm256_set1_epi8(128 - 32), two = _mm256_set1_epi8(0x30);
+    const __m512i two = _mm512_set1_epi8(0x30);
     RT_UNROLL for (int n = 0; n < 2; n++) {
-        const __m256i l0 = _mm256_loadu_si256((const __m256i *)(p + 64 * n));
-        const __m256i l1 = _mm256_loadu_si256((const __m256i *)(p + 64 * n + 32));
+        const __m512i l = _mm512_loadu_si512(p + 64 * n);
         const __m256i h = _mm256_loadu_si256((const __m256i *)(p + 128 + 32 * n));
-        const __m256i lo[4] = { _mm256_and_si256(l0, nib), _mm256_and_si256(l1, nib),
-                                _mm256_and_si256(_mm256_srli_epi16(l0, 4), nib),
-                                _mm256_and_si256(_mm256_srli_epi16(l1, 4), nib) };
-        const __m256i hi[4] = { _mm256_slli_epi16(h, 4), _mm256_slli_epi16(h, 2), h, _mm256_srli_epi16(h, 2) };
-        RT_UNROLL for (int c = 0; c < 4; c++)
-            _mm256_store_si256((__m256i *)(u + 128 * n + 32 * c),
-                               _mm256_add_epi8(_mm256_or_si256(lo[c], _mm256_and_si256(hi[c], two)), off));
+        const __m512i h01 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_slli_epi16(h, 4)), _mm256_slli_epi16(h, 2), 1);
+        const __m512i h23 = _mm512_inserti64x4(_mm512_castsi256_si512(h), _mm256_srli_epi16(h, 2), 1);
+        u[2 * n] = _mm512_or_si512(_mm512_and_si512(l, nib), _mm512_and_si512(h01, two));
+        u[2 * n + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), nib), _mm512_and_si512(h23, two));
     }
 }
 
-/* The driver's a8 block packing of Q4_K and Q6_K (kind), a block of 256 of the 16 rows at a time:
- * each row's codes into an L1 buffer (k_codes), its scales and mins as the portable readings
- * compute them, then the buffer's 16 chunks of 16 codes through a8b_interleave; either kind's
- * chunk g of a block lands 256 g bytes into the block's 4096. */
+/* A K-type's (kind) sub-block scales of one block of 16 rows, and its mins, one row a lane, as
+ * the portable readings compute them: p the block's bytes in the first row's place, at the rows'
+ * byte offsets from there. Q4_K / Q5_K's 6-bit scales and mins in blk_k4_scale's layout (sub-block
+ * t < 4 the low six bits of bytes t and t + 4, t >= 4 a nibble of byte t + 4 under the top two bits
+ * of byte t − 4 or t); Q6_K's d read with the last two scales, so that no gather reads past the
+ * block. */
+AVX512_INLINE void k_scales(int kind, const uint8_t *p, __m512i at, __m512 *d, __m512 *m)
+{
+    const __m512i six = _mm512_set1_epi32(63), four = _mm512_set1_epi32(0xF), top = _mm512_set1_epi32(3);
+    if (kind == LMQ_T_Q6_K) {
+        const __m512 dd = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(
+            _mm512_srli_epi32(_mm512_i32gather_epi32(at, (const void *)(p + 206), 1), 16)));
+        RT_UNROLL for (int w = 0; w < 4; w++) {
+            const __m512i sc = _mm512_i32gather_epi32(at, (const void *)(p + 192 + 4 * w), 1);
+            RT_UNROLL for (int k = 0; k < 4; k++)
+                d[4 * w + k] = _mm512_mul_ps(dd, _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(sc, 24 - 8 * k), 24)));
+        }
+        return;
+    }
+    const __m512i h = _mm512_i32gather_epi32(at, (const void *)p, 1);
+    const __m512 dd = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h));
+    const __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(h, 16)));
+    const __m512i w0 = _mm512_i32gather_epi32(at, (const void *)(p + 4), 1);
+    const __m512i w1 = _mm512_i32gather_epi32(at, (const void *)(p + 8), 1);
+    const __m512i w2 = _mm512_i32gather_epi32(at, (const void *)(p + 12), 1);
+    const __m512 neg = _mm512_set1_ps(-0.0f);
+    RT_UNROLL for (int t = 0; t < 8; t++) {
+        const int sh = 8 * (t % 4);
+        __m512i sc, mn;
+        if (t < 4) {
+            sc = _mm512_and_si512(_mm512_srli_epi32(w0, sh), six);
+            mn = _mm512_and_si512(_mm512_srli_epi32(w1, sh), six);
+        } else {
+            sc = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(w2, sh), four),
+                                 _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(w0, sh + 6), top), 4));
+            mn = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(w2, sh + 4), four),
+                                 _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(w1, sh + 6), top), 4));
+        }
+        d[t] = _mm512_mul_ps(dd, _mm512_cvtepi32_ps(sc));
+        m[t] = _mm512_xor_ps(_mm512_mul_ps(dmin, _mm512_cvtepi32_ps(mn)), neg); /* −(dmin·m), as the reading */
+    }
+}
+
+/* Rows j[0..15]' byte offsets, row_bytes apart (W's bytes fit int32: a8b_pack_fn). */
+AVX512_INLINE __m512i k_rows(const int j[A8B_ROWS], size_t row_bytes)
+{
+    return _mm512_mullo_epi32(_mm512_loadu_si512(j), _mm512_set1_epi32((int)row_bytes));
+}
+
+/* The driver's a8 block packing of the K-types (kind), a block of 256 of the 16 rows at a time:
+ * each row's codes (k_units) as qw + 128 into an L1 buffer, the scales and mins (k_scales), then
+ * the buffer's 16 chunks of 16 codes through a8b_interleave; chunk g of a block lands 256 g bytes
+ * into the block's 4096. */
 AVX512_INLINE void a8b_pack_k(int kind, const rt_weight *W, const int j[A8B_ROWS], uint8_t *wq, float *wd,
                               float *wm)
 {
-    const size_t bytes = kind == LMQ_T_Q4_K ? 144 : 210, nbb = (size_t)W->in / 256, row_bytes = nbb * bytes;
-    const int per = kind == LMQ_T_Q4_K ? 8 : 16; /* sub-blocks a block */
+    const size_t bytes = lmq_encoding_of((unsigned)kind)->block_bytes, nbb = (size_t)W->in / 256;
+    const size_t row_bytes = nbb * bytes, per = K_SUBS(kind);
+    const __m512i off = _mm512_set1_epi8(kind == LMQ_T_Q6_K ? 128 - 32 : (char)128);
     _Alignas(64) uint8_t u[A8B_ROWS][256];
     const uint8_t *next = W->data + (size_t)(j[0] + A8B_ROWS) * row_bytes;
+    const __m512i at = k_rows(j, row_bytes);
     for (size_t bb = 0; bb < nbb; bb++) {
         /* the next tile's rows, spread over this tile's blocks (see a8b_pack_blocks) */
         for (size_t c = 0; c < bytes * A8B_ROWS; c += 64)
             __builtin_prefetch(next + bb * bytes * A8B_ROWS + c, 0, 3);
         for (int l = 0; l < A8B_ROWS; l++) {
-            const uint8_t *p = W->data + (size_t)j[l] * row_bytes + bb * bytes;
-            k_codes(kind, p, u[l]);
-            float *d = wd + bb * (size_t)per * A8B_ROWS + l, *m = wm + bb * (size_t)per * A8B_ROWS + l;
-            if (kind == LMQ_T_Q4_K) {
-                const float dd = _cvtsh_ss(lmq_le16(p)), dmin = _cvtsh_ss(lmq_le16(p + 2));
-                for (int t = 0; t < 8; t++) {
-                    int sc, mn;
-                    blk_k4_scale(p + 4, t, &sc, &mn);
-                    d[t * A8B_ROWS] = dd * (float)sc;
-                    m[t * A8B_ROWS] = -(dmin * (float)mn);
-                }
-            } else {
-                const float dd = _cvtsh_ss(lmq_le16(p + 208));
-                for (int t = 0; t < 16; t++)
-                    d[t * A8B_ROWS] = dd * (float)(int8_t)p[192 + t];
-            }
+            __m512i v[4];
+            k_units(kind, W->data + (size_t)j[l] * row_bytes + bb * bytes, v);
+            RT_UNROLL for (int c = 0; c < 4; c++)
+                _mm512_store_si512((void *)(u[l] + 64 * c), _mm512_add_epi8(v[c], off));
+        }
+        __m512 d[16], m[8];
+        k_scales(kind, W->data + bb * bytes, at, d, m);
+        for (size_t t = 0; t < per; t++) {
+            _mm512_store_ps(wd + (bb * per + t) * A8B_ROWS, d[t]);
+            if (K_MINS(kind))
+                _mm512_store_ps(wm + (bb * per + t) * A8B_ROWS, m[t]);
         }
         RT_UNROLL for (int g = 0; g < 16; g++) {
             __m512i c[4];
@@ -629,19 +703,121 @@ AVX512_INLINE void a8b_pack_k(int kind, const rt_weight *W, const int j[A8B_ROWS
     }
 }
 
-AVX512 static void a8b_pack_Q4_K(const rt_weight *W, const int j[A8B_ROWS], uint8_t *wq, float *wd, float *wm)
+#define A8B_PACK_K(T)                                                                                          \
+    AVX512 static void a8b_pack_##T(const rt_weight *W, const int j[A8B_ROWS], uint8_t *wq, float *wd, float *wm) \
+    {                                                                                                          \
+        a8b_pack_k(LMQ_T_##T, W, j, wq, wd, wm);                                                               \
+    }
+A8B_PACK_K(Q4_K)
+A8B_PACK_K(Q5_K)
+A8B_PACK_K(Q6_K)
+
+#define VNNI_AVX512_INLINE \
+    static inline __attribute__((always_inline, target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c,avx512vnni")))
+#define VNNI_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c,avx512vnni")))
+
+/* The four 128-bit lanes' sums of s[0..3]: dword 4k + v of the result is lane k of s[v] summed. */
+AVX512_INLINE __m512i lane_sums(const __m512i s[4])
 {
-    a8b_pack_k(LMQ_T_Q4_K, W, j, wq, wd, wm);
+    const __m512i t01 = _mm512_add_epi32(_mm512_unpacklo_epi32(s[0], s[1]), _mm512_unpackhi_epi32(s[0], s[1]));
+    const __m512i t23 = _mm512_add_epi32(_mm512_unpacklo_epi32(s[2], s[3]), _mm512_unpackhi_epi32(s[2], s[3]));
+    return _mm512_add_epi32(_mm512_unpacklo_epi64(t01, t23), _mm512_unpackhi_epi64(t01, t23));
 }
 
-AVX512 static void a8b_pack_Q6_K(const rt_weight *W, const int j[A8B_ROWS], uint8_t *wq, float *wd, float *wm)
+/* The 16 × 16 dwords at m (rows ld apart) transposed into col: lane l of col[k] is row l's dword k.
+ * 4 × 4 transposes of dwords within 128-bit lanes, then of the lanes. */
+AVX512_INLINE void transpose16(const int32_t *m, size_t ld, __m512i col[16])
 {
-    a8b_pack_k(LMQ_T_Q6_K, W, j, wq, wd, wm);
+    __m512i x[4][4]; /* x[g][v], lane L: rows 4g..4g + 3 of column 4L + v */
+    RT_UNROLL for (int g = 0; g < 4; g++) {
+        __m512i r[4];
+        RT_UNROLL for (int i = 0; i < 4; i++)
+            r[i] = _mm512_load_si512((const void *)(m + (size_t)(4 * g + i) * ld));
+        transpose4_lanes(r, x[g]);
+    }
+    RT_UNROLL for (int v = 0; v < 4; v++) {
+        const __m512i p0 = _mm512_shuffle_i32x4(x[0][v], x[1][v], 0x44), p1 = _mm512_shuffle_i32x4(x[0][v], x[1][v], 0xEE);
+        const __m512i p2 = _mm512_shuffle_i32x4(x[2][v], x[3][v], 0x44), p3 = _mm512_shuffle_i32x4(x[2][v], x[3][v], 0xEE);
+        col[v] = _mm512_shuffle_i32x4(p0, p2, 0x88), col[4 + v] = _mm512_shuffle_i32x4(p0, p2, 0xDD);
+        col[8 + v] = _mm512_shuffle_i32x4(p1, p3, 0x88), col[12 + v] = _mm512_shuffle_i32x4(p1, p3, 0xDD);
+    }
 }
+
+/* Where k_sums leaves sub-block t's sum: Q4_K / Q5_K's sub-blocks of 32 are two lanes of one
+ * product, the even ones' pairs added into lane 0 and the odd ones' into lane 2; Q6_K's of 16 a
+ * lane each. */
+#define K_SUM_AT(kind, t) ((kind) != LMQ_T_Q6_K ? ((t) & 1) * 8 + (t) / 2 : 4 * ((t) & 3) + (t) / 4)
+
+/* One block at p of a row against x's 256 codes qx: its sub-blocks' exact sums Σ u·qx at
+ * K_SUM_AT, u the unsigned codes k_units gives, in the order x's codes are. */
+VNNI_AVX512_INLINE __m512i k_sums(int kind, const uint8_t *p, const int8_t *qx)
+{
+    __m512i u[4], s[4];
+    k_units(kind, p, u);
+    RT_UNROLL for (int c = 0; c < 4; c++)
+        s[c] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[c], _mm512_loadu_si512(qx + 64 * c));
+    const __m512i l = lane_sums(s);
+    return kind == LMQ_T_Q6_K ? l : _mm512_add_epi32(l, _mm512_shuffle_i32x4(l, l, _MM_SHUFFLE(2, 3, 0, 1)));
+}
+
+/* Decode's a8 block product of the K-types (kind): one row of x against rows j[0..15] of W as
+ * they are stored, no packing (which cost decode three fifths of its time). Row by row, as memory
+ * holds them, each block's sums (k_sums) go to scratch; then a8b_step over the sub-blocks in order,
+ * the 16 rows' sums transposed into lanes beside their scales (k_scales): a8b_dot_fn's bits for
+ * one row of codes. Q6_K's sums less 32·Σ qx are Σ qw·qx. */
+VNNI_AVX512_INLINE void a8b_row_k(int kind, const rt_weight *W, const int j[A8B_ROWS], const int8_t *qx,
+                                  const float *dx, const int32_t *cx, void *scratch, float out[A8B_ROWS])
+{
+    const size_t bytes = lmq_encoding_of((unsigned)kind)->block_bytes, nbb = (size_t)W->in / 256;
+    const size_t row_bytes = nbb * bytes, per = K_SUBS(kind);
+    int32_t *sums = scratch; /* [A8B_ROWS][nbb][16] */
+    const uint8_t *next = W->data + (size_t)(j[0] + A8B_ROWS) * row_bytes;
+    for (int l = 0; l < A8B_ROWS; l++)
+        for (size_t bb = 0; bb < nbb; bb++) {
+            /* the next tile's rows, a block's bytes of them a block (see a8b_pack_blocks) */
+            for (size_t c = 0; c < bytes; c += 64)
+                __builtin_prefetch(next + ((size_t)l * nbb + bb) * bytes + c, 0, 3);
+            _mm512_store_si512((void *)(sums + ((size_t)l * nbb + bb) * 16),
+                               k_sums(kind, W->data + (size_t)j[l] * row_bytes + bb * bytes, qx + 256 * bb));
+        }
+    const __m512i at = k_rows(j, row_bytes);
+    __m512 acc = _mm512_setzero_ps();
+    for (size_t bb = 0; bb < nbb; bb++) {
+        __m512 d[16], m[8];
+        k_scales(kind, W->data + bb * bytes, at, d, m);
+        int32_t x32[16]; /* Q6_K: 32·Σ qx of each sub-block (cx exact multiples of 128) */
+        if (kind == LMQ_T_Q6_K)
+            _mm512_storeu_si512(x32, _mm512_srai_epi32(_mm512_loadu_si512(cx + bb * 16), 2));
+        __m512i col[16];
+        transpose16(sums + bb * 16, nbb * 16, col);
+        _Pragma("GCC unroll 16") for (size_t t = 0; t < per; t++) {
+            const size_t b = bb * per + t;
+            __m512i s = col[K_SUM_AT(kind, t)];
+            if (kind == LMQ_T_Q6_K)
+                s = _mm512_sub_epi32(s, _mm512_set1_epi32(x32[t]));
+            acc = a8b_step(acc, s, dx[b], cx[b], d[t], K_MINS(kind), K_MINS(kind) ? m[t] : d[t]);
+        }
+    }
+    _mm512_storeu_ps(out, acc);
+}
+
+#define A8B_ROW_K(T)                                                                                           \
+    VNNI_AVX512 static void a8b_row_##T(const rt_weight *W, const int j[A8B_ROWS], const int8_t *qx,           \
+                                        const float *dx, const int32_t *cx, void *scratch, float out[A8B_ROWS]) \
+    {                                                                                                          \
+        a8b_row_k(LMQ_T_##T, W, j, qx, dx, cx, scratch, out);                                                  \
+    }
+A8B_ROW_K(Q4_K)
+A8B_ROW_K(Q5_K)
+A8B_ROW_K(Q6_K)
+
+static const a8b_row_fn A8B_ROW[LMQ_T_COUNT] = { [LMQ_T_Q4_K] = a8b_row_Q4_K, [LMQ_T_Q5_K] = a8b_row_Q5_K,
+                                                 [LMQ_T_Q6_K] = a8b_row_Q6_K };
 
 static const a8b_pack_fn A8B_PACK[LMQ_T_COUNT] = { [LMQ_T_INT4] = a8b_pack_INT4, [LMQ_T_INT8] = a8b_pack_INT8,
                                                    [LMQ_T_Q4_0] = a8b_pack_Q4_0, [LMQ_T_Q8_0] = a8b_pack_Q8_0,
-                                                   [LMQ_T_Q4_K] = a8b_pack_Q4_K, [LMQ_T_Q6_K] = a8b_pack_Q6_K };
+                                                   [LMQ_T_Q4_K] = a8b_pack_Q4_K, [LMQ_T_Q5_K] = a8b_pack_Q5_K,
+                                                   [LMQ_T_Q6_K] = a8b_pack_Q6_K };
 
 /* act_codes_scalar 16 lanes at a time, bit for bit: the maximum is exact in any order (maxps keeps
  * its second operand, the running maximum, where a lane is NaN, as the comparison does), the
@@ -896,11 +1072,12 @@ static const rt_fused FUSED[] = {
 };
 
 /* The two sets differ in the integer products alone (W8A8, a8 block): VNNI's, or AVX2's. */
-#define LINEAR_AVX512(dot4_kernel, a8b_kernel)                                                                   \
+#define LINEAR_AVX512(dot4_kernel, a8b_kernel, a8b_rows)                                                         \
     { .fused = FUSED, .n_fused = sizeof FUSED / sizeof FUSED[0], .f32_span = span_avx512_f32,                    \
-      .act_codes = act_codes_avx512, .dot4 = dot4_kernel, .a8b_dot = a8b_kernel, .a8b_pack = A8B_PACK }
-static const struct rt_linear_kernels LINEAR = LINEAR_AVX512(rt_avx2_dot4, rt_avx2_a8b_dot),
-                                      LINEAR_VNNI = LINEAR_AVX512(dot4_u8s8_vnni, a8b_dot_vnni);
+      .act_codes = act_codes_avx512, .dot4 = dot4_kernel, .a8b_dot = a8b_kernel, .a8b_pack = A8B_PACK,         \
+      .a8b_row = a8b_rows }
+static const struct rt_linear_kernels LINEAR = LINEAR_AVX512(rt_avx2_dot4, rt_avx2_a8b_dot, NULL),
+                                      LINEAR_VNNI = LINEAR_AVX512(dot4_u8s8_vnni, a8b_dot_vnni, A8B_ROW);
 
 const rt_kernels rt_kernels_avx512 = { .name = "avx512", .needs = RT_AVX512_NEEDS, RT_AVX2_FLOAT_KERNELS,
                                        .sum_words = sum_words_avx512, .linear = &LINEAR };

@@ -402,13 +402,15 @@ static lmq_code int8_linear(const rt_exec *ex, const struct product *p, const fl
  * kernel set gives the same bits at any thread count and batch. The driver rounds x (the kernel
  * set's act_codes for Q8_0, a portable Q8_K: the same codes everywhere), packs 16 rows of W at a
  * time into scratch with the kind's reading (rt_a8b_readings: portable C, the same bytes
- * everywhere) and runs the set's a8b_dot over tiles of A8B_MR rows of x. */
+ * everywhere) and runs the set's a8b_dot over tiles of A8B_MR rows of x; one row of x (decode) goes
+ * to the set's a8b_row instead where it has one for the kind, which reads the rows as stored. */
 
 typedef struct {
     const rt_weight *W;
     const a8b_reading *read;
-    a8b_pack_fn pack; /* the kernel set's, or NULL */
+    a8b_pack_fn pack; /* the kernel set's, or NULL (the driver's, or none: row) */
     a8b_dot_fn dot;
+    a8b_row_fn row;   /* the kernel set's where x is one row, or NULL */
     const int8_t *qx;   /* [n × in] */
     const float *dx;    /* [n × nb] */
     const int32_t *cx;  /* [n × nb]: 128·Σ codes of a sub-block */
@@ -450,19 +452,22 @@ static void a8b_task(void *v, int64_t begin, int64_t end, int thread)
     float *wd = (float *)(wq + (size_t)j->nb * A8B_ROWS * (size_t)sub), *wm = wd + (size_t)j->nb * A8B_ROWS;
     for (int64_t t = begin; t < end; t++) {
         const int j0 = (int)t * A8B_ROWS, rows = W->out - j0 < A8B_ROWS ? W->out - j0 : A8B_ROWS;
-        if (j->pack) {
-            int jr[A8B_ROWS];
-            for (int l = 0; l < A8B_ROWS; l++)
-                jr[l] = j0 + (l < rows ? l : rows - 1);
+        int jr[A8B_ROWS];
+        for (int l = 0; l < A8B_ROWS; l++)
+            jr[l] = j0 + (l < rows ? l : rows - 1);
+        if (j->pack)
             j->pack(W, jr, wq, wd, wm);
-        } else {
+        else if (!j->row)
             a8b_pack(j, j0, rows, wq, wd, wm);
-        }
         for (int i0 = 0; i0 < j->n; i0 += A8B_MR) {
             const int mr = j->n - i0 < A8B_MR ? j->n - i0 : A8B_MR;
             float out[A8B_MR][A8B_ROWS];
-            j->dot(wq, wd, j->read->mins ? wm : NULL, j->nb, sub, j->qx + (size_t)i0 * (size_t)W->in,
-                   (size_t)W->in, j->dx + (size_t)i0 * j->nb, j->cx + (size_t)i0 * j->nb, (size_t)j->nb, mr, out);
+            if (j->row)
+                j->row(W, jr, j->qx, j->dx, j->cx, wq, out[0]);
+            else
+                j->dot(wq, wd, j->read->mins ? wm : NULL, j->nb, sub, j->qx + (size_t)i0 * (size_t)W->in,
+                       (size_t)W->in, j->dx + (size_t)i0 * j->nb, j->cx + (size_t)i0 * j->nb, (size_t)j->nb, mr,
+                       out);
             for (int i = 0; i < mr; i++)
                 for (int l = 0; l < rows; l++) {
                     const float o = out[i][l];
@@ -525,7 +530,10 @@ static lmq_code a8b_linear(const rt_exec *ex, const struct product *p, const flo
     const int sub = read->sub, nb = W->in / sub;
     const int threads = lmq_pool_threads(ex->pool);
     const a8b_pack_fn *packs = ex->isa->linear->a8b_pack;
-    a8b_job j = { .W = W, .read = read, .pack = packs && W->L.bytes < INT32_MAX ? packs[W->q.dtype] : NULL,
+    const a8b_row_fn *rows = ex->isa->linear->a8b_row;
+    const int own = W->L.bytes < INT32_MAX; /* the set's kernels take W (a8b_pack_fn) */
+    const a8b_row_fn row = rows && own && n == 1 ? rows[W->q.dtype] : NULL;
+    a8b_job j = { .W = W, .read = read, .pack = packs && own && !row ? packs[W->q.dtype] : NULL, .row = row,
                   .dot = ex->isa->linear->a8b_dot, .n = n, .nb = nb, .y = y,
                   .scratch_each = ((size_t)nb * A8B_ROWS * ((size_t)sub + 2 * sizeof(float)) + 63) / 64 * 64 };
     int8_t *qx = malloc((size_t)n * in);

@@ -121,6 +121,12 @@ _Static_assert(A8B_MR == 4, "A8B_SPECIALISED: 1 to 4 rows of codes");
  * W's bytes are fewer than 2^31 (the driver packs larger ones itself): offsets fit int32 lanes. */
 typedef void (*a8b_pack_fn)(const rt_weight *W, const int j[A8B_ROWS], uint8_t *wq, float *wd, float *wm);
 
+/* Decode's a8 block product (one row of codes qx, scales dx, 128·Σ codes cx) straight from rows
+ * j[0..15] of W as stored, without packing them: out[l] a8b_dot_fn's for mr = 1, the same bits;
+ * scratch: a thread's packing space (the driver's a8b_job). W's bytes fit int32, as a8b_pack_fn's. */
+typedef void (*a8b_row_fn)(const rt_weight *W, const int j[A8B_ROWS], const int8_t *qx, const float *dx,
+                           const int32_t *cx, void *scratch, float out[A8B_ROWS]);
+
 /* The driver's portable reading of a weight kind (runtime/linear_a8b.c): row j's b-th `block`
  * codes (a GGUF block, or 32 of a group) as qw + 128 into u, the scale of each of its sub-blocks
  * of `sub` into d and, for kinds with mins, each one's min into m. */
@@ -145,6 +151,7 @@ struct rt_linear_kernels {
     dot4_fn dot4;
     a8b_dot_fn a8b_dot;
     const a8b_pack_fn *a8b_pack; /* [LMQ_T_COUNT], NULL entries (or none): the driver's packing */
+    const a8b_row_fn *a8b_row;   /* [LMQ_T_COUNT], NULL entries (or none): one row of x packs too */
 };
 
 /* Each kernel set's tile and row decoder for one encoding, tile_<name> and row_<name>, as plain

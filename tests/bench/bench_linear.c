@@ -63,6 +63,7 @@ static const struct {
     { .name = "q4_k", .q = { .dtype = LMQ_T_Q4_K } },
     { .name = "q4_k, a8 block", .q = { .dtype = LMQ_T_Q4_K }, .act = { LMQ_ACT_INT8, LMQ_ACT_BLOCK } },
     { .name = "q5_k", .q = { .dtype = LMQ_T_Q5_K } },
+    { .name = "q5_k, a8 block", .q = { .dtype = LMQ_T_Q5_K }, .act = { LMQ_ACT_INT8, LMQ_ACT_BLOCK } },
     { .name = "q6_k", .q = { .dtype = LMQ_T_Q6_K } },
     { .name = "q6_k, a8 block", .q = { .dtype = LMQ_T_Q6_K }, .act = { LMQ_ACT_INT8, LMQ_ACT_BLOCK } },
     { .name = "iq4_nl", .q = { .dtype = LMQ_T_IQ4_NL } },
