@@ -486,6 +486,12 @@ AVX512_INLINE void a8b_interleave(const __m512i c[4], uint8_t *o)
         _mm512_store_si512((void *)(o + 64 * v), x[v]);
 }
 
+/* Rows j[0..15]' offsets, `stride` units apart, one a lane (W's bytes fit int32: a8b_pack_fn). */
+AVX512_INLINE __m512i rows_at(const int j[A8B_ROWS], size_t stride)
+{
+    return _mm512_mullo_epi32(_mm512_loadu_si512(j), _mm512_set1_epi32((int)stride));
+}
+
 /* The driver's a8 block packing, 16 rows a block at a time, of lmq's int4 and int8 per group and
  * of GGUF's Q4_0 and Q8_0 (kind: their dtype): the block's codes of rows p, 4 + p, 8 + p, 12 + p
  * in the four 128-bit lanes of two vectors, codes 0-15 in one and 16-31 in the other, as u = code
@@ -500,15 +506,12 @@ AVX512_INLINE void a8b_pack_blocks(int kind, const rt_weight *W, const int j[A8B
     const size_t codes = nibbles ? A8B_BLOCK / 2 : A8B_BLOCK, head = lmq ? 0 : 2;
     const size_t step = codes + head, row_bytes = (size_t)nb * step;
     const uint8_t *row[A8B_ROWS];
-    int idx[A8B_ROWS];
-    for (int l = 0; l < A8B_ROWS; l++) {
+    for (int l = 0; l < A8B_ROWS; l++)
         row[l] = lmq ? W->data + W->L.code_offset + (size_t)j[l] * row_bytes : W->data + (size_t)j[l] * row_bytes + 2;
-        idx[l] = lmq ? j[l] * (int)W->L.groups_per_row : j[l] * (int)row_bytes;
-    }
     const uint8_t *next = row[0] - head + A8B_ROWS * row_bytes;
     const size_t snext_len = lmq ? A8B_ROWS * (size_t)W->L.groups_per_row * 2 : 0;
     const uint8_t *snext = W->data + (size_t)(j[0] + A8B_ROWS) * (size_t)W->L.groups_per_row * 2;
-    const __m512i vidx = _mm512_loadu_si512(idx), nib = _mm512_set1_epi8(0x0F);
+    const __m512i vidx = rows_at(j, lmq ? (size_t)W->L.groups_per_row : row_bytes), nib = _mm512_set1_epi8(0x0F);
     const __m512i off = _mm512_set1_epi8(nibbles ? 120 : kind == LMQ_T_Q8_0 ? -128 : 0);
     __m512 d = _mm512_setzero_ps();
     for (int b = 0; b < nb; b++) {
@@ -655,12 +658,6 @@ AVX512_INLINE void k_scales(int kind, const uint8_t *p, __m512i at, __m512 *d, _
     }
 }
 
-/* Rows j[0..15]' byte offsets, row_bytes apart (W's bytes fit int32: a8b_pack_fn). */
-AVX512_INLINE __m512i k_rows(const int j[A8B_ROWS], size_t row_bytes)
-{
-    return _mm512_mullo_epi32(_mm512_loadu_si512(j), _mm512_set1_epi32((int)row_bytes));
-}
-
 /* The driver's a8 block packing of the K-types (kind), a block of 256 of the 16 rows at a time:
  * each row's codes (k_units) as qw + 128 into an L1 buffer, the scales and mins (k_scales), then
  * the buffer's 16 chunks of 16 codes through a8b_interleave; chunk g of a block lands 256 g bytes
@@ -673,7 +670,7 @@ AVX512_INLINE void a8b_pack_k(int kind, const rt_weight *W, const int j[A8B_ROWS
     const __m512i off = _mm512_set1_epi8(kind == LMQ_T_Q6_K ? 128 - 32 : (char)128);
     _Alignas(64) uint8_t u[A8B_ROWS][256];
     const uint8_t *next = W->data + (size_t)(j[0] + A8B_ROWS) * row_bytes;
-    const __m512i at = k_rows(j, row_bytes);
+    const __m512i at = rows_at(j, row_bytes);
     for (size_t bb = 0; bb < nbb; bb++) {
         /* the next tile's rows, spread over this tile's blocks (see a8b_pack_blocks) */
         for (size_t c = 0; c < bytes * A8B_ROWS; c += 64)
@@ -780,7 +777,7 @@ VNNI_AVX512_INLINE void a8b_row_k(int kind, const rt_weight *W, const int j[A8B_
             _mm512_store_si512((void *)(sums + ((size_t)l * nbb + bb) * 16),
                                k_sums(kind, W->data + (size_t)j[l] * row_bytes + bb * bytes, qx + 256 * bb));
         }
-    const __m512i at = k_rows(j, row_bytes);
+    const __m512i at = rows_at(j, row_bytes);
     __m512 acc = _mm512_setzero_ps();
     for (size_t bb = 0; bb < nbb; bb++) {
         __m512 d[16], m[8];
