@@ -230,6 +230,36 @@ AVX512_INLINE void tile_step16(int enc, int wide, int MR, wrow16 r[4], const flo
     }
 }
 
+/* out[i][c] = the 16 lanes of a0[i][c] + a1[i][c] summed, for i < MR, in _mm512_reduce_add_ps's
+ * order (lane l with l + 8, then with l + 4, l + 2, l + 1: the tile's sums as decode's, bit for
+ * bit), but the twelve at once: each level pairs the lanes of several sums in one add, a
+ * quarter of the instructions twelve reductions take. */
+AVX512_INLINE void tile_sums(int MR, __m512 a0[TILE_X][4], __m512 a1[TILE_X][4], float out[TILE_X][4])
+{
+    __m512 u[4]; /* u[c], 128-bit lane i: row i's sums of column c over lanes l and l + 8, l + 4 */
+    RT_UNROLL for (int c = 0; c < 4; c++) {
+        __m512 v[4];
+        RT_UNROLL for (int i = 0; i < 4; i++)
+            v[i] = i < MR ? _mm512_add_ps(a0[i][c], a1[i][c]) : _mm512_setzero_ps();
+        const __m512 t01 = _mm512_add_ps(_mm512_shuffle_f32x4(v[0], v[1], 0x44), _mm512_shuffle_f32x4(v[0], v[1], 0xEE));
+        const __m512 t23 = _mm512_add_ps(_mm512_shuffle_f32x4(v[2], v[3], 0x44), _mm512_shuffle_f32x4(v[2], v[3], 0xEE));
+        u[c] = _mm512_add_ps(_mm512_shuffle_f32x4(t01, t23, 0x88), _mm512_shuffle_f32x4(t01, t23, 0xDD));
+    }
+    const __m512 w01 = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(u[0]), _mm512_castps_pd(u[1]))),
+                                     _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(u[0]), _mm512_castps_pd(u[1]))));
+    const __m512 w23 = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(u[2]), _mm512_castps_pd(u[3]))),
+                                     _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(u[2]), _mm512_castps_pd(u[3]))));
+    const __m512 z = _mm512_add_ps(_mm512_shuffle_ps(w01, w23, _MM_SHUFFLE(2, 0, 2, 0)),
+                                   _mm512_shuffle_ps(w01, w23, _MM_SHUFFLE(3, 1, 3, 1)));
+    /* 128-bit lane i holds out[i]: stored a row at a time, so that the driver's loads of single
+     * sums forward from the stores (a masked store of the twelve does not) */
+    _mm_storeu_ps(out[0], _mm512_castps512_ps128(z));
+    if (MR > 1)
+        _mm_storeu_ps(out[1], _mm512_extractf32x4_ps(z, 1));
+    if (MR > 2)
+        _mm_storeu_ps(out[2], _mm512_extractf32x4_ps(z, 2));
+}
+
 /* Per output, two 16-lane accumulators over steps of 32 (w0's products in one, w1's in the
  * other, so that no chain of dependent FMAs sets the pace), added and reduced once at the end in
  * a fixed order. Whole steps run with constant masks (plain loads); a row's last, partial step
@@ -284,9 +314,7 @@ AVX512_INLINE void tile16_span(int enc, int wide, int MR, const rt_weight *W, co
             }
         return;
     }
-    RT_UNROLL for (int i = 0; i < MR; i++)
-        RT_UNROLL for (int c = 0; c < 4; c++)
-            out[i][c] = _mm512_reduce_add_ps(_mm512_add_ps(a0[i][c], a1[i][c]));
+    tile_sums(MR, a0, a1, out);
 }
 
 AVX512_INLINE void tile16(int enc, int wide, int MR, const rt_weight *W, const int j[4], const float *x, size_t ldx,
@@ -989,9 +1017,7 @@ AVX512_INLINE void tileblk16(int dt, int MR, const rt_weight *W, const int j[4],
                 }
             }
         }
-        RT_UNROLL for (int i = 0; i < MR; i++)
-            RT_UNROLL for (int c = 0; c < 4; c++)
-                out[i][c] = _mm512_reduce_add_ps(_mm512_add_ps(a0[i][c], a1[i][c]));
+        tile_sums(MR, a0, a1, out);
         return;
     }
     const block_fn dec = rt_avx2_blocks[dt];
@@ -1025,9 +1051,7 @@ AVX512_INLINE void tileblk16(int dt, int MR, const rt_weight *W, const int j[4],
             }
         }
     }
-    RT_UNROLL for (int i = 0; i < MR; i++)
-        RT_UNROLL for (int c = 0; c < 4; c++)
-            out[i][c] = _mm512_reduce_add_ps(_mm512_add_ps(a0[i][c], a1[i][c]));
+    tile_sums(MR, a0, a1, out);
 }
 
 AVX512_INLINE void rowblk16(int dt, const rt_weight *W, int j, float *o)
