@@ -232,8 +232,8 @@ AVX512_INLINE void tile_step16(int enc, int wide, int MR, wrow16 r[4], const flo
 
 /* out[i][c] = the 16 lanes of a0[i][c] + a1[i][c] summed, for i < MR, in _mm512_reduce_add_ps's
  * order (lane l with l + 8, then with l + 4, l + 2, l + 1: the tile's sums as decode's, bit for
- * bit), but the twelve at once: each level pairs the lanes of several sums in one add, a
- * quarter of the instructions twelve reductions take. */
+ * bit), but the twelve at once: each level pairs the lanes of several sums in one add, about
+ * half the instructions of twelve reductions (K = 64 prefill, 512 tokens: 0.57 -> 0.52 ms). */
 AVX512_INLINE void tile_sums(int MR, __m512 a0[TILE_X][4], __m512 a1[TILE_X][4], float out[TILE_X][4])
 {
     __m512 u[4]; /* u[c], 128-bit lane i: row i's sums of column c over lanes l and l + 8, l + 4 */
@@ -251,8 +251,8 @@ AVX512_INLINE void tile_sums(int MR, __m512 a0[TILE_X][4], __m512 a1[TILE_X][4],
                                      _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(u[2]), _mm512_castps_pd(u[3]))));
     const __m512 z = _mm512_add_ps(_mm512_shuffle_ps(w01, w23, _MM_SHUFFLE(2, 0, 2, 0)),
                                    _mm512_shuffle_ps(w01, w23, _MM_SHUFFLE(3, 1, 3, 1)));
-    /* 128-bit lane i holds out[i]: stored a row at a time, so that the driver's loads of single
-     * sums forward from the stores (a masked store of the twelve does not) */
+    /* 128-bit lane i holds out[i]: plain stores of a row each, which the driver's loads of single
+     * sums read back */
     _mm_storeu_ps(out[0], _mm512_castps512_ps128(z));
     if (MR > 1)
         _mm_storeu_ps(out[1], _mm512_extractf32x4_ps(z, 1));
