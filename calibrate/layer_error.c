@@ -2,22 +2,39 @@
 
 #include <inttypes.h>
 #include <math.h>
+#include <string.h>
 
+#include "common/san.h"
+#include "common/vec.h"
 #include "schemes/scheme.h"
 
-double cal_dot(const double *a, const double *b, int64_t n)
+/* The four partial sums are the lanes of one vector (lane l holds k ≡ l mod 4), in the same order
+ * as four scalars: the same bits, in one register where the CPU has AVX2. */
+SAN_UNCHECKED VEC_CLONES static double dot4(const double *a, const double *b, int64_t n)
 {
-    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    v4d s = { 0 };
     int64_t k = 0;
     for (; k + 4 <= n; k += 4) {
-        s0 += a[k] * b[k];
-        s1 += a[k + 1] * b[k + 1];
-        s2 += a[k + 2] * b[k + 2];
-        s3 += a[k + 3] * b[k + 3];
+        v4d x, y;
+        memcpy(&x, a + k, sizeof x);
+        memcpy(&y, b + k, sizeof y);
+        s += x * y;
     }
+    double s0 = s[0];
     for (; k < n; k++)
         s0 += a[k] * b[k];
-    return (s0 + s1) + (s2 + s3);
+    return (s0 + s[1]) + (s[2] + s[3]);
+}
+
+/* The sanitizer build checks a and b whole: per-load checks had been 62 % of target_bpw's planner
+ * there (22.4 -> 11.3 s; the optimised build 6.0 -> 5.5 s, the same bytes). */
+double cal_dot(const double *a, const double *b, int64_t n)
+{
+    if (n <= 0)
+        return 0;
+    san_check_range(a, (size_t)n * sizeof *a);
+    san_check_range(b, (size_t)n * sizeof *b);
+    return dot4(a, b, n);
 }
 
 /* Tiles of G: a QB × QB block (128 KiB) stays in cache while every row passes over it, and each

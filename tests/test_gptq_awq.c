@@ -840,6 +840,42 @@ START_TEST(awq_blocks_weighted)
 }
 END_TEST
 
+/* cal_dot against its definition (layer_error.h): four partial sums, k mod 4, combined as
+ * (s0 + s1) + (s2 + s3), bit for bit, on every length to 37 and every start offset. */
+START_TEST(cal_dot_order)
+{
+    double a[40], b[40];
+    uint64_t st = 7;
+    for (int k = 0; k < 40; k++)
+        a[k] = test_uniform(&st) * 2 - 1, b[k] = (test_uniform(&st) * 2 - 1) * 1e3;
+    for (int off = 0; off < 3; off++)
+        for (int n = 0; n <= 37; n++) {
+            double s[4] = { 0 };
+            for (int k = 0; k < n; k++)
+                s[n - k <= n % 4 ? 0 : k % 4] += a[off + k] * b[off + k];
+            const double want = (s[0] + s[1]) + (s[2] + s[3]), got = cal_dot(a + off, b + off, n);
+            ck_assert_msg(memcmp(&want, &got, sizeof got) == 0, "n %d off %d: %.17g, want %.17g", n, off, got, want);
+        }
+}
+END_TEST
+
+#ifdef __SANITIZE_ADDRESS__
+/* The sanitizer build checks cal_dot's ranges once, whole: a read one past the end is still
+ * reported (ASan exits 1). */
+START_TEST(cal_dot_overrun_reported)
+{
+    double *a = malloc(9 * sizeof *a), *b = malloc(8 * sizeof *b);
+    ck_assert(a && b);
+    for (int k = 0; k < 9; k++)
+        a[k] = k, b[k % 8] = k;
+    volatile double r = cal_dot(a, b, 9);
+    (void)r;
+    free(a);
+    free(b);
+}
+END_TEST
+#endif
+
 int main(void)
 {
     Suite *s = suite_create("gptq_awq");
@@ -858,6 +894,10 @@ int main(void)
     tcase_add_test(tc, gptq_blocks_diagonal);
     tcase_add_test(tc, gptq_blocks_beat_rtn);
     tcase_add_test(tc, awq_blocks_weighted);
+    tcase_add_test(tc, cal_dot_order);
+#ifdef __SANITIZE_ADDRESS__
+    tcase_add_exit_test(tc, cal_dot_overrun_reported, 1);
+#endif
     suite_add_tcase(s, tc);
     return run_suite(s);
 }
