@@ -1,8 +1,8 @@
-/* Eight-lane vectors (and v4d, four doubles) in GCC's vector extension, for sums and conversions whose order must not
- * depend on the machine: each operation is one lane-wise IEEE operation whatever width the
- * compiler lowers it to (SSE2 pairs by default, one register in a target_clones copy), so a
- * loop over them gives the same bits everywhere. Pass them by pointer, never by value: the
- * calling convention for 32- and 64-byte vectors depends on the ISA a clone is built for. */
+/* Eight-lane vectors (and v4d, four doubles) in GCC's vector extension, for sums and conversions
+ * whose order must not depend on the machine: each operation is one lane-wise IEEE operation
+ * whatever width the compiler lowers it to (SSE2 pairs by default, one register in a target_clones
+ * copy), so a loop over them gives the same bits everywhere. Pass them by pointer, never by value:
+ * the calling convention for 32- and 64-byte vectors depends on the ISA a clone is built for. */
 #ifndef LMQ_COMMON_VEC_H
 #define LMQ_COMMON_VEC_H
 
