@@ -176,13 +176,13 @@ CK_TIMEOUT_MULTIPLIER ?= $(if $(filter 1,$(SAN)),20,4)
 # the golden numbers: numbers, not memory safety, so the sanitizer build leaves them out, as it
 # leaves out golden_*.
 CK_EXCLUDE_TAGS ?= $(if $(filter 1,$(SAN)),whole-text)
-# One thread a suite where it asks for none (LMQ_THREADS): make -j2 runs two suites on two cores, and
-# a second thread each only spun against the other suite (make check: 600 -> 556 s of CPU, 5m16
-# -> 5m07 of wall time). The suites that test thread counts ask for theirs.
 # The suites' python3 is the interpreter itself where the one on PATH is a version manager's shim
 # (pyenv's: 0.3 s a start against 0.09; export_ct.sh alone starts it 39 times). Found once.
 PYTHON_DIR = $(eval PYTHON_DIR := $(shell d=$$(python3 -c 'import os, sys; print(os.path.dirname(sys.executable))' \
   2>/dev/null) && [ "$$d" != "$$(dirname "$$(command -v python3)")" ] && echo "$$d"))$(PYTHON_DIR)
+# One thread a suite where it asks for none (LMQ_THREADS): make -j2 runs two suites on two cores, and
+# a second thread each only spun against the other suite (make check: 600 -> 556 s of CPU, 5m16
+# -> 5m07 of wall time). The suites that test thread counts ask for theirs.
 SUITE_ENV = LMQ_THREADS=1 LMQ_SKIP_LOG=$(SKIP_LOG) CK_TIMEOUT_MULTIPLIER=$(CK_TIMEOUT_MULTIPLIER) CK_EXCLUDE_TAGS=$(CK_EXCLUDE_TAGS) \
   $(if $(PYTHON_DIR),PATH="$(PYTHON_DIR):$$PATH")
 
