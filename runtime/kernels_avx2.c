@@ -597,6 +597,177 @@ AVX2 void rt_avx2_a8b_dot(const uint8_t *wq, const float *wd, const float *wm, i
         memcpy(out[i] + 8, hi[i], 8 * sizeof(float));
 }
 
+/* ---- the a8 block packing (a8b_pack_fn) */
+
+/* The 8 × 8 dwords of r[0..7] transposed in place: dword l of r[k] becomes r[l]'s dword k. */
+AVX2_INLINE void transpose8(__m256i r[8])
+{
+    __m256i t[8], u[8];
+    RT_UNROLL for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_epi32(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_epi32(r[i], r[i + 1]);
+    }
+    RT_UNROLL for (int i = 0; i < 8; i += 4) { /* u[i + k]: dword k (lane 1: k + 4) of rows i..i + 3 */
+        u[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]), u[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);
+        u[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]), u[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    RT_UNROLL for (int k = 0; k < 4; k++) {
+        r[k] = _mm256_permute2x128_si256(u[k], u[4 + k], 0x20);
+        r[4 + k] = _mm256_permute2x128_si256(u[k], u[4 + k], 0x31);
+    }
+}
+
+/* Row j's 32-block b (kind: A8B_B32's) as u = qw + 128, codes in order, and its scale (and min)
+ * into d and m, as rt_a8b_readings give them. A fifth bit k is bit k % 8 of the word's byte k / 8. */
+AVX2_INLINE __m256i b32_units(int kind, const rt_weight *W, int j, int b, float *d, float *m)
+{
+    const a8b_block32 *f = &A8B_B32[kind];
+    const int lmq = kind == LMQ_T_INT4 || kind == LMQ_T_INT8;
+    const size_t codes = f->nibbles ? A8B_BLOCK / 2 : A8B_BLOCK, step = codes + f->head;
+    const size_t at = (size_t)j * (size_t)(W->in / A8B_BLOCK) + (size_t)b;
+    const uint8_t *blk = W->data + (lmq ? W->L.code_offset : 0) + at * step, *c = blk + f->head;
+    __m256i x;
+    if (f->nibbles) {
+        const __m128i q = _mm_loadu_si128((const __m128i *)c), nib = _mm_set1_epi8(0x0F);
+        const __m128i lo = _mm_and_si128(q, nib), hi = _mm_and_si128(_mm_srli_epi16(q, 4), nib);
+        x = lmq ? _mm256_set_m128i(_mm_unpackhi_epi8(lo, hi), _mm_unpacklo_epi8(lo, hi)) : _mm256_set_m128i(hi, lo);
+    } else {
+        x = _mm256_loadu_si256((const __m256i *)c);
+    }
+    if (f->book)
+        x = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)q_iq4nl_values)), x);
+    if (f->qh) {
+        const __m256i bits = _mm256_set1_epi64x(0x8040201008040201);
+        const __m256i pick = _mm256_setr_epi64x(0, BYTES8(1), BYTES8(2), BYTES8(3));
+        const __m256i by = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32((int)lmq_le32(blk + f->qh)), pick), bits);
+        x = _mm256_add_epi8(x, _mm256_and_si256(_mm256_cmpeq_epi8(by, bits), _mm256_set1_epi8(16)));
+    }
+    const uint8_t *s = lmq ? W->data + 2 * ((size_t)j * (size_t)W->L.groups_per_row +
+                                            (size_t)b * A8B_BLOCK / (size_t)W->L.group)
+                           : blk;
+    d[0] = _cvtsh_ss(lmq_le16(s));
+    if (f->mins)
+        m[0] = _cvtsh_ss(lmq_le16(blk + 2));
+    return _mm256_add_epi8(x, _mm256_set1_epi8(f->off));
+}
+
+/* Row j's 256-block bb of Q4_K, Q5_K or Q6_K (kind) as u = qw + 128, codes in order, and its
+ * sub-blocks' scales and mins, as rt_a8b_readings give them (ggml-common.h's layouts: see the AVX-512
+ * set's k_units): Q4_K / Q5_K's qs bytes at 32c the low nibbles of codes 64c.. and the high of
+ * 64c + 32.. (Q5_K: sub-block t's fifth bits bit t of qh's bytes); Q6_K's half n the 64 bytes of ql
+ * (low nibbles codes 128n.., high 128n + 64..) under bits 2c of qh's 32 at 32n for quarter c. */
+AVX2_INLINE void k_units_avx2(int kind, const rt_weight *W, int j, int bb, uint8_t *u, float *d, float *m)
+{
+    const size_t bytes = lmq_encoding_of((unsigned)kind)->block_bytes;
+    const uint8_t *p = W->data + ((size_t)j * (size_t)(W->in / 256) + (size_t)bb) * bytes;
+    const __m256i nib = _mm256_set1_epi8(0x0F);
+    if (kind == LMQ_T_Q6_K) {
+        const __m256i two = _mm256_set1_epi8(0x30), off = _mm256_set1_epi8(128 - 32);
+        for (int n = 0; n < 2; n++) {
+            const __m256i l0 = _mm256_loadu_si256((const __m256i *)(p + 64 * n));
+            const __m256i l1 = _mm256_loadu_si256((const __m256i *)(p + 64 * n + 32));
+            const __m256i h = _mm256_loadu_si256((const __m256i *)(p + 128 + 32 * n));
+            const __m256i q[4] = { _mm256_or_si256(_mm256_and_si256(l0, nib), _mm256_and_si256(_mm256_slli_epi16(h, 4), two)),
+                                   _mm256_or_si256(_mm256_and_si256(l1, nib), _mm256_and_si256(_mm256_slli_epi16(h, 2), two)),
+                                   _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), nib), _mm256_and_si256(h, two)),
+                                   _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), nib),
+                                                   _mm256_and_si256(_mm256_srli_epi16(h, 2), two)) };
+            RT_UNROLL for (int c = 0; c < 4; c++)
+                _mm256_store_si256((__m256i *)(u + 128 * n + 32 * c), _mm256_add_epi8(q[c], off));
+        }
+        const float dd = _cvtsh_ss(lmq_le16(p + 208));
+        for (int t = 0; t < 16; t++)
+            d[t] = dd * (float)(int8_t)p[192 + t];
+        return;
+    }
+    const uint8_t *qs = p + (kind == LMQ_T_Q5_K ? 48 : 16);
+    const __m256i h = kind == LMQ_T_Q5_K ? _mm256_loadu_si256((const __m256i *)(p + 16)) : _mm256_setzero_si256();
+    const __m256i fifth = _mm256_set1_epi8(0x10), off = _mm256_set1_epi8((char)128);
+    RT_UNROLL for (int c = 0; c < 4; c++) {
+        const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+        __m256i lo = _mm256_and_si256(q, nib), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), nib);
+        if (kind == LMQ_T_Q5_K) { /* bits 2c and 2c + 1 of each byte to bit 4 */
+            const __m256i b = 2 * c <= 4 ? _mm256_slli_epi16(h, 4 - 2 * c) : _mm256_srli_epi16(h, 2 * c - 4);
+            lo = _mm256_or_si256(lo, _mm256_and_si256(b, fifth));
+            hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_srli_epi16(b, 1), fifth));
+        }
+        _mm256_store_si256((__m256i *)(u + 64 * c), _mm256_add_epi8(lo, off));
+        _mm256_store_si256((__m256i *)(u + 64 * c + 32), _mm256_add_epi8(hi, off));
+    }
+    const float dd = _cvtsh_ss(lmq_le16(p)), dmin = _cvtsh_ss(lmq_le16(p + 2));
+    for (int t = 0; t < 8; t++) {
+        int sc, mn;
+        blk_k4_scale(p + 4, t, &sc, &mn);
+        d[t] = dd * (float)sc;
+        m[t] = -(dmin * (float)mn);
+    }
+}
+
+/* The driver's a8 block packing on AVX2, a weight block of 8 rows at a time: each row's codes as
+ * u = qw + 128 into an L1 buffer (b32_units, k_units_avx2, or the portable reading), then
+ * 8 rows' 32 codes at a time transposed into the dwords a8b_dot_fn's vectors hold (rows 8h.. in
+ * the second 32 bytes of each for half h), scales and mins beside them. */
+AVX2_INLINE void a8b_pack_avx2(int kind, unsigned sub, const rt_weight *W, const int j[A8B_ROWS], uint8_t *wq,
+                               float *wd, float *wm)
+{
+    const a8b_reading *r = &rt_a8b_readings[kind];
+    const int per = r->block / (int)sub, b32 = r->block == A8B_BLOCK;
+    _Alignas(32) uint8_t u[8][BLK_MAX];
+    float d[8][BLK_MAX / 16], m[8][BLK_MAX / 16];
+    const int nbb = W->in / r->block, lmq = kind == LMQ_T_INT4 || kind == LMQ_T_INT8;
+    const size_t row_bytes = lmq ? (size_t)W->in / (kind == LMQ_T_INT4 ? 2 : 1)
+                                 : (size_t)nbb * lmq_encoding_of((unsigned)kind)->block_bytes;
+    const size_t chunk = row_bytes / (size_t)nbb * A8B_ROWS; /* of the next tile's rows, a block */
+    const uint8_t *next = W->data + (lmq ? W->L.code_offset : 0) + (size_t)(j[0] + A8B_ROWS) * row_bytes;
+    for (int bb = 0; bb < nbb; bb++) {
+        /* the next tile's rows, spread over this tile's blocks (see the AVX-512 set's packing) */
+        for (size_t c = 0; c < chunk; c += 64)
+            __builtin_prefetch(next + (size_t)bb * chunk + c, 0, 3);
+        for (int h = 0; h < 2; h++) {
+            for (int l = 0; l < 8; l++) {
+                if (b32)
+                    _mm256_store_si256((__m256i *)u[l], b32_units(kind, W, j[8 * h + l], bb, d[l], m[l]));
+                else if (kind == LMQ_T_Q4_K || kind == LMQ_T_Q5_K || kind == LMQ_T_Q6_K)
+                    k_units_avx2(kind, W, j[8 * h + l], bb, u[l], d[l], m[l]);
+                else
+                    r->read(W, j[8 * h + l], bb, u[l], d[l], m[l]);
+            }
+            for (int t = 0; t < per; t++)
+                for (int l = 0; l < 8; l++) {
+                    const size_t o = ((size_t)bb * (size_t)per + (size_t)t) * A8B_ROWS + 8 * (size_t)h + (size_t)l;
+                    wd[o] = d[l][t];
+                    if (r->mins)
+                        wm[o] = m[l][t];
+                }
+            for (int g = 0; g < r->block / 32; g++) {
+                __m256i x[8];
+                RT_UNROLL for (int l = 0; l < 8; l++)
+                    x[l] = _mm256_load_si256((const __m256i *)(u[l] + 32 * g));
+                transpose8(x);
+                RT_UNROLL for (int k = 0; k < 8; k++) {
+                    const unsigned c = 32 * (unsigned)g + 4 * (unsigned)k; /* codes c..: sub-block c / sub, vector c % sub / 4 */
+                    uint8_t *o = wq + ((size_t)bb * (size_t)per + c / sub) * A8B_ROWS * sub;
+                    _mm256_storeu_si256((__m256i *)(o + 64 * (c % sub / 4) + 32 * h), x[k]);
+                }
+            }
+        }
+    }
+}
+
+#define A8B_PACK_AVX2(T)                                                                                       \
+    AVX2 static void a8b_pack_##T(const rt_weight *W, const int j[A8B_ROWS], uint8_t *wq, float *wd, float *wm) \
+    {                                                                                                          \
+        if (rt_a8b_readings[LMQ_T_##T].sub == 16) /* the sub-block a constant */                              \
+            a8b_pack_avx2(LMQ_T_##T, 16, W, j, wq, wd, wm);                                                    \
+        else                                                                                                   \
+            a8b_pack_avx2(LMQ_T_##T, 32, W, j, wq, wd, wm);                                                    \
+    }
+#define A8B_K_TYPES(X) X(Q2_K) X(Q3_K) X(Q4_K) X(Q5_K) X(Q6_K) X(IQ4_XS)
+A8B_B32_TYPES(A8B_PACK_AVX2)
+A8B_K_TYPES(A8B_PACK_AVX2)
+#define A8B_PACK_ENTRY(T) [LMQ_T_##T] = a8b_pack_##T,
+static const a8b_pack_fn A8B_PACK[LMQ_T_COUNT] = { A8B_B32_TYPES(A8B_PACK_ENTRY) A8B_K_TYPES(A8B_PACK_ENTRY) };
+
 /* act_codes_scalar 8 lanes at a time on AVX2, bit for bit as act_codes_avx512 (the last in % 8
  * one at a time). */
 AVX2 static int32_t act_codes_avx2(const float *x, size_t in, float *scale, int8_t *q)
@@ -888,7 +1059,8 @@ static const rt_fused FUSED[] = {
 };
 
 static const struct rt_linear_kernels LINEAR = {
-    .fused = FUSED, .n_fused = sizeof FUSED / sizeof FUSED[0], .act_codes = act_codes_avx2, .dot4 = rt_avx2_dot4, .a8b_dot = rt_avx2_a8b_dot
+    .fused = FUSED, .n_fused = sizeof FUSED / sizeof FUSED[0], .act_codes = act_codes_avx2, .dot4 = rt_avx2_dot4, .a8b_dot = rt_avx2_a8b_dot,
+    .a8b_pack = A8B_PACK
 };
 
 const rt_kernels rt_kernels_avx2 = {

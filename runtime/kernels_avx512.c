@@ -520,29 +520,37 @@ AVX512_INLINE __m512i rows_at(const int j[A8B_ROWS], size_t stride)
     return _mm512_mullo_epi32(_mm512_loadu_si512(j), _mm512_set1_epi32((int)stride));
 }
 
-/* The driver's a8 block packing, 16 rows a block at a time, of lmq's int4 and int8 per group and
- * of GGUF's Q4_0 and Q8_0 (kind: their dtype): the block's codes of rows p, 4 + p, 8 + p, 12 + p
- * in the four 128-bit lanes of two vectors, codes 0-15 in one and 16-31 in the other, as u = code
- * + 128 (4-bit: nibble + 120; lmq's int4 has code k in byte k / 2, low nibble first, Q4_0 the low
- * nibbles codes 0-15 and the high ones 16-31; int8's stored byte is u, Q8_0's signed byte ^ 0x80),
- * then a8b_interleave. Scales gathered 16 rows at once (lmq's: a group's serves its blocks). */
-AVX512_INLINE void a8b_pack_blocks(int kind, const rt_weight *W, const int j[A8B_ROWS], uint8_t *wq, float *wd)
+/* IQ4_NL's code book in each 128-bit lane, for vpshufb. */
+AVX512_INLINE __m512i iq4_book(void)
 {
-    const int nb = W->in / A8B_BLOCK, lmq = kind == LMQ_T_INT4 || kind == LMQ_T_INT8;
-    const int nibbles = kind == LMQ_T_INT4 || kind == LMQ_T_Q4_0;
+    return _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)q_iq4nl_values));
+}
+
+/* The driver's a8 block packing of the 32-blocks (kind: their dtype), 16 rows a block at a time:
+ * the block's codes of rows p, 4 + p, 8 + p, 12 + p in the four 128-bit lanes of two vectors,
+ * codes 0-15 in one and 16-31 in the other, as u (A8B_B32), then a8b_interleave. Scales (and mins)
+ * gathered 16 rows at once (lmq's: a group's serves its blocks); a fifth bit k of row 4L + p is
+ * bit k % 8 of byte k / 8 of the word gathered into dword p of lane L. */
+AVX512_INLINE void a8b_pack_blocks(int kind, const rt_weight *W, const int j[A8B_ROWS], uint8_t *wq, float *wd,
+                                   float *wm)
+{
+    const int nb = W->in / A8B_BLOCK, lmq = kind == LMQ_T_INT4 || kind == LMQ_T_INT8, nibbles = A8B_B32[kind].nibbles;
     /* bytes of codes a block, from one block of a row to the next, and of a GGUF block's header */
-    const size_t codes = nibbles ? A8B_BLOCK / 2 : A8B_BLOCK, head = lmq ? 0 : 2;
+    const size_t codes = nibbles ? A8B_BLOCK / 2 : A8B_BLOCK, head = A8B_B32[kind].head;
     const size_t step = codes + head, row_bytes = (size_t)nb * step;
     const uint8_t *row[A8B_ROWS];
     for (int l = 0; l < A8B_ROWS; l++)
-        row[l] = lmq ? W->data + W->L.code_offset + (size_t)j[l] * row_bytes : W->data + (size_t)j[l] * row_bytes + 2;
+        row[l] = lmq ? W->data + W->L.code_offset + (size_t)j[l] * row_bytes : W->data + (size_t)j[l] * row_bytes + head;
     const uint8_t *next = row[0] - head + A8B_ROWS * row_bytes;
     const size_t snext_len = lmq ? A8B_ROWS * (size_t)W->L.groups_per_row * 2 : 0;
     const uint8_t *snext = W->data + (size_t)(j[0] + A8B_ROWS) * (size_t)W->L.groups_per_row * 2;
     const __m512i vidx = rows_at(j, lmq ? (size_t)W->L.groups_per_row : row_bytes), nib = _mm512_set1_epi8(0x0F);
-    const __m512i off = _mm512_set1_epi8(nibbles ? 120 : kind == LMQ_T_Q8_0 ? -128 : 0);
+    const __m512i off = _mm512_set1_epi8(A8B_B32[kind].off), book = iq4_book();
+    const __m512i bits = _mm512_set1_epi64(0x8040201008040201), sixteen = _mm512_set1_epi8(16);
+    const __m512i halves = _mm512_set_epi64(BYTES8(1), 0, BYTES8(1), 0, BYTES8(1), 0, BYTES8(1), 0); /* bytes 8-15 of a lane: 1 */
     __m512 d = _mm512_setzero_ps();
     for (int b = 0; b < nb; b++) {
+        const uint8_t *blocks = W->data + (size_t)b * step; /* the rows' blocks b at vidx */
         if (lmq) {
             const int64_t k = (int64_t)b * A8B_BLOCK;
             if (k % W->L.group == 0) {
@@ -551,10 +559,14 @@ AVX512_INLINE void a8b_pack_blocks(int kind, const rt_weight *W, const int j[A8B
                 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h));
             }
         } else {
-            const __m512i h = _mm512_i32gather_epi32(vidx, (const void *)(W->data + (size_t)b * step), 1);
+            const __m512i h = _mm512_i32gather_epi32(vidx, (const void *)blocks, 1);
             d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h));
+            if (A8B_B32[kind].mins)
+                _mm512_store_ps(wm + (size_t)b * A8B_ROWS, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(h, 16))));
         }
         _mm512_store_ps(wd + (size_t)b * A8B_ROWS, d);
+        const __m512i qh = A8B_B32[kind].qh ? _mm512_i32gather_epi32(vidx, (const void *)(blocks + A8B_B32[kind].qh), 1)
+                                        : _mm512_setzero_si512();
         __m512i lo[4], hi[4];
         /* The next tile's rows follow this one's in memory, and its scales too (lmq's): ask for
          * them spread over this tile's blocks, so that a tile starts on its rows in cache (the
@@ -578,6 +590,14 @@ AVX512_INLINE void a8b_pack_blocks(int kind, const rt_weight *W, const int j[A8B
                 x[0] = kind == LMQ_T_INT4 ? _mm512_unpacklo_epi8(l4, h4) : l4;
                 x[1] = kind == LMQ_T_INT4 ? _mm512_unpackhi_epi8(l4, h4) : h4;
             }
+            RT_UNROLL for (int h = 0; h < 2; h++) {
+                if (A8B_B32[kind].book)
+                    x[h] = _mm512_shuffle_epi8(book, x[h]);
+                if (A8B_B32[kind].qh) { /* codes 16h.. : bytes 4p + 2h, 4p + 2h + 1 of each lane's word p */
+                    const __m512i by = _mm512_shuffle_epi8(qh, _mm512_add_epi8(halves, _mm512_set1_epi8((char)(4 * p + 2 * h))));
+                    x[h] = _mm512_mask_add_epi8(x[h], _mm512_test_epi8_mask(by, bits), x[h], sixteen);
+                }
+            }
             lo[p] = _mm512_add_epi8(x[0], off);
             hi[p] = _mm512_add_epi8(x[1], off);
         }
@@ -590,45 +610,80 @@ AVX512_INLINE void a8b_pack_blocks(int kind, const rt_weight *W, const int j[A8B
 #define A8B_PACK_OF(T)                                                                                         \
     AVX512 static void a8b_pack_##T(const rt_weight *W, const int j[A8B_ROWS], uint8_t *wq, float *wd, float *wm) \
     {                                                                                                          \
-        (void)wm; /* no mins */                                                                                \
-        a8b_pack_blocks(LMQ_T_##T, W, j, wq, wd);                                                              \
+        a8b_pack_blocks(LMQ_T_##T, W, j, wq, wd, wm);                                                          \
     }
-A8B_PACK_OF(INT4)
-A8B_PACK_OF(INT8)
-A8B_PACK_OF(Q4_0)
-A8B_PACK_OF(Q8_0)
+A8B_B32_TYPES(A8B_PACK_OF)
 
-/* The K-types the AVX-512 set reads as stored (their blocks of 256: ggml-common.h's layouts):
- * Q4_K and Q5_K, d and dmin, 12 bytes of 6-bit scales and mins, Q5_K's 32 bytes of fifth bits,
- * then 128 of nibbles: 8 sub-blocks of 32, w = (d·sc)·q − (dmin·m); Q6_K, 128 bytes of nibbles, 64
- * of two-bit tops, 16 int8 scales and d: 16 sub-blocks of 16, w = (d·sc)·(q − 32). */
-#define K_SUBS(kind) ((kind) == LMQ_T_Q6_K ? 16 : 8)
-#define K_MINS(kind) ((kind) != LMQ_T_Q6_K)
+/* The 256-blocks the AVX-512 set reads as stored (ggml-common.h's layouts), and what k_units adds
+ * to a weight code (bias): Q4_K and Q5_K, d and dmin, 12 bytes of 6-bit scales and mins, Q5_K's 32
+ * bytes of fifth bits, then 128 of nibbles: 8 sub-blocks of 32, w = (d·sc)·q − (dmin·m); Q6_K, 128
+ * bytes of nibbles, 64 of two-bit tops, 16 int8 scales and d: 16 sub-blocks of 16, w = (d·sc)·(q −
+ * 32); Q2_K, 16 bytes of 4-bit scales and mins, 64 of two-bit codes, d and dmin: 16 of 16, w =
+ * (d·sc)·q − (dmin·m); Q3_K, 32 bytes of third bits, 64 of two-bit codes, 12 of 6-bit scales and
+ * d: 16 of 16, w = (d·(sc − 32))·(q − 4); IQ4_XS, d, 6-bit scales in 2 + 4 bytes, 128 of nibbles
+ * looked up in IQ4_NL's book: 8 of 32, w = (d·(ls − 32))·v. */
+static const struct {
+    uint8_t subs, mins, bias;
+} K256[LMQ_T_COUNT] = {
+    [LMQ_T_Q2_K] = { 16, 1, 0 }, [LMQ_T_Q3_K] = { 16, 0, 4 },  [LMQ_T_Q4_K] = { 8, 1, 0 },
+    [LMQ_T_Q5_K] = { 8, 1, 0 },  [LMQ_T_Q6_K] = { 16, 0, 32 }, [LMQ_T_IQ4_XS] = { 8, 0, 128 },
+};
+#define K256_TYPES(X) X(Q2_K) X(Q3_K) X(Q4_K) X(Q5_K) X(Q6_K) X(IQ4_XS)
 
-/* Bit 4 of each byte of h << sh (sh < 0: >> −sh), a byte's own bit 4 − sh. */
-AVX512_INLINE __m256i bit_to_16(__m256i h, int sh)
+/* Bit `bit` (a power of two) of each byte of h << sh (sh < 0: >> −sh), from the byte's own bits. */
+AVX512_INLINE __m256i bit_to(__m256i h, int sh, int bit)
 {
     const __m256i b = sh > 0 ? _mm256_slli_epi16(h, sh) : sh < 0 ? _mm256_srli_epi16(h, -sh) : h;
-    return _mm256_and_si256(b, _mm256_set1_epi8(0x10));
+    return _mm256_and_si256(b, _mm256_set1_epi8((char)bit));
 }
 
-/* One block's 256 codes in order, 64 a vector, as unsigned bytes: the weight code (Q4_K, Q5_K) or
- * the weight code + 32 (Q6_K). Q4_K / Q5_K: qs's 32 bytes at 32c hold codes 64c.. (low nibbles,
- * sub-block 2c) and 64c + 32.. (high, 2c + 1), sub-block t's fifth bits bit t of qh's bytes; Q6_K:
- * half n the 64 bytes of ql (low nibbles codes 128n.., high 128n + 64..) under bits 2c of qh's 32
- * at 32n for its quarter c of 32 codes. */
+/* Two 32-byte halves as one vector. */
+AVX512_INLINE __m512i join(__m256i lo, __m256i hi)
+{
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+/* One block's 256 codes in order, 64 a vector, as unsigned bytes: the weight code + K256's bias.
+ * Q4_K / Q5_K: qs's 32 bytes at 32c hold codes 64c.. (low nibbles, sub-block 2c) and 64c + 32..
+ * (high, 2c + 1), sub-block t's fifth bits bit t of qh's bytes; Q6_K: half n the 64 bytes of ql
+ * (low nibbles codes 128n.., high 128n + 64..) under bits 2c of qh's 32 at 32n for its quarter c
+ * of 32 codes; Q2_K / Q3_K: half n's quarter c bits 2c, 2c + 1 of qs's 32 bytes at 32n (Q3_K: 4 ×
+ * bit 4n + c of hmask's 32 above them); IQ4_XS: sub-block t the 16 bytes at 16t (low nibbles codes
+ * 0-15, high 16-31) through the book. */
 AVX512_INLINE void k_units(int kind, const uint8_t *p, __m512i u[4])
 {
     const __m512i nib = _mm512_set1_epi8(0x0F);
+    if (kind == LMQ_T_Q2_K || kind == LMQ_T_Q3_K) {
+        const uint8_t *qs = p + (kind == LMQ_T_Q3_K ? 32 : 16);
+        const __m256i three = _mm256_set1_epi8(3), hm = _mm256_loadu_si256((const __m256i *)p);
+        RT_UNROLL for (int v = 0; v < 4; v++) {
+            const int n = v / 2, c = 2 * (v % 2);
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * n));
+            u[v] = join(_mm256_and_si256(_mm256_srli_epi16(q, 2 * c), three),
+                        _mm256_and_si256(_mm256_srli_epi16(q, 2 * c + 2), three));
+            if (kind == LMQ_T_Q3_K)
+                u[v] = _mm512_or_si512(u[v], join(bit_to(hm, 2 - (4 * n + c), 4), bit_to(hm, 1 - (4 * n + c), 4)));
+        }
+        return;
+    }
+    if (kind == LMQ_T_IQ4_XS) {
+        const __m512i book = iq4_book(), unit = _mm512_set1_epi8((char)K256[LMQ_T_IQ4_XS].bias);
+        RT_UNROLL for (int c = 0; c < 4; c++) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(p + 8 + 32 * c));
+            const __m512i x = _mm512_shuffle_i64x2(join(q, q), join(q, q), _MM_SHUFFLE(1, 1, 0, 0)); /* A A B B */
+            const __m512i y = _mm512_mask_blend_epi64(0xCC, x, _mm512_srli_epi16(x, 4)); /* lanes 1, 3: high */
+            u[c] = _mm512_add_epi8(_mm512_shuffle_epi8(book, _mm512_and_si512(y, nib)), unit);
+        }
+        return;
+    }
     if (kind != LMQ_T_Q6_K) {
         const uint8_t *qs = p + (kind == LMQ_T_Q5_K ? 48 : 16);
         const __m256i h = kind == LMQ_T_Q5_K ? _mm256_loadu_si256((const __m256i *)(p + 16)) : _mm256_setzero_si256();
         RT_UNROLL for (int c = 0; c < 4; c++) {
             const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
-            u[c] = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(q), _mm256_srli_epi16(q, 4), 1), nib);
+            u[c] = _mm512_and_si512(join(q, _mm256_srli_epi16(q, 4)), nib);
             if (kind == LMQ_T_Q5_K)
-                u[c] = _mm512_or_si512(u[c], _mm512_inserti64x4(_mm512_castsi256_si512(bit_to_16(h, 4 - 2 * c)),
-                                                                bit_to_16(h, 3 - 2 * c), 1));
+                u[c] = _mm512_or_si512(u[c], join(bit_to(h, 4 - 2 * c, 0x10), bit_to(h, 3 - 2 * c, 0x10)));
         }
         return;
     }
@@ -647,11 +702,45 @@ AVX512_INLINE void k_units(int kind, const uint8_t *p, __m512i u[4])
  * the portable readings compute them: p the block's bytes in the first row's place, at the rows'
  * byte offsets from there. Q4_K / Q5_K's 6-bit scales and mins in blk_k4_scale's layout (sub-block
  * t < 4 the low six bits of bytes t and t + 4, t >= 4 a nibble of byte t + 4 under the top two bits
- * of byte t − 4 or t); Q6_K's d read with the last two scales, so that no gather reads past the
- * block. */
+ * of byte t − 4 or t); Q6_K's and Q3_K's d read with the bytes before it, so that no gather reads
+ * past the block; Q2_K's 4-bit scale and min of sub-block t the low and high nibble of byte t;
+ * Q3_K's blk_q3_scale's, IQ4_XS's blk_xs_scale's. */
 AVX512_INLINE void k_scales(int kind, const uint8_t *p, __m512i at, __m512 *d, __m512 *m)
 {
     const __m512i six = _mm512_set1_epi32(63), four = _mm512_set1_epi32(0xF), top = _mm512_set1_epi32(3);
+    const __m512 neg = _mm512_set1_ps(-0.0f);
+    if (kind == LMQ_T_Q2_K) {
+        const __m512i h = _mm512_i32gather_epi32(at, (const void *)(p + 80), 1);
+        const __m512 dd = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h));
+        const __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(h, 16)));
+        RT_UNROLL for (int w = 0; w < 4; w++) {
+            const __m512i sc = _mm512_i32gather_epi32(at, (const void *)(p + 4 * w), 1);
+            RT_UNROLL for (int k = 0; k < 4; k++) {
+                d[4 * w + k] = _mm512_mul_ps(dd, _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(sc, 8 * k), four)));
+                m[4 * w + k] = _mm512_xor_ps(
+                    _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(sc, 8 * k + 4), four))), neg);
+            }
+        }
+        return;
+    }
+    if (kind == LMQ_T_Q3_K || kind == LMQ_T_IQ4_XS) {
+        const int q3 = kind == LMQ_T_Q3_K;
+        const __m512i h = _mm512_i32gather_epi32(at, (const void *)(p + (q3 ? 106 : 0)), 1);
+        const __m512 dd = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(q3 ? _mm512_srli_epi32(h, 16) : h));
+        const __m512i hi = q3 ? _mm512_i32gather_epi32(at, (const void *)(p + 104), 1) : _mm512_srli_epi32(h, 16);
+        const __m512i lo0 = _mm512_i32gather_epi32(at, (const void *)(p + (q3 ? 96 : 4)), 1);
+        const __m512i lo1 = q3 ? _mm512_i32gather_epi32(at, (const void *)(p + 100), 1) : lo0;
+        const __m512i bias = _mm512_set1_epi32(32);
+        for (int t = 0; t < 16 / (2 - q3); t++) {
+            /* the low nibble's place in its word, the top two bits' in theirs */
+            const int ls = q3 ? 8 * (t % 4) + 4 * (t / 8) : 4 * t, hs = q3 ? 8 * (t % 4) + 2 * (t / 4) : 2 * t;
+            const __m512i lw = q3 && t % 8 >= 4 ? lo1 : lo0;
+            const __m512i sc = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(lw, ls), four),
+                                               _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(hi, hs), top), 4));
+            d[t] = _mm512_mul_ps(dd, _mm512_cvtepi32_ps(_mm512_sub_epi32(sc, bias)));
+        }
+        return;
+    }
     if (kind == LMQ_T_Q6_K) {
         const __m512 dd = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(
             _mm512_srli_epi32(_mm512_i32gather_epi32(at, (const void *)(p + 206), 1), 16)));
@@ -668,7 +757,6 @@ AVX512_INLINE void k_scales(int kind, const uint8_t *p, __m512i at, __m512 *d, _
     const __m512i w0 = _mm512_i32gather_epi32(at, (const void *)(p + 4), 1);
     const __m512i w1 = _mm512_i32gather_epi32(at, (const void *)(p + 8), 1);
     const __m512i w2 = _mm512_i32gather_epi32(at, (const void *)(p + 12), 1);
-    const __m512 neg = _mm512_set1_ps(-0.0f);
     RT_UNROLL for (int t = 0; t < 8; t++) {
         const int sh = 8 * (t % 4);
         __m512i sc, mn;
@@ -694,8 +782,8 @@ AVX512_INLINE void a8b_pack_k(int kind, const rt_weight *W, const int j[A8B_ROWS
                               float *wm)
 {
     const size_t bytes = lmq_encoding_of((unsigned)kind)->block_bytes, nbb = (size_t)W->in / 256;
-    const size_t row_bytes = nbb * bytes, per = K_SUBS(kind);
-    const __m512i off = _mm512_set1_epi8(kind == LMQ_T_Q6_K ? 128 - 32 : (char)128);
+    const size_t row_bytes = nbb * bytes, per = K256[kind].subs;
+    const __m512i off = _mm512_set1_epi8((char)(128 - K256[kind].bias));
     _Alignas(64) uint8_t u[A8B_ROWS][256];
     const uint8_t *next = W->data + (size_t)(j[0] + A8B_ROWS) * row_bytes;
     const __m512i at = rows_at(j, row_bytes);
@@ -709,11 +797,11 @@ AVX512_INLINE void a8b_pack_k(int kind, const rt_weight *W, const int j[A8B_ROWS
             RT_UNROLL for (int c = 0; c < 4; c++)
                 _mm512_store_si512((void *)(u[l] + 64 * c), _mm512_add_epi8(v[c], off));
         }
-        __m512 d[16], m[8];
+        __m512 d[16], m[16];
         k_scales(kind, W->data + bb * bytes, at, d, m);
         for (size_t t = 0; t < per; t++) {
             _mm512_store_ps(wd + (bb * per + t) * A8B_ROWS, d[t]);
-            if (K_MINS(kind))
+            if (K256[kind].mins)
                 _mm512_store_ps(wm + (bb * per + t) * A8B_ROWS, m[t]);
         }
         RT_UNROLL for (int g = 0; g < 16; g++) {
@@ -733,9 +821,7 @@ AVX512_INLINE void a8b_pack_k(int kind, const rt_weight *W, const int j[A8B_ROWS
     {                                                                                                          \
         a8b_pack_k(LMQ_T_##T, W, j, wq, wd, wm);                                                               \
     }
-A8B_PACK_K(Q4_K)
-A8B_PACK_K(Q5_K)
-A8B_PACK_K(Q6_K)
+K256_TYPES(A8B_PACK_K)
 
 #define VNNI_AVX512_INLINE \
     static inline __attribute__((always_inline, target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c,avx512vnni")))
@@ -768,10 +854,9 @@ AVX512_INLINE void transpose16(const int32_t *m, size_t ld, __m512i col[16])
     }
 }
 
-/* Where k_sums leaves sub-block t's sum: Q4_K / Q5_K's sub-blocks of 32 are two lanes of one
- * product, the even ones' pairs added into lane 0 and the odd ones' into lane 2; Q6_K's of 16 a
- * lane each. */
-#define K_SUM_AT(kind, t) ((kind) != LMQ_T_Q6_K ? ((t) & 1) * 8 + (t) / 2 : 4 * ((t) & 3) + (t) / 4)
+/* Where k_sums leaves sub-block t's sum: sub-blocks of 32 are two lanes of one product, the even
+ * ones' pairs added into lane 0 and the odd ones' into lane 2; those of 16 a lane each. */
+#define K_SUM_AT(kind, t) (K256[kind].subs == 8 ? ((t) & 1) * 8 + (t) / 2 : 4 * ((t) & 3) + (t) / 4)
 
 /* One block at p of a row against x's 256 codes qx: its sub-blocks' exact sums Σ u·qx at
  * K_SUM_AT, u the unsigned codes k_units gives, in the order x's codes are. */
@@ -782,19 +867,20 @@ VNNI_AVX512_INLINE __m512i k_sums(int kind, const uint8_t *p, const int8_t *qx)
     RT_UNROLL for (int c = 0; c < 4; c++)
         s[c] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[c], _mm512_loadu_si512(qx + 64 * c));
     const __m512i l = lane_sums(s);
-    return kind == LMQ_T_Q6_K ? l : _mm512_add_epi32(l, _mm512_shuffle_i32x4(l, l, _MM_SHUFFLE(2, 3, 0, 1)));
+    return K256[kind].subs == 16 ? l : _mm512_add_epi32(l, _mm512_shuffle_i32x4(l, l, _MM_SHUFFLE(2, 3, 0, 1)));
 }
 
 /* Decode's a8 block product of the K-types (kind): one row of x against rows j[0..15] of W as
  * they are stored, no packing (which cost decode three fifths of its time). Row by row, as memory
  * holds them, each block's sums (k_sums) go to scratch; then a8b_step over the sub-blocks in order,
  * the 16 rows' sums transposed into lanes beside their scales (k_scales): a8b_dot_fn's bits for
- * one row of codes. Q6_K's sums less 32·Σ qx are Σ qw·qx. */
+ * one row of codes. The sums less bias·Σ qx (K256) are Σ qw·qx. */
 VNNI_AVX512_INLINE void a8b_row_k(int kind, const rt_weight *W, const int j[A8B_ROWS], const int8_t *qx,
                                   const float *dx, const int32_t *cx, void *scratch, float out[A8B_ROWS])
 {
     const size_t bytes = lmq_encoding_of((unsigned)kind)->block_bytes, nbb = (size_t)W->in / 256;
-    const size_t row_bytes = nbb * bytes, per = K_SUBS(kind);
+    const size_t row_bytes = nbb * bytes, per = K256[kind].subs;
+    const int mins = K256[kind].mins;
     int32_t *sums = scratch; /* [A8B_ROWS][nbb][16] */
     const uint8_t *next = W->data + (size_t)(j[0] + A8B_ROWS) * row_bytes;
     for (int l = 0; l < A8B_ROWS; l++)
@@ -808,19 +894,16 @@ VNNI_AVX512_INLINE void a8b_row_k(int kind, const rt_weight *W, const int j[A8B_
     const __m512i at = rows_at(j, row_bytes);
     __m512 acc = _mm512_setzero_ps();
     for (size_t bb = 0; bb < nbb; bb++) {
-        __m512 d[16], m[8];
+        __m512 d[16], m[16];
         k_scales(kind, W->data + bb * bytes, at, d, m);
-        int32_t x32[16]; /* Q6_K: 32·Σ qx of each sub-block (cx exact multiples of 128) */
-        if (kind == LMQ_T_Q6_K)
-            _mm512_storeu_si512(x32, _mm512_srai_epi32(_mm512_loadu_si512(cx + bb * 16), 2));
         __m512i col[16];
         transpose16(sums + bb * 16, nbb * 16, col);
         _Pragma("GCC unroll 16") for (size_t t = 0; t < per; t++) {
             const size_t b = bb * per + t;
             __m512i s = col[K_SUM_AT(kind, t)];
-            if (kind == LMQ_T_Q6_K)
-                s = _mm512_sub_epi32(s, _mm512_set1_epi32(x32[t]));
-            acc = a8b_step(acc, s, dx[b], cx[b], d[t], K_MINS(kind), K_MINS(kind) ? m[t] : d[t]);
+            if (K256[kind].bias) /* cx[b]: 128·Σ qx, exactly */
+                s = _mm512_sub_epi32(s, _mm512_set1_epi32(cx[b] / 128 * K256[kind].bias));
+            acc = a8b_step(acc, s, dx[b], cx[b], d[t], mins, mins ? m[t] : d[t]);
         }
     }
     _mm512_storeu_ps(out, acc);
@@ -832,17 +915,13 @@ VNNI_AVX512_INLINE void a8b_row_k(int kind, const rt_weight *W, const int j[A8B_
     {                                                                                                          \
         a8b_row_k(LMQ_T_##T, W, j, qx, dx, cx, scratch, out);                                                  \
     }
-A8B_ROW_K(Q4_K)
-A8B_ROW_K(Q5_K)
-A8B_ROW_K(Q6_K)
+K256_TYPES(A8B_ROW_K)
 
-static const a8b_row_fn A8B_ROW[LMQ_T_COUNT] = { [LMQ_T_Q4_K] = a8b_row_Q4_K, [LMQ_T_Q5_K] = a8b_row_Q5_K,
-                                                 [LMQ_T_Q6_K] = a8b_row_Q6_K };
-
-static const a8b_pack_fn A8B_PACK[LMQ_T_COUNT] = { [LMQ_T_INT4] = a8b_pack_INT4, [LMQ_T_INT8] = a8b_pack_INT8,
-                                                   [LMQ_T_Q4_0] = a8b_pack_Q4_0, [LMQ_T_Q8_0] = a8b_pack_Q8_0,
-                                                   [LMQ_T_Q4_K] = a8b_pack_Q4_K, [LMQ_T_Q5_K] = a8b_pack_Q5_K,
-                                                   [LMQ_T_Q6_K] = a8b_pack_Q6_K };
+#define A8B_ENTRY(T, kind) [LMQ_T_##T] = kind##_##T,
+#define A8B_ROW_ENTRY(T) A8B_ENTRY(T, a8b_row)
+#define A8B_PACK_ENTRY(T) A8B_ENTRY(T, a8b_pack)
+static const a8b_row_fn A8B_ROW[LMQ_T_COUNT] = { K256_TYPES(A8B_ROW_ENTRY) };
+static const a8b_pack_fn A8B_PACK[LMQ_T_COUNT] = { A8B_B32_TYPES(A8B_PACK_ENTRY) K256_TYPES(A8B_PACK_ENTRY) };
 
 /* act_codes_scalar 16 lanes at a time, bit for bit: the maximum is exact in any order (maxps keeps
  * its second operand, the running maximum, where a lane is NaN, as the comparison does), the

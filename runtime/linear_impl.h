@@ -137,6 +137,26 @@ typedef struct {
 /* By dtype; block 0: none. */
 extern const a8b_reading rt_a8b_readings[LMQ_T_COUNT];
 
+/* The 32-blocks as the kernel sets' own packings read them (lmq's int4 and int8 groups: codes
+ * alone; GGUF's blocks: ggml-common.h's layouts): the bytes before a block's codes, where its word
+ * of fifth bits is (0: none; bit k code k's), whether its fp16 min follows its fp16 scale, whether
+ * codes are nibbles (lmq's int4: code k in byte k / 2, low nibble first; GGUF's: the low nibbles
+ * codes 0-15, the high ones 16-31) looked up in IQ4_NL's book, and what a code (with its fifth bit)
+ * plus `off` is: u = qw + 128, as rt_a8b_readings make it. */
+typedef struct {
+    uint8_t head, qh, mins, nibbles, book;
+    int8_t off;
+} a8b_block32;
+static const a8b_block32 A8B_B32[LMQ_T_COUNT] = {
+    [LMQ_T_INT8] = { 0, 0, 0, 0, 0, 0 },    [LMQ_T_INT4] = { 0, 0, 0, 1, 0, 120 },
+    [LMQ_T_Q8_0] = { 2, 0, 0, 0, 0, -128 }, [LMQ_T_Q4_0] = { 2, 0, 0, 1, 0, 120 },
+    [LMQ_T_Q4_1] = { 4, 0, 1, 1, 0, -128 }, [LMQ_T_Q5_0] = { 6, 2, 0, 1, 0, 112 },
+    [LMQ_T_Q5_1] = { 8, 4, 1, 1, 0, -128 }, [LMQ_T_IQ4_NL] = { 2, 0, 0, 1, 1, -128 },
+};
+#define A8B_B32_TYPES(X) X(INT4) X(INT8) X(Q8_0) X(Q4_0) X(Q4_1) X(Q5_0) X(Q5_1) X(IQ4_NL)
+/* Eight bytes of v as a 64-bit lane (vpshufb's picks of a word's bytes for its fifth bits). */
+#define BYTES8(v) ((long long)(0x0101010101010101ull * (unsigned)(v)))
+
 /* The AVX2 set's, which the AVX-512 set without VNNI takes as it is (runtime/kernels_avx2.c). */
 void rt_avx2_a8b_dot(const uint8_t *wq, const float *wd, const float *wm, int nb, int sub, const int8_t *qx,
                      size_t ldq, const float *dx, const int32_t *cx, size_t lds, int mr, float out[A8B_MR][A8B_ROWS]);

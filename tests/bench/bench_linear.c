@@ -56,10 +56,15 @@ static const struct {
     { .name = "q4_0, a8 block", .q = { .dtype = LMQ_T_Q4_0 }, .act = { LMQ_ACT_INT8, LMQ_ACT_BLOCK } },
     { .name = "q8_0, a8 block", .q = { .dtype = LMQ_T_Q8_0 }, .act = { LMQ_ACT_INT8, LMQ_ACT_BLOCK } },
     { .name = "q4_1", .q = { .dtype = LMQ_T_Q4_1 } },
+    { .name = "q4_1, a8 block", .q = { .dtype = LMQ_T_Q4_1 }, .act = { LMQ_ACT_INT8, LMQ_ACT_BLOCK } },
     { .name = "q5_0", .q = { .dtype = LMQ_T_Q5_0 } },
+    { .name = "q5_0, a8 block", .q = { .dtype = LMQ_T_Q5_0 }, .act = { LMQ_ACT_INT8, LMQ_ACT_BLOCK } },
     { .name = "q5_1", .q = { .dtype = LMQ_T_Q5_1 } },
+    { .name = "q5_1, a8 block", .q = { .dtype = LMQ_T_Q5_1 }, .act = { LMQ_ACT_INT8, LMQ_ACT_BLOCK } },
     { .name = "q2_k", .q = { .dtype = LMQ_T_Q2_K } },
+    { .name = "q2_k, a8 block", .q = { .dtype = LMQ_T_Q2_K }, .act = { LMQ_ACT_INT8, LMQ_ACT_BLOCK } },
     { .name = "q3_k", .q = { .dtype = LMQ_T_Q3_K } },
+    { .name = "q3_k, a8 block", .q = { .dtype = LMQ_T_Q3_K }, .act = { LMQ_ACT_INT8, LMQ_ACT_BLOCK } },
     { .name = "q4_k", .q = { .dtype = LMQ_T_Q4_K } },
     { .name = "q4_k, a8 block", .q = { .dtype = LMQ_T_Q4_K }, .act = { LMQ_ACT_INT8, LMQ_ACT_BLOCK } },
     { .name = "q5_k", .q = { .dtype = LMQ_T_Q5_K } },
@@ -67,7 +72,9 @@ static const struct {
     { .name = "q6_k", .q = { .dtype = LMQ_T_Q6_K } },
     { .name = "q6_k, a8 block", .q = { .dtype = LMQ_T_Q6_K }, .act = { LMQ_ACT_INT8, LMQ_ACT_BLOCK } },
     { .name = "iq4_nl", .q = { .dtype = LMQ_T_IQ4_NL } },
+    { .name = "iq4_nl, a8 block", .q = { .dtype = LMQ_T_IQ4_NL }, .act = { LMQ_ACT_INT8, LMQ_ACT_BLOCK } },
     { .name = "iq4_xs", .q = { .dtype = LMQ_T_IQ4_XS } },
+    { .name = "iq4_xs, a8 block", .q = { .dtype = LMQ_T_IQ4_XS }, .act = { LMQ_ACT_INT8, LMQ_ACT_BLOCK } },
 };
 
 /* Whether name is one of the comma-separated names in list. */

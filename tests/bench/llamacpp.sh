@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # make bench LLAMA_CPP=DIR: lmq's runtime against llama.cpp's on the same GGUF bytes. Per shape
 # (synthetic checkpoints from `lmq synth`) and GGUF type: lmq's own artefacts exported (Q8_0 and
-# Q4_0, lmq's q8_0 / q4_0 schemes) and llama-quantize's Q4_K_M of the F32 export; each file is
+# Q4_0, lmq's q8_0 / q4_0 schemes) and llama-quantize's of the F32 export (Q4_K_M, or the types
+# BENCH_LLAMA_QUANTS names); each file is
 # imported by `lmq convert` and run by `lmq verify --speed-only --ctx P` (llama.cpp's arithmetic,
 # the default for an import: int8 activations per block) and by `llama-bench -p P -n 64` (the
 # best of its 3 repetitions, as verify keeps the best of its 3 rounds). Rounds interleave the two
 # runtimes; each round's lmq / llama.cpp ratio is printed and the median of the rounds last.
 #   tests/bench/llamacpp.sh LLAMA_CPP_BUILD_DIR
 # Environment: LMQ (build/lmq), BENCH_LLAMA_SHAPES (gpt2-124m), BENCH_LLAMA_THREADS ("1 2"),
-# BENCH_LLAMA_PREFILL ("256 512"), BENCH_LLAMA_ROUNDS (3), BENCH_DIR (/tmp/lmq-bench-llama).
+# BENCH_LLAMA_PREFILL ("256 512"), BENCH_LLAMA_ROUNDS (3), BENCH_LLAMA_QUANTS ("Q4_K_M": llama-quantize's
+# type names), BENCH_DIR (/tmp/lmq-bench-llama).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 LL=$(cd "$1" && pwd)
@@ -17,6 +19,7 @@ SHAPES=${BENCH_LLAMA_SHAPES:-gpt2-124m}
 THREADS=${BENCH_LLAMA_THREADS:-1 2}
 PREFILL=${BENCH_LLAMA_PREFILL:-256 512}
 ROUNDS=${BENCH_LLAMA_ROUNDS:-3}
+QUANTS=${BENCH_LLAMA_QUANTS:-Q4_K_M}
 DIR=${BENCH_DIR:-/tmp/lmq-bench-llama}
 for f in llama-bench llama-quantize; do
     [ -x "$LL/bin/$f" ] || { echo "$0: $LL/bin/$f is missing (build llama.cpp's $f; tools/llamacpp-check.sh says how)" >&2; exit 2; }
@@ -56,14 +59,16 @@ for shape in $SHAPES; do
     "$LMQ" synth --shape "$shape" -o "$DIR/$shape" >/dev/null
     "$LMQ" convert "$DIR/$shape" -o "$DIR/fp32.lmq" >/dev/null
     "$LMQ" export "$DIR/fp32.lmq" --to gguf -o "$DIR/F32.gguf" >/dev/null
-    "$LL/bin/llama-quantize" "$DIR/F32.gguf" "$DIR/Q4_K_M.gguf" Q4_K_M >/dev/null 2>&1 ||
-        { echo "$0: llama-quantize Q4_K_M failed on $shape" >&2; exit 1; }
+    for q in $QUANTS; do
+        "$LL/bin/llama-quantize" "$DIR/F32.gguf" "$DIR/$q.gguf" "$q" >/dev/null 2>&1 ||
+            { echo "$0: llama-quantize $q failed on $shape" >&2; exit 1; }
+    done
     for t in Q8_0 q4_0; do
         recipe=recipes/gguf/$t.yaml && [ $t = q4_0 ] && recipe=$DIR/q4_0.yaml
         "$LMQ" quantize "$DIR/fp32.lmq" --recipe "$recipe" -o "$DIR/$t.lmq" >/dev/null
         "$LMQ" export "$DIR/$t.lmq" --to gguf -o "$DIR/${t^^}.gguf" >/dev/null
     done
-    types="F32 Q8_0 Q4_0 Q4_K_M"
+    types="F32 Q8_0 Q4_0 $QUANTS"
     for t in $types; do
         "$LMQ" convert "$DIR/$t.gguf" -o "$DIR/$t.gguf.lmq" >/dev/null
     done
