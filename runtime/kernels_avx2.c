@@ -762,7 +762,6 @@ AVX2_INLINE void a8b_pack_avx2(int kind, unsigned sub, const rt_weight *W, const
         else                                                                                                   \
             a8b_pack_avx2(LMQ_T_##T, 32, W, j, wq, wd, wm);                                                    \
     }
-#define A8B_K_TYPES(X) X(Q2_K) X(Q3_K) X(Q4_K) X(Q5_K) X(Q6_K) X(IQ4_XS)
 A8B_B32_TYPES(A8B_PACK_AVX2)
 A8B_K_TYPES(A8B_PACK_AVX2)
 #define A8B_PACK_ENTRY(T) [LMQ_T_##T] = a8b_pack_##T,

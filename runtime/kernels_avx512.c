@@ -621,14 +621,14 @@ A8B_B32_TYPES(A8B_PACK_OF)
  * 32); Q2_K, 16 bytes of 4-bit scales and mins, 64 of two-bit codes, d and dmin: 16 of 16, w =
  * (d·sc)·q − (dmin·m); Q3_K, 32 bytes of third bits, 64 of two-bit codes, 12 of 6-bit scales and
  * d: 16 of 16, w = (d·(sc − 32))·(q − 4); IQ4_XS, d, 6-bit scales in 2 + 4 bytes, 128 of nibbles
- * looked up in IQ4_NL's book: 8 of 32, w = (d·(ls − 32))·v. */
+ * looked up in IQ4_NL's book: 8 of 32, w = (d·(ls − 32))·v. Sub-blocks and mins as
+ * rt_a8b_readings have them, as constants the kernels are specialised on. */
 static const struct {
     uint8_t subs, mins, bias;
 } K256[LMQ_T_COUNT] = {
     [LMQ_T_Q2_K] = { 16, 1, 0 }, [LMQ_T_Q3_K] = { 16, 0, 4 },  [LMQ_T_Q4_K] = { 8, 1, 0 },
     [LMQ_T_Q5_K] = { 8, 1, 0 },  [LMQ_T_Q6_K] = { 16, 0, 32 }, [LMQ_T_IQ4_XS] = { 8, 0, 128 },
 };
-#define K256_TYPES(X) X(Q2_K) X(Q3_K) X(Q4_K) X(Q5_K) X(Q6_K) X(IQ4_XS)
 
 /* Bit `bit` (a power of two) of each byte of h << sh (sh < 0: >> −sh), from the byte's own bits. */
 AVX512_INLINE __m256i bit_to(__m256i h, int sh, int bit)
@@ -821,7 +821,7 @@ AVX512_INLINE void a8b_pack_k(int kind, const rt_weight *W, const int j[A8B_ROWS
     {                                                                                                          \
         a8b_pack_k(LMQ_T_##T, W, j, wq, wd, wm);                                                               \
     }
-K256_TYPES(A8B_PACK_K)
+A8B_K_TYPES(A8B_PACK_K)
 
 #define VNNI_AVX512_INLINE \
     static inline __attribute__((always_inline, target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c,avx512vnni")))
@@ -915,13 +915,13 @@ VNNI_AVX512_INLINE void a8b_row_k(int kind, const rt_weight *W, const int j[A8B_
     {                                                                                                          \
         a8b_row_k(LMQ_T_##T, W, j, qx, dx, cx, scratch, out);                                                  \
     }
-K256_TYPES(A8B_ROW_K)
+A8B_K_TYPES(A8B_ROW_K)
 
 #define A8B_ENTRY(T, kind) [LMQ_T_##T] = kind##_##T,
 #define A8B_ROW_ENTRY(T) A8B_ENTRY(T, a8b_row)
 #define A8B_PACK_ENTRY(T) A8B_ENTRY(T, a8b_pack)
-static const a8b_row_fn A8B_ROW[LMQ_T_COUNT] = { K256_TYPES(A8B_ROW_ENTRY) };
-static const a8b_pack_fn A8B_PACK[LMQ_T_COUNT] = { A8B_B32_TYPES(A8B_PACK_ENTRY) K256_TYPES(A8B_PACK_ENTRY) };
+static const a8b_row_fn A8B_ROW[LMQ_T_COUNT] = { A8B_K_TYPES(A8B_ROW_ENTRY) };
+static const a8b_pack_fn A8B_PACK[LMQ_T_COUNT] = { A8B_B32_TYPES(A8B_PACK_ENTRY) A8B_K_TYPES(A8B_PACK_ENTRY) };
 
 /* act_codes_scalar 16 lanes at a time, bit for bit: the maximum is exact in any order (maxps keeps
  * its second operand, the running maximum, where a lane is NaN, as the comparison does), the

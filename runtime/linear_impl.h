@@ -142,7 +142,8 @@ extern const a8b_reading rt_a8b_readings[LMQ_T_COUNT];
  * of fifth bits is (0: none; bit k code k's), whether its fp16 min follows its fp16 scale, whether
  * codes are nibbles (lmq's int4: code k in byte k / 2, low nibble first; GGUF's: the low nibbles
  * codes 0-15, the high ones 16-31) looked up in IQ4_NL's book, and what a code (with its fifth bit)
- * plus `off` is: u = qw + 128, as rt_a8b_readings make it. */
+ * plus `off` is: u = qw + 128, as rt_a8b_readings make it (constants, which the kernels are
+ * specialised on). */
 typedef struct {
     uint8_t head, qh, mins, nibbles, book;
     int8_t off;
@@ -154,6 +155,8 @@ static const a8b_block32 A8B_B32[LMQ_T_COUNT] = {
     [LMQ_T_Q5_1] = { 8, 4, 1, 1, 0, -128 }, [LMQ_T_IQ4_NL] = { 2, 0, 0, 1, 1, -128 },
 };
 #define A8B_B32_TYPES(X) X(INT4) X(INT8) X(Q8_0) X(Q4_0) X(Q4_1) X(Q5_0) X(Q5_1) X(IQ4_NL)
+/* And the 256-blocks. */
+#define A8B_K_TYPES(X) X(Q2_K) X(Q3_K) X(Q4_K) X(Q5_K) X(Q6_K) X(IQ4_XS)
 /* Eight bytes of v as a 64-bit lane (vpshufb's picks of a word's bytes for its fifth bits). */
 #define BYTES8(v) ((long long)(0x0101010101010101ull * (unsigned)(v)))
 
