@@ -651,16 +651,63 @@ AVX2_INLINE __m256i b32_units(int kind, const rt_weight *W, int j, int b, float 
     return _mm256_add_epi8(x, _mm256_set1_epi8(f->off));
 }
 
-/* Row j's 256-block bb of Q4_K, Q5_K or Q6_K (kind) as u = qw + 128, codes in order, and its
- * sub-blocks' scales and mins, as rt_a8b_readings give them (ggml-common.h's layouts: see the AVX-512
- * set's k_units): Q4_K / Q5_K's qs bytes at 32c the low nibbles of codes 64c.. and the high of
- * 64c + 32.. (Q5_K: sub-block t's fifth bits bit t of qh's bytes); Q6_K's half n the 64 bytes of ql
- * (low nibbles codes 128n.., high 128n + 64..) under bits 2c of qh's 32 at 32n for quarter c. */
+/* Bit `from` of each byte of h as bit `to` (the rest 0). */
+AVX2_INLINE __m256i bit_as(__m256i h, int from, int to)
+{
+    const __m256i b = to > from ? _mm256_slli_epi16(h, to - from) : to < from ? _mm256_srli_epi16(h, from - to) : h;
+    return _mm256_and_si256(b, _mm256_set1_epi8((char)(1 << to)));
+}
+
+/* Row j's 256-block bb (kind) as u = qw + 128, codes in order, and its sub-blocks' scales and mins,
+ * as rt_a8b_readings give them (ggml-common.h's layouts, as the AVX-512 set's k_units reads them):
+ * Q4_K / Q5_K's qs bytes at 32c the low nibbles of codes 64c.. and the high of 64c + 32.. (Q5_K:
+ * sub-block t's fifth bits bit t of qh's bytes); Q6_K's half n the 64 bytes of ql (low nibbles
+ * codes 128n.., high 128n + 64..) under bits 2c of qh's 32 at 32n for quarter c; Q2_K / Q3_K's half
+ * n quarter c bits 2c, 2c + 1 of qs's 32 bytes at 32n (Q3_K: 4 × bit 4n + c of hmask's 32 above,
+ * less 4); IQ4_XS's sub-block t the 16 bytes at 16t (low nibbles first) through the book. */
 AVX2_INLINE void k_units_avx2(int kind, const rt_weight *W, int j, int bb, uint8_t *u, float *d, float *m)
 {
     const size_t bytes = lmq_encoding_of((unsigned)kind)->block_bytes;
     const uint8_t *p = W->data + ((size_t)j * (size_t)(W->in / 256) + (size_t)bb) * bytes;
     const __m256i nib = _mm256_set1_epi8(0x0F);
+    if (kind == LMQ_T_Q2_K || kind == LMQ_T_Q3_K) {
+        const int q3 = kind == LMQ_T_Q3_K;
+        const __m256i three = _mm256_set1_epi8(3), hm = _mm256_loadu_si256((const __m256i *)p);
+        const __m256i off = _mm256_set1_epi8((char)(q3 ? 128 - 4 : 128));
+        for (int n = 0; n < 2; n++) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(p + (q3 ? 32 : 16) + 32 * n));
+            RT_UNROLL for (int c = 0; c < 4; c++) {
+                __m256i x = _mm256_and_si256(_mm256_srli_epi16(q, 2 * c), three);
+                if (q3)
+                    x = _mm256_or_si256(x, bit_as(hm, 4 * n + c, 2));
+                _mm256_store_si256((__m256i *)(u + 128 * n + 32 * c), _mm256_add_epi8(x, off));
+            }
+        }
+        if (q3) {
+            const float dd = _cvtsh_ss(lmq_le16(p + 108));
+            for (int t = 0; t < 16; t++)
+                d[t] = dd * (float)(blk_q3_scale(p + 96, t) - 32);
+        } else {
+            const float dd = _cvtsh_ss(lmq_le16(p + 80)), dmin = _cvtsh_ss(lmq_le16(p + 82));
+            for (int t = 0; t < 16; t++) {
+                d[t] = dd * (float)(p[t] & 0xF);
+                m[t] = -(dmin * (float)(p[t] >> 4));
+            }
+        }
+        return;
+    }
+    if (kind == LMQ_T_IQ4_XS) {
+        const __m256i book = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)q_iq4nl_values));
+        const float dd = _cvtsh_ss(lmq_le16(p));
+        for (int t = 0; t < 8; t++) {
+            const __m128i q = _mm_loadu_si128((const __m128i *)(p + 8 + 16 * t));
+            const __m256i x = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), nib);
+            _mm256_store_si256((__m256i *)(u + 32 * t),
+                               _mm256_add_epi8(_mm256_shuffle_epi8(book, x), _mm256_set1_epi8((char)128)));
+            d[t] = dd * (float)(blk_xs_scale(p, t) - 32);
+        }
+        return;
+    }
     if (kind == LMQ_T_Q6_K) {
         const __m256i two = _mm256_set1_epi8(0x30), off = _mm256_set1_epi8(128 - 32);
         for (int n = 0; n < 2; n++) {
@@ -682,14 +729,13 @@ AVX2_INLINE void k_units_avx2(int kind, const rt_weight *W, int j, int bb, uint8
     }
     const uint8_t *qs = p + (kind == LMQ_T_Q5_K ? 48 : 16);
     const __m256i h = kind == LMQ_T_Q5_K ? _mm256_loadu_si256((const __m256i *)(p + 16)) : _mm256_setzero_si256();
-    const __m256i fifth = _mm256_set1_epi8(0x10), off = _mm256_set1_epi8((char)128);
+    const __m256i off = _mm256_set1_epi8((char)128);
     RT_UNROLL for (int c = 0; c < 4; c++) {
         const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
         __m256i lo = _mm256_and_si256(q, nib), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), nib);
-        if (kind == LMQ_T_Q5_K) { /* bits 2c and 2c + 1 of each byte to bit 4 */
-            const __m256i b = 2 * c <= 4 ? _mm256_slli_epi16(h, 4 - 2 * c) : _mm256_srli_epi16(h, 2 * c - 4);
-            lo = _mm256_or_si256(lo, _mm256_and_si256(b, fifth));
-            hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_srli_epi16(b, 1), fifth));
+        if (kind == LMQ_T_Q5_K) {
+            lo = _mm256_or_si256(lo, bit_as(h, 2 * c, 4));
+            hi = _mm256_or_si256(hi, bit_as(h, 2 * c + 1, 4));
         }
         _mm256_store_si256((__m256i *)(u + 64 * c), _mm256_add_epi8(lo, off));
         _mm256_store_si256((__m256i *)(u + 64 * c + 32), _mm256_add_epi8(hi, off));
@@ -704,7 +750,7 @@ AVX2_INLINE void k_units_avx2(int kind, const rt_weight *W, int j, int bb, uint8
 }
 
 /* The driver's a8 block packing on AVX2, a weight block of 8 rows at a time: each row's codes as
- * u = qw + 128 into an L1 buffer (b32_units, k_units_avx2, or the portable reading), then
+ * u = qw + 128 into an L1 buffer (b32_units, k_units_avx2), then
  * 8 rows' 32 codes at a time transposed into the dwords a8b_dot_fn's vectors hold (rows 8h.. in
  * the second 32 bytes of each for half h), scales and mins beside them. */
 AVX2_INLINE void a8b_pack_avx2(int kind, unsigned sub, const rt_weight *W, const int j[A8B_ROWS], uint8_t *wq,
@@ -727,10 +773,8 @@ AVX2_INLINE void a8b_pack_avx2(int kind, unsigned sub, const rt_weight *W, const
             for (int l = 0; l < 8; l++) {
                 if (b32)
                     _mm256_store_si256((__m256i *)u[l], b32_units(kind, W, j[8 * h + l], bb, d[l], m[l]));
-                else if (kind == LMQ_T_Q4_K || kind == LMQ_T_Q5_K || kind == LMQ_T_Q6_K)
-                    k_units_avx2(kind, W, j[8 * h + l], bb, u[l], d[l], m[l]);
                 else
-                    r->read(W, j[8 * h + l], bb, u[l], d[l], m[l]);
+                    k_units_avx2(kind, W, j[8 * h + l], bb, u[l], d[l], m[l]);
             }
             for (int t = 0; t < per; t++)
                 for (int l = 0; l < 8; l++) {
