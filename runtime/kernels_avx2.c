@@ -617,6 +617,12 @@ AVX2_INLINE void transpose8(__m256i r[8])
     }
 }
 
+/* IQ4_NL's code book in each 128-bit lane, for vpshufb. */
+AVX2_INLINE __m256i iq4_book8(void)
+{
+    return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)q_iq4nl_values));
+}
+
 /* Row j's 32-block b (kind: A8B_B32's) as u = qw + 128, codes in order, and its scale (and min)
  * into d and m, as rt_a8b_readings give them. A fifth bit k is bit k % 8 of the word's byte k / 8. */
 AVX2_INLINE __m256i b32_units(int kind, const rt_weight *W, int j, int b, float *d, float *m)
@@ -635,17 +641,14 @@ AVX2_INLINE __m256i b32_units(int kind, const rt_weight *W, int j, int b, float 
         x = _mm256_loadu_si256((const __m256i *)c);
     }
     if (f->book)
-        x = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)q_iq4nl_values)), x);
+        x = _mm256_shuffle_epi8(iq4_book8(), x);
     if (f->qh) {
         const __m256i bits = _mm256_set1_epi64x(0x8040201008040201);
         const __m256i pick = _mm256_setr_epi64x(0, BYTES8(1), BYTES8(2), BYTES8(3));
         const __m256i by = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32((int)lmq_le32(blk + f->qh)), pick), bits);
         x = _mm256_add_epi8(x, _mm256_and_si256(_mm256_cmpeq_epi8(by, bits), _mm256_set1_epi8(16)));
     }
-    const uint8_t *s = lmq ? W->data + 2 * ((size_t)j * (size_t)W->L.groups_per_row +
-                                            (size_t)b * A8B_BLOCK / (size_t)W->L.group)
-                           : blk;
-    d[0] = _cvtsh_ss(lmq_le16(s));
+    d[0] = _cvtsh_ss(lmq_le16(lmq ? a8b_group_scale(W, j, b) : blk));
     if (f->mins)
         m[0] = _cvtsh_ss(lmq_le16(blk + 2));
     return _mm256_add_epi8(x, _mm256_set1_epi8(f->off));
@@ -697,7 +700,7 @@ AVX2_INLINE void k_units_avx2(int kind, const rt_weight *W, int j, int bb, uint8
         return;
     }
     if (kind == LMQ_T_IQ4_XS) {
-        const __m256i book = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)q_iq4nl_values));
+        const __m256i book = iq4_book8();
         const float dd = _cvtsh_ss(lmq_le16(p));
         for (int t = 0; t < 8; t++) {
             const __m128i q = _mm_loadu_si128((const __m128i *)(p + 8 + 16 * t));

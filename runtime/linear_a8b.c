@@ -8,11 +8,9 @@
 
 #include "common/fp.h"
 
-/* lmq's symmetric int8 / int4 per group: the group's fp16 scale over codes [32b, 32b + 32). */
 static float group_scale(const rt_weight *W, int j, int b)
 {
-    const size_t g = (size_t)j * (size_t)W->L.groups_per_row + (size_t)b * A8B_BLOCK / (size_t)W->L.group;
-    return lmq_f16_to_f32(lmq_le16(W->data + 2 * g));
+    return lmq_f16_to_f32(lmq_le16(a8b_group_scale(W, j, b)));
 }
 
 /* lmq's symmetric int8 per group: code − 128 is the weight code, so the stored byte is u. */

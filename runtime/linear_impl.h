@@ -137,6 +137,12 @@ typedef struct {
 /* By dtype; block 0: none. */
 extern const a8b_reading rt_a8b_readings[LMQ_T_COUNT];
 
+/* lmq's symmetric int8 / int4 per group: the fp16 scale of row j's codes [32b, 32b + 32). */
+static inline const uint8_t *a8b_group_scale(const rt_weight *W, int j, int b)
+{
+    return W->data + 2 * ((size_t)j * (size_t)W->L.groups_per_row + (size_t)b * A8B_BLOCK / (size_t)W->L.group);
+}
+
 /* The 32-blocks as the kernel sets' own packings read them (lmq's int4 and int8 groups: codes
  * alone; GGUF's blocks: ggml-common.h's layouts): the bytes before a block's codes, where its word
  * of fifth bits is (0: none; bit k code k's), whether its fp16 min follows its fp16 scale, whether
